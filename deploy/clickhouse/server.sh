@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Starts or stops a self-contained ClickHouse server on loopback with all state under DIR.
+#   server.sh start DIR [TCP_PORT] [HTTP_PORT]   prints nothing; returns once /ping answers
+#   server.sh stop DIR                           SIGTERM, then SIGKILL after 20 s
+# Works with Debian's clickhouse-server 18.16 and with current releases.
+set -euo pipefail
+cmd=${1:?usage: server.sh start|stop DIR [TCP_PORT] [HTTP_PORT]}
+dir=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
+tcp=${3:-9000}
+http=${4:-8123}
+
+case "$cmd" in
+start)
+  bin=$(command -v clickhouse-server || true)
+  [ -n "$bin" ] || { echo "clickhouse-server not found: apt-get install -y clickhouse-server" >&2; exit 1; }
+  if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+    echo "ClickHouse already running in $dir (pid $(cat "$dir/pid"))" >&2; exit 1
+  fi
+  mkdir -p "$dir/data" "$dir/tmp" "$dir/user_files" "$dir/format_schemas" "$dir/log"
+  cat > "$dir/config.xml" <<XML
+<?xml version="1.0"?>
+<yandex>
+  <logger><level>warning</level><log>$dir/log/server.log</log><errorlog>$dir/log/error.log</errorlog><size>100M</size><count>2</count></logger>
+  <listen_host>127.0.0.1</listen_host>
+  <tcp_port>$tcp</tcp_port>
+  <http_port>$http</http_port>
+  <path>$dir/data/</path>
+  <tmp_path>$dir/tmp/</tmp_path>
+  <user_files_path>$dir/user_files/</user_files_path>
+  <format_schema_path>$dir/format_schemas/</format_schema_path>
+  <users_config>$dir/users.xml</users_config>
+  <default_profile>default</default_profile>
+  <default_database>default</default_database>
+  <timezone>UTC</timezone>
+  <mark_cache_size>268435456</mark_cache_size>
+  <max_concurrent_queries>200</max_concurrent_queries>
+</yandex>
+XML
+  cat > "$dir/users.xml" <<XML
+<?xml version="1.0"?>
+<yandex>
+  <profiles><default><max_memory_usage>4000000000</max_memory_usage></default></profiles>
+  <users>
+    <default>
+      <password></password>
+      <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+      <profile>default</profile>
+      <quota>default</quota>
+    </default>
+  </users>
+  <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
+</yandex>
+XML
+  "$bin" --config-file="$dir/config.xml" >"$dir/log/stdout.log" 2>&1 &
+  echo $! > "$dir/pid"
+  for _ in $(seq 1 200); do
+    if curl -sf "http://127.0.0.1:$http/ping" >/dev/null 2>&1; then exit 0; fi
+    kill -0 "$(cat "$dir/pid")" 2>/dev/null || { echo "clickhouse-server exited; see $dir/log" >&2; tail -5 "$dir/log/error.log" >&2 || true; exit 1; }
+    sleep 0.1
+  done
+  echo "clickhouse-server did not answer /ping on port $http within 20 s" >&2; exit 1
+  ;;
+stop)
+  [ -f "$dir/pid" ] || exit 0
+  pid=$(cat "$dir/pid")
+  if kill "$pid" 2>/dev/null; then
+    for _ in $(seq 1 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -f "$dir/pid"
+  ;;
+*) echo "unknown command $cmd" >&2; exit 2 ;;
+esac

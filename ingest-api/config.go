@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/envflag"
+)
+
+// devAdminToken is the token `make run` uses when ADMIN_TOKEN is unset. The
+// program refuses it unless -dev is given.
+const devAdminToken = "dev-admin-token"
+
+// Config is ingest-api's whole configuration.
+type Config struct {
+	HTTPAddr          string
+	TLSCert, TLSKey   string
+	AdminToken        string
+	Dev               bool
+	MaxBodyBytes      int64
+	MaxInFlight       int
+	OutcomeTimeout    time.Duration
+	QueryTimeout      time.Duration
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	IdleTimeout       time.Duration
+	ShutdownTimeout   time.Duration
+	RegistryBucket    string
+	LogLevel          string
+	LogFormat         string
+	NATS              bus.Config
+}
+
+func (c *Config) register(s *envflag.Set) {
+	s.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address")
+	s.String(&c.TLSCert, "http-tls-cert", "", "certificate file: serve HTTPS when set")
+	s.String(&c.TLSKey, "http-tls-key", "", "key file for -http-tls-cert")
+	s.String(&c.AdminToken, "admin-token", "", "bearer token of the workspace API")
+	s.Bool(&c.Dev, "dev", false, "development mode: allow the built-in admin token")
+	s.Int64(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 beyond)")
+	s.Int(&c.MaxInFlight, "max-in-flight", 4096, "requests handled at once (503 beyond)")
+	s.Duration(&c.OutcomeTimeout, "outcome-timeout", 5*time.Second, "how long a request waits for the storage outcome")
+	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "how long a workspace read waits for writer-worker")
+	s.Duration(&c.ReadHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
+	s.Duration(&c.ReadTimeout, "http-read-timeout", 15*time.Second, "time allowed to read a whole request")
+	s.Duration(&c.WriteTimeout, "http-write-timeout", 30*time.Second, "time allowed to write a response")
+	s.Duration(&c.IdleTimeout, "http-idle-timeout", 120*time.Second, "keep-alive idle time")
+	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "time allowed to answer in-flight requests at shutdown")
+	s.String(&c.RegistryBucket, "registry-bucket", "device_registry", "JetStream KV bucket of the device registry")
+	s.String(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	s.String(&c.LogFormat, "log-format", "json", "json or console")
+	c.NATS.RegisterFlags(s)
+}
+
+// Validate reports the first thing wrong, in one line.
+func (c *Config) Validate() error {
+	if c.AdminToken == "" && c.Dev {
+		c.AdminToken = devAdminToken
+	}
+	switch {
+	case c.HTTPAddr == "":
+		return errors.New("HTTP_ADDR is empty")
+	case c.AdminToken == "":
+		return errors.New("ADMIN_TOKEN is empty: set it, or pass -dev for the development default")
+	case c.AdminToken == devAdminToken && !c.Dev:
+		return errors.New("ADMIN_TOKEN is the development default: set your own, or pass -dev")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("HTTP_TLS_CERT and HTTP_TLS_KEY go together")
+	case c.MaxBodyBytes < 64:
+		return fmt.Errorf("MAX_BODY_BYTES=%d is too small", c.MaxBodyBytes)
+	case c.MaxInFlight < 1:
+		return errors.New("MAX_IN_FLIGHT must be at least 1")
+	case c.OutcomeTimeout <= 0 || c.QueryTimeout <= 0:
+		return errors.New("OUTCOME_TIMEOUT and QUERY_TIMEOUT must be positive")
+	case c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0:
+		return errors.New("HTTP timeouts must be positive")
+	case c.WriteTimeout <= c.OutcomeTimeout:
+		return errors.New("HTTP_WRITE_TIMEOUT must exceed OUTCOME_TIMEOUT")
+	case c.RegistryBucket == "":
+		return errors.New("REGISTRY_BUCKET is empty")
+	}
+	return c.NATS.Validate()
+}

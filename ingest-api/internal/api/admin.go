@@ -1,0 +1,170 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/query"
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+// maxDeviceBody bounds a workspace device record.
+const maxDeviceBody = 1 << 20
+
+func (s *Server) putDevice(c echo.Context) error {
+	serial := c.Param("serial")
+	var d registry.Device
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, maxDeviceBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return s.respond(c, outcome.BadRequest, serial, "", "device must be a JSON object: "+err.Error())
+	}
+	if d.Serial != "" && d.Serial != serial {
+		return s.respond(c, outcome.BadRequest, serial, "", "serial in the body differs from the path")
+	}
+	d.Serial = serial
+	if err := d.Normalize(); err != nil {
+		return s.respond(c, outcome.BadRequest, serial, "", err.Error())
+	}
+	if err := s.registry.Put(c.Request().Context(), d); err != nil {
+		return s.respond(c, outcome.ProcessingFailed, serial, "", err.Error())
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+func (s *Server) getDevice(c echo.Context) error {
+	serial := c.Param("serial")
+	d, err := s.registry.Get(c.Request().Context(), serial)
+	if errors.Is(err, registry.ErrNotFound) {
+		return s.respond(c, outcome.DeviceNotFound, serial, "", "")
+	}
+	if err != nil {
+		return s.respond(c, outcome.ProcessingFailed, serial, "", err.Error())
+	}
+	return c.JSON(http.StatusOK, d)
+}
+
+func (s *Server) deleteDevice(c echo.Context) error {
+	serial := c.Param("serial")
+	err := s.registry.Delete(c.Request().Context(), serial)
+	if errors.Is(err, registry.ErrNotFound) {
+		return s.respond(c, outcome.DeviceNotFound, serial, "", "")
+	}
+	if err != nil {
+		return s.respond(c, outcome.ProcessingFailed, serial, "", err.Error())
+	}
+	return c.NoContent(http.StatusNoContent)
+}
+
+func (s *Server) deviceMessages(c echo.Context) error {
+	req := query.Request{Serial: c.Param("serial")}
+	var err error
+	if req.Limit, err = limitParam(c); err != nil {
+		return s.respond(c, outcome.BadRequest, "", "", err.Error())
+	}
+	resp, code, err := s.ask(c.Request().Context(), query.Messages, req)
+	if err != nil {
+		return s.respond(c, code, req.Serial, "", err.Error())
+	}
+	msgs := resp.Messages
+	if msgs == nil {
+		msgs = []query.Message{}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"messages": msgs})
+}
+
+func (s *Server) latest(c echo.Context) error {
+	req := query.Request{Entity: c.Param("entity"), Input: c.Param("input"), Limit: 1}
+	resp, code, err := s.ask(c.Request().Context(), query.Latest, req)
+	if err != nil {
+		return s.respond(c, code, "", "", err.Error())
+	}
+	if len(resp.Points) == 0 {
+		return s.respond(c, outcome.NotFound, "", "", fmt.Sprintf("no value stored for entity %s input %s", req.Entity, req.Input))
+	}
+	p := resp.Points[0]
+	return c.JSON(http.StatusOK, map[string]any{
+		"entity": req.Entity, "input": req.Input, "value": p.Value, "ts": p.TS, "serial": p.Serial,
+	})
+}
+
+func (s *Server) series(c echo.Context) error {
+	req := query.Request{Entity: c.Param("entity"), Input: c.Param("input")}
+	var err error
+	if req.Limit, err = limitParam(c); err != nil {
+		return s.respond(c, outcome.BadRequest, "", "", err.Error())
+	}
+	to := time.Now()
+	from := to.Add(-24 * time.Hour)
+	if v := c.QueryParam("from"); v != "" {
+		if from, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return s.respond(c, outcome.BadRequest, "", "", "from must be an RFC 3339 time")
+		}
+	}
+	if v := c.QueryParam("to"); v != "" {
+		if to, err = time.Parse(time.RFC3339Nano, v); err != nil {
+			return s.respond(c, outcome.BadRequest, "", "", "to must be an RFC 3339 time")
+		}
+	}
+	if to.Before(from) {
+		return s.respond(c, outcome.BadRequest, "", "", "to is before from")
+	}
+	req.FromMs, req.ToMs = from.UnixMilli(), to.UnixMilli()
+	resp, code, err := s.ask(c.Request().Context(), query.Series, req)
+	if err != nil {
+		return s.respond(c, code, "", "", err.Error())
+	}
+	pts := resp.Points
+	if pts == nil {
+		pts = []query.Point{}
+	}
+	for i := range pts {
+		pts[i].Serial = ""
+	}
+	return c.JSON(http.StatusOK, map[string]any{"points": pts})
+}
+
+func limitParam(c echo.Context) (int, error) {
+	v := c.QueryParam("limit")
+	if v == "" {
+		return query.DefaultLimit, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > query.MaxLimit {
+		return 0, fmt.Errorf("limit must be 1 to %d", query.MaxLimit)
+	}
+	return n, nil
+}
+
+// ask sends a read query to a writer-worker, the owner of ClickHouse.
+func (s *Server) ask(ctx context.Context, kind string, req query.Request) (query.Response, outcome.Code, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.limits.QueryTimeout)
+	defer cancel()
+	b, _ := json.Marshal(req)
+	m, err := s.nc.RequestWithContext(ctx, bus.QueryPrefix+kind, b)
+	if err != nil {
+		return query.Response{}, outcome.ProcessingFailed, fmt.Errorf("query storage: %w", err)
+	}
+	var resp query.Response
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return query.Response{}, outcome.Internal, fmt.Errorf("query storage: %w", err)
+	}
+	if resp.Error != "" {
+		return query.Response{}, outcome.ProcessingFailed, errors.New(resp.Error)
+	}
+	return resp, outcome.Stored, nil
+}
+
+func (s *Server) ping(ctx context.Context) error {
+	_, _, err := s.ask(ctx, query.Ping, query.Request{})
+	return err
+}

@@ -1,0 +1,91 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
+
+// Body is every response of the ingestion contract, and of every error.
+type Body struct {
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+	Error   string `json:"error,omitempty"`
+}
+
+// BodyFor renders an outcome: the single place where internal outcomes
+// become response bodies.
+func BodyFor(code outcome.Code, serial, detail string) (int, Body) {
+	row := outcome.Lookup(code)
+	if code == outcome.Stored {
+		return row.Status, Body{Success: true, Message: row.Message}
+	}
+	return row.Status, Body{Message: row.Message, Error: row.Error(serial, detail)}
+}
+
+// respond writes the outcome and, for anything but success, logs one line.
+// No token is ever passed in here, so none can reach the log.
+func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, detail string) error {
+	status, body := BodyFor(code, serial, detail)
+	row := outcome.Lookup(code)
+	if row.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(row.RetryAfter))
+	}
+	if code != outcome.Stored {
+		fields := []zap.Field{
+			zap.String("outcome", code.String()),
+			zap.Int("status", status),
+			zap.String("serial", serial),
+			zap.String("message", body.Message),
+			zap.String("error", body.Error),
+			zap.String("remote", c.RealIP()),
+		}
+		if eventID != "" {
+			fields = append(fields, zap.String("event_id", eventID))
+		}
+		if status >= 500 {
+			s.log.Warn("request failed", fields...)
+		} else {
+			s.log.Info("request rejected", fields...)
+		}
+	}
+	return c.JSON(status, body)
+}
+
+// handleError turns whatever escapes a handler (unknown route, wrong
+// method, panic) into the contract's JSON shape.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	code := outcome.Internal
+	detail := "internal error"
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			code = outcome.RouteNotFound
+		case http.StatusMethodNotAllowed:
+			code = outcome.MethodNotAllowed
+		case http.StatusRequestEntityTooLarge:
+			code = outcome.PayloadTooLarge
+		case http.StatusUnauthorized:
+			code = outcome.Unauthorized
+		case http.StatusBadRequest:
+			code, detail = outcome.BadRequest, "malformed request"
+		}
+	} else {
+		s.log.Error("handler failed", zap.String("path", c.Path()), zap.Error(err))
+	}
+	status, body := BodyFor(code, "", detail)
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	_ = c.JSON(status, body)
+}

@@ -1,0 +1,147 @@
+// Package api is ingest-api's HTTP surface: the device ingestion endpoint,
+// the workspace API, and health checks, all answering in the contract's JSON.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/ingest-api/internal/reply"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+// Limits bound the work one process takes on.
+type Limits struct {
+	MaxBodyBytes   int64
+	MaxInFlight    int
+	OutcomeTimeout time.Duration
+	QueryTimeout   time.Duration
+}
+
+// Deps is everything the server needs, passed in by main.
+type Deps struct {
+	Log        *zap.Logger
+	NC         *nats.Conn
+	JS         jetstream.JetStream
+	Registry   *registry.Store
+	Waiter     *reply.Waiter
+	AdminToken string
+	Limits     Limits
+}
+
+// Server holds the handlers' state.
+type Server struct {
+	log      *zap.Logger
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	registry *registry.Store
+	cache    *registry.Cache
+	waiter   *reply.Waiter
+	limits   Limits
+	adminSum [sha256.Size]byte
+	inflight chan struct{}
+	bufs     sync.Pool
+	lastTS   atomic.Int64
+	draining atomic.Bool
+}
+
+// New builds the Echo instance with every route.
+func New(d Deps) (*echo.Echo, *Server) {
+	s := &Server{
+		log:      d.Log,
+		nc:       d.NC,
+		js:       d.JS,
+		registry: d.Registry,
+		cache:    d.Registry.Cache(),
+		waiter:   d.Waiter,
+		limits:   d.Limits,
+		adminSum: sha256.Sum256([]byte(d.AdminToken)),
+		inflight: make(chan struct{}, d.Limits.MaxInFlight),
+		bufs:     sync.Pool{New: func() any { return new(bytes.Buffer) }},
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.handleError
+	e.Use(middleware.Recover())
+
+	e.POST("/api/v1/deviceapi/event", s.postEvent)
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+
+	admin := e.Group("/api/v1/admin", s.requireAdmin)
+	admin.PUT("/devices/:serial", s.putDevice)
+	admin.GET("/devices/:serial", s.getDevice)
+	admin.DELETE("/devices/:serial", s.deleteDevice)
+	admin.GET("/devices/:serial/messages", s.deviceMessages)
+	admin.GET("/entities/:entity/inputs/:input/latest", s.latest)
+	admin.GET("/entities/:entity/inputs/:input/series", s.series)
+	return e, s
+}
+
+// Drain marks the server not ready, so load balancers stop sending, before
+// the listener is shut.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// timestamp returns a receive time in unix nanoseconds that is strictly
+// increasing within this process, so that readings received within the same
+// millisecond keep their arrival order.
+func (s *Server) timestamp() int64 {
+	now := time.Now().UnixNano()
+	for {
+		last := s.lastTS.Load()
+		ts := max(now, last+1)
+		if s.lastTS.CompareAndSwap(last, ts) {
+			return ts
+		}
+	}
+}
+
+func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		tok := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
+		sum := sha256.Sum256([]byte(tok))
+		if tok == "" || subtle.ConstantTimeCompare(sum[:], s.adminSum[:]) != 1 {
+			return s.respond(c, outcome.Unauthorized, c.Param("serial"), "", "")
+		}
+		return next(c)
+	}
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, Body{Success: true, Message: "alive"})
+}
+
+// readyz reports ready when NATS is connected, the registry is loaded, and a
+// writer answers on the storage path.
+func (s *Server) readyz(c echo.Context) error {
+	notReady := func(why string) error {
+		return c.JSON(http.StatusServiceUnavailable, Body{Message: "not ready", Error: why})
+	}
+	switch {
+	case s.draining.Load():
+		return notReady("shutting down")
+	case !s.nc.IsConnected():
+		return notReady("nats disconnected")
+	case !s.cache.IsSynced():
+		return notReady("registry not loaded")
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
+	defer cancel()
+	if err := s.ping(ctx); err != nil {
+		return notReady("storage path: " + err.Error())
+	}
+	return c.JSON(http.StatusOK, Body{Success: true, Message: "ready"})
+}

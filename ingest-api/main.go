@@ -1,0 +1,145 @@
+// Command ingest-api is the HTTP front end of the device event service: it
+// validates and authenticates device events, publishes them to JetStream and
+// answers with the outcome the workers report.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/ingest-api/internal/api"
+	"github.com/devicehub/eventservice/ingest-api/internal/reply"
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/envflag"
+	"github.com/devicehub/eventservice/pkg/logging"
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+func main() {
+	if err := start(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "ingest-api:", err)
+		os.Exit(1)
+	}
+}
+
+func start(args []string) error {
+	var cfg Config
+	fs := envflag.New("ingest-api")
+	cfg.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := logging.New(cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, cfg, log)
+}
+
+func run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	nc, js, err := bus.Connect(cfg.NATS, "ingest-api", log.With(zap.String("component", "nats")))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := bus.WaitConnected(ctx, nc); err != nil {
+		return err
+	}
+	if err := bus.EnsureStreams(ctx, js, cfg.NATS); err != nil {
+		return err
+	}
+	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: cfg.RegistryBucket, Replicas: cfg.NATS.Replicas},
+		registry.NewCache(), log.With(zap.String("component", "registry")))
+	if err != nil {
+		return err
+	}
+	waiter, err := reply.NewWaiter(nc, log.With(zap.String("component", "reply")))
+	if err != nil {
+		return err
+	}
+	defer waiter.Close()
+
+	e, srv := api.New(api.Deps{
+		Log: log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter,
+		AdminToken: cfg.AdminToken,
+		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
+			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout},
+	})
+	hs := &http.Server{
+		Handler:           e,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	watchErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		watchErr <- store.Run(watchCtx)
+	}()
+	defer func() { stopWatch(); wg.Wait() }()
+
+	select {
+	case <-store.Cache().Synced():
+	case err := <-watchErr:
+		return fmt.Errorf("registry: %w", err)
+	case <-ctx.Done():
+		return nil
+	}
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	serveErr := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if cfg.TLSCert != "" {
+			serveErr <- hs.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
+		} else {
+			serveErr <- hs.Serve(ln)
+		}
+	}()
+	log.Info("ingest-api listening", zap.String("addr", ln.Addr().String()), zap.Int("devices", store.Cache().Len()))
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case err := <-watchErr:
+		if err != nil {
+			log.Error("registry watch ended", zap.Error(err))
+		}
+	}
+	// Shutdown in order: not ready, stop accepting, answer what is in
+	// flight, then the deferred closes of the reply subscription and NATS.
+	srv.Drain()
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

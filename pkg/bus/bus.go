@@ -1,0 +1,148 @@
+// Package bus names the NATS subjects, streams and consumers the programs
+// share, and connects to NATS the same way in every program.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Subjects and stream names. Events carry the serial in the body, not in the
+// subject: serials may hold characters a subject cannot.
+const (
+	EventsStream  = "DEVICE_EVENTS"
+	EventsSubject = "devices.events.in"
+	MappedStream  = "DEVICE_MAPPED"
+	MappedSubject = "devices.mapped.in"
+
+	MapperDurable = "mapper"
+	WriterDurable = "writer"
+
+	// QueryPrefix is where writer-worker answers read requests, in the
+	// queue group QueryQueue so that any copy may answer.
+	QueryPrefix = "devices.query."
+	QueryQueue  = "writer"
+)
+
+// Config is what a program needs to reach NATS.
+type Config struct {
+	URL       string
+	CredsFile string
+	TLSCAFile string
+	TLSCert   string
+	TLSKey    string
+	// Replicas of the streams and the registry bucket: 1 for a single
+	// server, 3 for a JetStream cluster.
+	Replicas int
+	// StreamMaxAge and StreamMaxBytes bound what the streams may hold
+	// while a stage is down; publishes beyond are refused, not dropped.
+	StreamMaxAge   time.Duration
+	StreamMaxBytes int64
+}
+
+// Validate reports the first thing wrong with c.
+func (c Config) Validate() error {
+	switch {
+	case c.URL == "":
+		return errors.New("NATS_URL is empty")
+	case c.Replicas < 1 || c.Replicas > 5:
+		return errors.New("NATS_REPLICAS must be 1 to 5")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("NATS_TLS_CERT and NATS_TLS_KEY go together")
+	case c.StreamMaxAge <= 0:
+		return errors.New("NATS_STREAM_MAX_AGE must be positive")
+	case c.StreamMaxBytes <= 0:
+		return errors.New("NATS_STREAM_MAX_BYTES must be positive")
+	}
+	return nil
+}
+
+// Connect dials NATS with reconnects forever: a program rides out a NATS
+// restart instead of exiting.
+func Connect(cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			log.Warn("nats disconnected", zap.Error(err))
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			log.Info("nats reconnected", zap.String("url", nc.ConnectedUrlRedacted()))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Warn("nats async error", zap.String("subject", subj), zap.Error(err))
+		}),
+	}
+	if cfg.CredsFile != "" {
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.TLSCAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLSCAFile))
+	}
+	if cfg.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect nats: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+// EnsureStreams creates or updates the two work-queue streams. Every program
+// calls it at start, so the order in which they start does not matter.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	for _, s := range []struct{ name, subject, desc string }{
+		{EventsStream, EventsSubject, "accepted device events, awaiting entity mapping"},
+		{MappedStream, MappedSubject, "mapped device events, awaiting the ClickHouse write"},
+	} {
+		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        s.name,
+			Description: s.desc,
+			Subjects:    []string{s.subject},
+			Retention:   jetstream.WorkQueuePolicy,
+			Discard:     jetstream.DiscardNew,
+			MaxAge:      cfg.StreamMaxAge,
+			MaxBytes:    cfg.StreamMaxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    cfg.Replicas,
+			Duplicates:  2 * time.Minute,
+		})
+		if err != nil {
+			return fmt.Errorf("ensure stream %s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// WaitConnected blocks until nc is connected or ctx ends. With
+// RetryOnFailedConnect a program starts before NATS does and waits here.
+func WaitConnected(ctx context.Context, nc *nats.Conn) error {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for !nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for nats: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}

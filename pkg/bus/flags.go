@@ -1,0 +1,19 @@
+package bus
+
+import (
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/envflag"
+)
+
+// RegisterFlags adds the NATS settings every program shares.
+func (c *Config) RegisterFlags(s *envflag.Set) {
+	s.String(&c.URL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	s.String(&c.CredsFile, "nats-creds", "", "NATS credentials file (JWT + nkey)")
+	s.String(&c.TLSCAFile, "nats-tls-ca", "", "CA file to verify the NATS server")
+	s.String(&c.TLSCert, "nats-tls-cert", "", "client certificate for NATS mutual TLS")
+	s.String(&c.TLSKey, "nats-tls-key", "", "client key for NATS mutual TLS")
+	s.Int(&c.Replicas, "nats-replicas", 1, "replicas of streams and the registry bucket (3 in a cluster)")
+	s.Duration(&c.StreamMaxAge, "nats-stream-max-age", 24*time.Hour, "oldest event a stream keeps while a stage is down")
+	s.Int64(&c.StreamMaxBytes, "nats-stream-max-bytes", 1<<30, "bytes a stream may hold before publishes are refused")
+}

@@ -1,0 +1,110 @@
+// Package outcome is the one table of results the service can report: the
+// spec's section 7 texts, the HTTP status that goes with each, and whether a
+// client may retry. Every program speaks in these codes; only the HTTP edge
+// turns them into a response.
+package outcome
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Code identifies one row of the outcome table. Codes travel between
+// processes, so existing values must never be renumbered.
+type Code uint8
+
+const (
+	Stored           Code = 0
+	InvalidFormat    Code = 1
+	MissingSerial    Code = 2
+	MissingToken     Code = 3
+	InvalidData      Code = 4
+	DeviceNotFound   Code = 5
+	InvalidToken     Code = 6
+	NoConnections    Code = 7
+	StorageFailed    Code = 8
+	ProcessingFailed Code = 9
+	PayloadTooLarge  Code = 10
+	Overloaded       Code = 11
+	Unauthorized     Code = 12
+	RouteNotFound    Code = 13
+	MethodNotAllowed Code = 14
+	BadRequest       Code = 15
+	NotFound         Code = 16
+	Internal         Code = 17
+)
+
+// Row is one line of the table. ErrorText may hold "<serial>", replaced by the
+// serial that was sent; an empty ErrorText means the detail is supplied at the
+// time of failure (the spec's "underlying error" rows).
+type Row struct {
+	Status    int
+	Message   string
+	ErrorText string
+	// RetryAfter is set for outcomes a client should retry; the HTTP edge
+	// sends it as a Retry-After header.
+	RetryAfter int
+}
+
+var table = [...]Row{
+	Stored:           {200, "Message processed and data stored successfully", "", 0},
+	InvalidFormat:    {400, "Invalid message format", "Message must be a valid JSON object", 0},
+	MissingSerial:    {400, "Missing serial number", "Device serial number is required", 0},
+	MissingToken:     {401, "Missing access token", "Device access token is required (either in data or as Bearer token)", 0},
+	InvalidData:      {400, "Invalid data format", "Message data must be a valid object", 0},
+	DeviceNotFound:   {404, "Device not found", "Device with serial <serial> not found", 0},
+	InvalidToken:     {401, "Invalid access token", "Invalid access token for device with serial <serial>", 0},
+	NoConnections:    {422, "No connections configured", "No connections found for this device", 0},
+	StorageFailed:    {503, "Message processed but failed to store data", "", 1},
+	ProcessingFailed: {503, "Failed to process message", "", 1},
+	PayloadTooLarge:  {413, "Payload too large", "Request body exceeds the limit", 0},
+	Overloaded:       {503, "Failed to process message", "", 1},
+	Unauthorized:     {401, "Unauthorized", "A valid admin token is required", 0},
+	RouteNotFound:    {404, "Not found", "No such endpoint", 0},
+	MethodNotAllowed: {405, "Method not allowed", "Method not allowed on this endpoint", 0},
+	BadRequest:       {400, "Bad request", "", 0},
+	NotFound:         {404, "Not found", "", 0},
+	Internal:         {500, "Failed to process message", "", 0},
+}
+
+// Lookup returns the row for c. Unknown codes (from a newer peer) read as an
+// unexpected failure rather than a success.
+func Lookup(c Code) Row {
+	if int(c) < len(table) {
+		return table[c]
+	}
+	return table[Internal]
+}
+
+// Valid reports whether c is a row of this table.
+func Valid(c Code) bool { return int(c) < len(table) }
+
+// Error returns the error text for c: the table's text with the serial
+// filled in, or detail when the row takes its text from the failure.
+func (r Row) Error(serial, detail string) string {
+	if r.ErrorText == "" {
+		if detail == "" {
+			return "unexpected error"
+		}
+		return detail
+	}
+	if strings.Contains(r.ErrorText, "<serial>") {
+		return strings.ReplaceAll(r.ErrorText, "<serial>", serial)
+	}
+	return r.ErrorText
+}
+
+// String names a code for logs and metric labels.
+func (c Code) String() string {
+	if !Valid(c) {
+		return "code_" + strconv.Itoa(int(c))
+	}
+	return names[c]
+}
+
+var names = [...]string{
+	"stored", "invalid_format", "missing_serial", "missing_token", "invalid_data",
+	"device_not_found", "invalid_token", "no_connections", "storage_failed",
+	"processing_failed", "payload_too_large", "overloaded", "unauthorized",
+	"route_not_found", "method_not_allowed", "bad_request", "not_found", "internal",
+}

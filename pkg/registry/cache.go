@@ -1,0 +1,154 @@
+package registry
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Route is where the value of one connected device input is stored.
+type Route struct {
+	Entity string
+	Input  string
+}
+
+// Entry is a device as the request path needs it: the record plus what is
+// derived from it once per update instead of once per request.
+type Entry struct {
+	Device   Device
+	tokenSum [sha256.Size]byte
+	routes   map[string]Route
+}
+
+func newEntry(d Device) *Entry {
+	e := &Entry{Device: d, tokenSum: sha256.Sum256([]byte(d.AccessToken))}
+	for _, in := range d.Inputs {
+		if in.Entity == "" {
+			continue
+		}
+		if e.routes == nil {
+			e.routes = make(map[string]Route, len(d.Inputs))
+		}
+		e.routes[in.Name] = Route{Entity: in.Entity, Input: in.EntityInput}
+	}
+	return e
+}
+
+// TokenMatches compares token with the device's token in constant time.
+// Comparing digests keeps the time independent of both lengths too.
+func (e *Entry) TokenMatches(token string) bool {
+	if token == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(token))
+	return subtle.ConstantTimeCompare(sum[:], e.tokenSum[:]) == 1
+}
+
+// AcceptsAPI reports whether the device may post over this HTTP interface.
+func (e *Entry) AcceptsAPI() bool { return e.Device.ConnectionType == ConnectionAPI }
+
+// Route returns where a value for device input name is stored, if anywhere.
+func (e *Entry) Route(name string) (Route, bool) {
+	r, ok := e.routes[name]
+	return r, ok
+}
+
+// Connected reports whether any input is connected to an entity.
+func (e *Entry) Connected() bool { return len(e.routes) > 0 }
+
+type slot struct {
+	rev   uint64
+	entry *Entry // nil: deleted at rev
+}
+
+// Cache is the in-memory copy of the registry. Updates come from the KV watch
+// and from this process's own writes; a per-key revision keeps a late watch
+// delivery from undoing a newer local write.
+type Cache struct {
+	mu      sync.RWMutex
+	devices map[string]slot
+	live    int
+	synced  chan struct{}
+	once    sync.Once
+	updated atomic.Int64 // unix nanos of the last applied change
+}
+
+// NewCache returns an empty cache that is not yet synced.
+func NewCache() *Cache {
+	return &Cache{devices: make(map[string]slot), synced: make(chan struct{})}
+}
+
+// Lookup returns the device with serial, if the cache holds it.
+func (c *Cache) Lookup(serial string) (*Entry, bool) {
+	c.mu.RLock()
+	s, ok := c.devices[serial]
+	c.mu.RUnlock()
+	if !ok || s.entry == nil {
+		return nil, false
+	}
+	return s.entry, true
+}
+
+// Put applies a device record at revision rev.
+func (c *Cache) Put(d Device, rev uint64) {
+	e := newEntry(d)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.devices[d.Serial]
+	if ok && old.rev >= rev {
+		return
+	}
+	if !ok || old.entry == nil {
+		c.live++
+	}
+	c.devices[d.Serial] = slot{rev: rev, entry: e}
+	c.updated.Store(time.Now().UnixNano())
+}
+
+// Remove deletes serial as of revision rev.
+func (c *Cache) Remove(serial string, rev uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.devices[serial]
+	if ok && old.rev > rev {
+		return
+	}
+	if ok && old.entry != nil {
+		c.live--
+	}
+	c.devices[serial] = slot{rev: rev}
+	c.updated.Store(time.Now().UnixNano())
+}
+
+// Len is the number of devices held.
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.live
+}
+
+// Synced is closed once the initial contents of the bucket have been loaded.
+func (c *Cache) Synced() <-chan struct{} { return c.synced }
+
+// IsSynced reports whether Synced is closed.
+func (c *Cache) IsSynced() bool {
+	select {
+	case <-c.synced:
+		return true
+	default:
+		return false
+	}
+}
+
+// LastUpdate is when the cache last changed (zero if never).
+func (c *Cache) LastUpdate() time.Time {
+	n := c.updated.Load()
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+func (c *Cache) markSynced() { c.once.Do(func() { close(c.synced) }) }
