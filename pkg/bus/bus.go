@@ -98,7 +98,9 @@ func Connect(cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.Je
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect nats: %w", err)
 	}
-	js, err := jetstream.New(nc)
+	// An async publish whose ack never comes (NATS down) must fail in
+	// bounded time rather than hold its waiter forever.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(5*time.Second), jetstream.WithPublishAsyncMaxPending(16384))
 	if err != nil {
 		nc.Close()
 		return nil, nil, fmt.Errorf("jetstream: %w", err)

@@ -17,10 +17,13 @@ const HeaderReply = "Dev-Reply"
 // well-formed. Payload is the request body with accessToken removed: it is
 // what the Messages view shows, and it never holds a device token.
 type Event struct {
-	ID         string          `json:"id"`
-	Serial     string          `json:"serial"`
-	ReceivedNs int64           `json:"ts"`
-	Payload    json.RawMessage `json:"payload"`
+	ID         string `json:"id"`
+	Serial     string `json:"serial"`
+	ReceivedNs int64  `json:"ts"`
+	// Rev is the registry revision of the device record the event was
+	// authenticated against; the mapper resolves with that record or newer.
+	Rev     uint64          `json:"rev"`
+	Payload json.RawMessage `json:"payload"`
 }
 
 // Value is one reading routed to an entity input.

@@ -17,13 +17,16 @@ type Route struct {
 // Entry is a device as the request path needs it: the record plus what is
 // derived from it once per update instead of once per request.
 type Entry struct {
-	Device   Device
+	Device Device
+	// Rev is the registry revision of this record. Events carry the revision
+	// they were accepted under, so a worker whose copy lags can wait for it.
+	Rev      uint64
 	tokenSum [sha256.Size]byte
 	routes   map[string]Route
 }
 
-func newEntry(d Device) *Entry {
-	e := &Entry{Device: d, tokenSum: sha256.Sum256([]byte(d.AccessToken))}
+func newEntry(d Device, rev uint64) *Entry {
+	e := &Entry{Device: d, Rev: rev, tokenSum: sha256.Sum256([]byte(d.AccessToken))}
 	for _, in := range d.Inputs {
 		if in.Entity == "" {
 			continue
@@ -93,7 +96,7 @@ func (c *Cache) Lookup(serial string) (*Entry, bool) {
 
 // Put applies a device record at revision rev.
 func (c *Cache) Put(d Device, rev uint64) {
-	e := newEntry(d)
+	e := newEntry(d, rev)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old, ok := c.devices[d.Serial]

@@ -48,7 +48,7 @@ func (s *Server) postEvent(c echo.Context) error {
 		return s.respond(c, outcome.InvalidToken, req.Serial, "", "")
 	}
 
-	ev := event.Event{ID: uuid.NewString(), Serial: req.Serial, ReceivedNs: s.timestamp(), Payload: req.Payload}
+	ev := event.Event{ID: uuid.NewString(), Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev, Payload: req.Payload}
 	data, err := json.Marshal(ev)
 	if err != nil {
 		return s.respond(c, outcome.Internal, req.Serial, ev.ID, "encode event: "+err.Error())

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"errors"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/envflag"
+)
+
+// Config is mapper-worker's whole configuration.
+type Config struct {
+	HealthAddr     string
+	MaxAckPending  int
+	PullBatch      int
+	AckWait        time.Duration
+	StaleWait      time.Duration
+	RegistryBucket string
+	LogLevel       string
+	LogFormat      string
+	NATS           bus.Config
+}
+
+func (c *Config) register(s *envflag.Set) {
+	s.String(&c.HealthAddr, "health-addr", "127.0.0.1:8081", "address of /healthz and /readyz (empty: off)")
+	s.Int(&c.MaxAckPending, "max-ack-pending", 8192, "events held unacknowledged by this consumer")
+	s.Int(&c.PullBatch, "pull-batch", 500, "events pulled from JetStream per request")
+	s.Duration(&c.AckWait, "ack-wait", 30*time.Second, "redelivery delay of an unacknowledged event")
+	s.Duration(&c.StaleWait, "registry-stale-wait", 2*time.Second, "how long an event waits for a registry change it was accepted under")
+	s.String(&c.RegistryBucket, "registry-bucket", "device_registry", "JetStream KV bucket of the device registry")
+	s.String(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	s.String(&c.LogFormat, "log-format", "json", "json or console")
+	c.NATS.RegisterFlags(s)
+}
+
+// Validate reports the first thing wrong, in one line.
+func (c *Config) Validate() error {
+	switch {
+	case c.MaxAckPending < 1 || c.PullBatch < 1:
+		return errors.New("MAX_ACK_PENDING and PULL_BATCH must be at least 1")
+	case c.AckWait < time.Second:
+		return errors.New("ACK_WAIT must be at least 1s")
+	case c.StaleWait <= 0:
+		return errors.New("REGISTRY_STALE_WAIT must be positive")
+	case c.RegistryBucket == "":
+		return errors.New("REGISTRY_BUCKET is empty")
+	}
+	return c.NATS.Validate()
+}

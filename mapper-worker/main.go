@@ -1,0 +1,118 @@
+// Command mapper-worker resolves which entity inputs the readings of each
+// accepted event go to, and hands mapped events on to writer-worker.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/mapper-worker/internal/mapping"
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/envflag"
+	"github.com/devicehub/eventservice/pkg/health"
+	"github.com/devicehub/eventservice/pkg/logging"
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+func main() {
+	if err := start(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "mapper-worker:", err)
+		os.Exit(1)
+	}
+}
+
+func start(args []string) error {
+	var cfg Config
+	fs := envflag.New("mapper-worker")
+	cfg.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := logging.New(cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, cfg, log)
+}
+
+func run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	nc, js, err := bus.Connect(cfg.NATS, "mapper-worker", log.With(zap.String("component", "nats")))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := bus.WaitConnected(ctx, nc); err != nil {
+		return err
+	}
+	if err := bus.EnsureStreams(ctx, js, cfg.NATS); err != nil {
+		return err
+	}
+	cache := registry.NewCache()
+	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: cfg.RegistryBucket, Replicas: cfg.NATS.Replicas},
+		cache, log.With(zap.String("component", "registry")))
+	if err != nil {
+		return err
+	}
+	hs := health.New(cfg.HealthAddr, func(context.Context) error {
+		switch {
+		case !nc.IsConnected():
+			return errors.New("nats disconnected")
+		case !cache.IsSynced():
+			return errors.New("registry not loaded")
+		}
+		return nil
+	})
+	worker := mapping.NewWorker(mapping.Config{
+		MaxAckPending: cfg.MaxAckPending, PullBatch: cfg.PullBatch, AckWait: cfg.AckWait, StaleWait: cfg.StaleWait,
+	}, nc, js, cache, log.With(zap.String("component", "mapper")))
+
+	// The registry watch and health server outlive the consumer, so that
+	// draining events still resolve against a live registry.
+	bg, stopBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	for _, f := range []func(context.Context) error{store.Run, hs.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(bg); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	defer func() { stopBG(); wg.Wait() }()
+
+	select {
+	case <-cache.Synced():
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+	log.Info("mapper-worker consuming", zap.Int("devices", cache.Len()))
+	wctx, stopWorker := context.WithCancel(ctx)
+	defer stopWorker()
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(wctx) }()
+	select {
+	case err := <-done:
+		return err
+	case err := <-errs:
+		stopWorker()
+		<-done
+		return err
+	}
+}

@@ -1,0 +1,80 @@
+// Package health serves /healthz and /readyz for the worker programs, in the
+// same JSON shape as every other answer of the service.
+package health
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Server answers /healthz (the process is alive) and /readyz (ready reports
+// nil). Extra handlers (such as /metrics) may be mounted on Mux.
+type Server struct {
+	Mux   *http.ServeMux
+	addr  string
+	ready func(context.Context) error
+}
+
+// New returns a server for addr; ready decides /readyz.
+func New(addr string, ready func(context.Context) error) *Server {
+	s := &Server{Mux: http.NewServeMux(), addr: addr, ready: ready}
+	s.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		write(w, http.StatusOK, true, "alive", "")
+	})
+	s.Mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.ready(ctx); err != nil {
+			write(w, http.StatusServiceUnavailable, false, "not ready", err.Error())
+			return
+		}
+		write(w, http.StatusOK, true, "ready", "")
+	})
+	s.Mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		write(w, http.StatusNotFound, false, "Not found", "No such endpoint")
+	})
+	return s
+}
+
+func write(w http.ResponseWriter, status int, ok bool, msg, detail string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(struct {
+		Success bool   `json:"success"`
+		Message string `json:"message"`
+		Error   string `json:"error,omitempty"`
+	}{ok, msg, detail})
+}
+
+// Run serves until ctx ends. An empty address disables the server.
+func (s *Server) Run(ctx context.Context) error {
+	if s.addr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.addr)
+	if err != nil {
+		return fmt.Errorf("health listen: %w", err)
+	}
+	hs := &http.Server{Handler: s.Mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+		<-done
+		return nil
+	case err := <-done:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("health serve: %w", err)
+	}
+}

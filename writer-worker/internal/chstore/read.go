@@ -1,0 +1,70 @@
+package chstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/query"
+)
+
+func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(query.TimeLayout) }
+
+// Messages returns a device's newest raw messages first.
+func (s *Store) Messages(ctx context.Context, serial string, limit int) ([]query.Message, error) {
+	rows, err := s.conn.Query(ctx, "SELECT event_id, ts_ms, payload, outcome FROM "+s.db+".device_messages WHERE serial = ? ORDER BY ts_ns DESC LIMIT 1 BY event_id LIMIT ?",
+		serial, limit)
+	if err != nil {
+		return nil, fmt.Errorf("query messages: %w", err)
+	}
+	defer rows.Close()
+	var out []query.Message
+	for rows.Next() {
+		var (
+			m       query.Message
+			ms      int64
+			payload string
+		)
+		if err := rows.Scan(&m.EventID, &ms, &payload, &m.Outcome); err != nil {
+			return nil, fmt.Errorf("scan message: %w", err)
+		}
+		m.ReceivedAt, m.Payload = msTime(ms), json.RawMessage(payload)
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// Latest returns the newest value of an entity input, if any.
+func (s *Store) Latest(ctx context.Context, entity, input string) ([]query.Point, error) {
+	return s.points(ctx, "SELECT ts_ms, value_json, serial FROM "+s.db+".input_values WHERE entity = ? AND input = ? ORDER BY ts_ns DESC LIMIT 1",
+		entity, input)
+}
+
+// Series returns an entity input's values in [fromMs, toMs] in arrival order.
+func (s *Store) Series(ctx context.Context, entity, input string, fromMs, toMs int64, limit int) ([]query.Point, error) {
+	return s.points(ctx, "SELECT ts_ms, value_json, serial FROM "+s.db+".input_values WHERE entity = ? AND input = ? AND ts >= ? AND ts <= ? AND ts_ms >= ? AND ts_ms <= ? ORDER BY ts_ns LIMIT 1 BY event_id, device_input LIMIT ?",
+		entity, input, secs(fromMs*1e6), secs(toMs*1e6), fromMs, toMs, limit)
+}
+
+func (s *Store) points(ctx context.Context, q string, args ...any) ([]query.Point, error) {
+	rows, err := s.conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("query values: %w", err)
+	}
+	defer rows.Close()
+	var out []query.Point
+	for rows.Next() {
+		var (
+			p  query.Point
+			ms int64
+			v  string
+		)
+		if err := rows.Scan(&ms, &v, &p.Serial); err != nil {
+			return nil, fmt.Errorf("scan value: %w", err)
+		}
+		p.TS, p.Value = msTime(ms), json.RawMessage(v)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}

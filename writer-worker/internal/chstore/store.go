@@ -1,0 +1,92 @@
+// Package chstore is writer-worker's ClickHouse access: schema, batch
+// inserts of values and raw messages, and the workspace read queries.
+package chstore
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	chschema "github.com/devicehub/eventservice/deploy/clickhouse"
+)
+
+// Config is how to reach ClickHouse.
+type Config struct {
+	Addr        string
+	Database    string
+	User        string
+	Password    string
+	TLS         bool
+	DialTimeout time.Duration
+	ReadTimeout time.Duration
+	MaxConns    int
+}
+
+// Validate reports the first thing wrong with c.
+func (c Config) Validate() error {
+	switch {
+	case c.Addr == "":
+		return errors.New("CLICKHOUSE_ADDR is empty")
+	case c.Database == "":
+		return errors.New("CLICKHOUSE_DATABASE is empty")
+	case c.DialTimeout <= 0 || c.ReadTimeout <= 0:
+		return errors.New("CLICKHOUSE timeouts must be positive")
+	case c.MaxConns < 2:
+		return errors.New("CLICKHOUSE_MAX_CONNS must be at least 2")
+	}
+	return nil
+}
+
+// Store holds the connection pool.
+type Store struct {
+	conn driver.Conn
+	db   string
+}
+
+// Open connects (lazily: the pool dials on first use) and returns a Store.
+func Open(cfg Config) (*Store, error) {
+	opts := &clickhouse.Options{
+		Addr:             []string{cfg.Addr},
+		Auth:             clickhouse.Auth{Database: "default", Username: cfg.User, Password: cfg.Password},
+		DialTimeout:      cfg.DialTimeout,
+		ReadTimeout:      cfg.ReadTimeout,
+		MaxOpenConns:     cfg.MaxConns,
+		MaxIdleConns:     cfg.MaxConns,
+		ConnMaxLifetime:  time.Hour,
+		ConnOpenStrategy: clickhouse.ConnOpenInOrder,
+	}
+	if cfg.TLS {
+		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open clickhouse: %w", err)
+	}
+	return &Store{conn: conn, db: cfg.Database}, nil
+}
+
+// Migrate applies the schema; every statement is idempotent.
+func (s *Store) Migrate(ctx context.Context) error {
+	for _, stmt := range chschema.Statements(s.db) {
+		if err := s.conn.Exec(ctx, stmt); err != nil {
+			return fmt.Errorf("apply schema: %w", err)
+		}
+	}
+	return nil
+}
+
+// Ping checks that ClickHouse answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("clickhouse ping: %w", err)
+	}
+	return nil
+}
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.conn.Close() }

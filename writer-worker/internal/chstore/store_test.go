@@ -1,0 +1,142 @@
+package chstore
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/testenv"
+)
+
+func openTest(t *testing.T) *Store {
+	t.Helper()
+	addr, db := testenv.ClickHouseDB(t)
+	s, err := Open(Config{Addr: addr, Database: db, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ctx := context.Background()
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Migrate(ctx); err != nil {
+		t.Fatalf("schema is not idempotent: %v", err)
+	}
+	return s
+}
+
+func TestValuesRoundTripInArrivalOrder(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixNano()
+	// Three readings within one millisecond, arrival order 1, 2, 3, plus
+	// every kind of JSON value.
+	rows := []ValueRow{
+		{Entity: "boiler", Input: "temp", TsNs: base + 3, Serial: "d1", DeviceInput: "t", EventID: "e3", JSON: json.RawMessage(`{"a":[1,2]}`)},
+		{Entity: "boiler", Input: "temp", TsNs: base + 1, Serial: "d1", DeviceInput: "t", EventID: "e1", JSON: json.RawMessage(`21.5`)},
+		{Entity: "boiler", Input: "temp", TsNs: base + 2, Serial: "d1", DeviceInput: "t", EventID: "e2", JSON: json.RawMessage(`true`)},
+		{Entity: "boiler", Input: "mode", TsNs: base + 4, Serial: "d1", DeviceInput: "m", EventID: "e4", JSON: json.RawMessage(`"eco"`)},
+	}
+	if err := s.InsertValues(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	pts, err := s.Series(ctx, "boiler", "temp", base/1e6-1000, base/1e6+1000, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`21.5`, `true`, `{"a":[1,2]}`}
+	if len(pts) != len(want) {
+		t.Fatalf("series has %d points, want %d: %+v", len(pts), len(want), pts)
+	}
+	for i, p := range pts {
+		if string(p.Value) != want[i] {
+			t.Errorf("point %d = %s, want %s", i, p.Value, want[i])
+		}
+		if p.TS != "2026-03-01T12:00:00.000Z" {
+			t.Errorf("point %d ts = %s", i, p.TS)
+		}
+	}
+	latest, err := s.Latest(ctx, "boiler", "mode")
+	if err != nil || len(latest) != 1 || string(latest[0].Value) != `"eco"` || latest[0].Serial != "d1" {
+		t.Fatalf("latest = %+v, %v", latest, err)
+	}
+	none, err := s.Latest(ctx, "boiler", "absent")
+	if err != nil || len(none) != 0 {
+		t.Fatalf("latest of absent input = %+v, %v", none, err)
+	}
+
+	// The numeric projection: numbers and booleans, nothing for objects.
+	var sum float64
+	var n uint64
+	if err := s.conn.QueryRow(ctx, "SELECT sum(value_num), count(value_num) FROM "+s.db+".input_values WHERE entity = 'boiler' AND input = 'temp'").Scan(&sum, &n); err != nil {
+		t.Fatal(err)
+	}
+	if sum != 22.5 || n != 2 {
+		t.Fatalf("sum(value_num) = %v over %d rows, want 22.5 over 2", sum, n)
+	}
+
+	found, err := s.StoredEvents(ctx, []string{"boiler"}, []string{"e1", "e4", "nope"}, base, base+10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 2 || !found["e1"] || !found["e4"] {
+		t.Fatalf("StoredEvents = %v, want e1 and e4", found)
+	}
+}
+
+func TestMessagesNewestFirst(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	base := time.Now().UnixNano()
+	rows := []MessageRow{
+		{Serial: "d1", TsNs: base, EventID: "a", Payload: []byte(`{"serial":"d1","data":{"t":1}}`), Outcome: "ok"},
+		{Serial: "d1", TsNs: base + 1e6, EventID: "b", Payload: []byte(`{"serial":"d1","data":{"t":2}}`), Outcome: "ok"},
+		{Serial: "d2", TsNs: base, EventID: "c", Payload: []byte(`{}`), Outcome: "ok"},
+	}
+	if err := s.InsertMessages(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	// A replay of "b" must not show twice.
+	if err := s.InsertMessages(ctx, rows[1:2]); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := s.Messages(ctx, "d1", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 2 || msgs[0].EventID != "b" || msgs[1].EventID != "a" {
+		t.Fatalf("messages = %+v, want b then a", msgs)
+	}
+	if string(msgs[1].Payload) != `{"serial":"d1","data":{"t":1}}` {
+		t.Fatalf("payload = %s", msgs[1].Payload)
+	}
+}
+
+func TestKind(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		kind string
+		num  any
+	}{
+		{`1.5`, "number", 1.5}, {`-3`, "number", -3.0}, {`1e400`, "number", nil},
+		{`true`, "bool", 1.0}, {`false`, "bool", 0.0}, {`"x"`, "string", nil},
+		{`{}`, "object", nil}, {`[1]`, "array", nil},
+	} {
+		kind, num := Kind(json.RawMessage(tc.in))
+		if kind != tc.kind {
+			t.Errorf("Kind(%s) kind = %s, want %s", tc.in, kind, tc.kind)
+		}
+		switch want := tc.num.(type) {
+		case nil:
+			if num != nil {
+				t.Errorf("Kind(%s) num = %v, want none", tc.in, *num)
+			}
+		case float64:
+			if num == nil || *num != want {
+				t.Errorf("Kind(%s) num = %v, want %v", tc.in, num, want)
+			}
+		}
+	}
+}
