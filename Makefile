@@ -1,0 +1,26 @@
+.PHONY: build run test bench deps fmt vet clean
+
+GO ?= go
+BIN := bin
+
+build:
+	$(GO) build -o $(BIN)/ ./ingest-api ./mapper-worker ./writer-worker
+	$(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
+
+deps:
+	deploy/dev/deps.sh
+
+run: deps build
+	deploy/dev/run.sh
+
+test:
+	deploy/dev/test.sh
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf $(BIN) .run

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the stack needs on Debian 12 when it is missing: ClickHouse
+# from Debian's apt (the package does not start it) and curl. NATS comes from
+# the Go module (built by `make build`), so its version always matches go.mod.
+set -euo pipefail
+need=()
+command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server clickhouse-client)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+    echo "missing ${need[*]}: run as root, or: apt-get install -y ${need[*]}" >&2; exit 1
+  fi
+fi
+echo "installing ${need[*]} from apt" >&2
+${SUDO:-} apt-get update -qq
+DEBIAN_FRONTEND=noninteractive ${SUDO:-} apt-get install -y -qq "${need[@]}" >/dev/null

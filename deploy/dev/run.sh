@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# `make run`: the whole stack on loopback, state under .run/, stopped on Ctrl-C.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+state=${RUN_DIR:-$root/.run}
+bin=$root/bin
+: "${NATS_PORT:=4222}" "${CLICKHOUSE_PORT:=9000}" "${CLICKHOUSE_HTTP_PORT:=8123}"
+: "${INGEST_ADDR:=127.0.0.1:8080}" "${MAPPER_HEALTH_ADDR:=127.0.0.1:8081}" "${WRITER_HEALTH_ADDR:=127.0.0.1:8082}"
+dev_flag=""
+if [ -z "${ADMIN_TOKEN:-}" ]; then
+  ADMIN_TOKEN=dev-admin-token
+  dev_flag="-dev"
+  echo "ADMIN_TOKEN not set: using the development token '$ADMIN_TOKEN'"
+fi
+export NATS_URL="nats://127.0.0.1:$NATS_PORT" LOG_FORMAT=${LOG_FORMAT:-console}
+mkdir -p "$state/logs" "$state/nats"
+
+pids=()
+stop() {
+  trap - INT TERM EXIT
+  echo "stopping..."
+  for ((i=${#pids[@]}-1; i>=0; i--)); do kill -TERM "${pids[i]}" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  deploy/clickhouse/server.sh stop "$state/clickhouse" || true
+  echo "stopped"
+}
+trap stop INT TERM EXIT
+
+wait_http() { # url what
+  for _ in $(seq 1 300); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done
+  echo "$2 did not become ready ($1); logs in $state/logs" >&2; exit 1
+}
+
+"$bin/nats-server" -js -a 127.0.0.1 -p "$NATS_PORT" -sd "$state/nats" -m 0 >"$state/logs/nats.log" 2>&1 &
+pids+=($!)
+deploy/clickhouse/server.sh start "$state/clickhouse" "$CLICKHOUSE_PORT" "$CLICKHOUSE_HTTP_PORT"
+echo "NATS on 127.0.0.1:$NATS_PORT, ClickHouse on 127.0.0.1:$CLICKHOUSE_PORT (http $CLICKHOUSE_HTTP_PORT)"
+
+CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" HEALTH_ADDR=$WRITER_HEALTH_ADDR "$bin/writer-worker" >"$state/logs/writer-worker.log" 2>&1 &
+pids+=($!)
+HEALTH_ADDR=$MAPPER_HEALTH_ADDR "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
+pids+=($!)
+HTTP_ADDR=$INGEST_ADDR ADMIN_TOKEN=$ADMIN_TOKEN "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
+pids+=($!)
+wait_http "http://$WRITER_HEALTH_ADDR/readyz" writer-worker
+wait_http "http://$MAPPER_HEALTH_ADDR/readyz" mapper-worker
+wait_http "http://$INGEST_ADDR/readyz" ingest-api
+
+cat <<TXT
+
+Device event service is up: ingest-api on http://$INGEST_ADDR (logs in $state/logs)
+
+Create a device:
+  curl -s -X PUT http://$INGEST_ADDR/api/v1/admin/devices/dev-001 -H "Authorization: Bearer $ADMIN_TOKEN" \\
+    -d '{"connectionType":"API","accessToken":"secret-token-1","inputs":[{"name":"temp","entity":"boiler-1","entityInput":"temperature"}]}'
+Post a reading:
+  curl -s http://$INGEST_ADDR/api/v1/deviceapi/event -H 'Content-Type: application/json' -H 'Authorization: Bearer secret-token-1' \\
+    -d '{"serial":"dev-001","data":{"temp":21.5}}'
+Read it back:
+  curl -s http://$INGEST_ADDR/api/v1/admin/entities/boiler-1/inputs/temperature/latest -H "Authorization: Bearer $ADMIN_TOKEN"
+  clickhouse-client --port $CLICKHOUSE_PORT -q 'SELECT * FROM device_events.input_values ORDER BY ts_ns DESC LIMIT 5'
+
+Ctrl-C stops everything.
+TXT
+# Stay up until a signal, or until any program exits on its own.
+while :; do
+  for p in "${pids[@]}"; do
+    if ! kill -0 "$p" 2>/dev/null; then echo "a program exited; see $state/logs" >&2; exit 1; fi
+  done
+  sleep 1 & wait $! || true
+done

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# `make test`: starts a ClickHouse server for the run, then unit, fuzz-seed and
+# integration tests (NATS runs in-process in the tests themselves).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+deploy/dev/deps.sh
+port=${CLICKHOUSE_TEST_PORT:-19000}
+http=${CLICKHOUSE_TEST_HTTP_PORT:-18123}
+dir=$root/.run/test-clickhouse
+deploy/clickhouse/server.sh stop "$dir" >/dev/null 2>&1 || true
+rm -rf "$dir"
+deploy/clickhouse/server.sh start "$dir" "$port" "$http"
+trap 'deploy/clickhouse/server.sh stop "$dir"' EXIT
+export CLICKHOUSE_TEST_ADDR=127.0.0.1:$port
+go vet ./...
+go test -count=1 -timeout 20m ${GOTEST_FLAGS:-} ./...

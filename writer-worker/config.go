@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/envflag"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+// Config is writer-worker's whole configuration.
+type Config struct {
+	HealthAddr    string
+	MaxBatch      int
+	Linger        time.Duration
+	InsertTimeout time.Duration
+	MaxAckPending int
+	PullBatch     int
+	AckWait       time.Duration
+	QueryWorkers  int
+	QueryTimeout  time.Duration
+	LogLevel      string
+	LogFormat     string
+	NATS          bus.Config
+	ClickHouse    chstore.Config
+}
+
+func (c *Config) register(s *envflag.Set) {
+	s.String(&c.HealthAddr, "health-addr", "127.0.0.1:8082", "address of /healthz and /readyz (empty: off)")
+	s.Int(&c.MaxBatch, "batch-max-events", 5000, "most events in one ClickHouse insert")
+	s.Duration(&c.Linger, "batch-linger", 0, "how long a batch waits for more events once it has one (0: flush what is buffered)")
+	s.Duration(&c.InsertTimeout, "insert-timeout", 3*time.Second, "time allowed for one batch's inserts")
+	s.Int(&c.MaxAckPending, "max-ack-pending", 20000, "events held unacknowledged by this consumer")
+	s.Int(&c.PullBatch, "pull-batch", 1000, "events pulled from JetStream per request")
+	s.Duration(&c.AckWait, "ack-wait", 30*time.Second, "redelivery delay of an unacknowledged event")
+	s.Int(&c.QueryWorkers, "query-workers", 4, "workspace read queries answered at once")
+	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "time allowed for one read query")
+	s.String(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	s.String(&c.LogFormat, "log-format", "json", "json or console")
+	s.String(&c.ClickHouse.Addr, "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol address")
+	s.String(&c.ClickHouse.Database, "clickhouse-database", "device_events", "database holding the service's tables")
+	s.String(&c.ClickHouse.User, "clickhouse-user", "default", "ClickHouse user")
+	s.String(&c.ClickHouse.Password, "clickhouse-password", "", "ClickHouse password")
+	s.Bool(&c.ClickHouse.TLS, "clickhouse-tls", false, "connect to ClickHouse over TLS")
+	s.Duration(&c.ClickHouse.DialTimeout, "clickhouse-dial-timeout", 5*time.Second, "ClickHouse connect timeout")
+	s.Duration(&c.ClickHouse.ReadTimeout, "clickhouse-read-timeout", 30*time.Second, "ClickHouse read timeout")
+	s.Int(&c.ClickHouse.MaxConns, "clickhouse-max-conns", 8, "ClickHouse connections in the pool")
+	c.NATS.RegisterFlags(s)
+}
+
+// Validate reports the first thing wrong, in one line.
+func (c *Config) Validate() error {
+	switch {
+	case c.MaxBatch < 1:
+		return errors.New("BATCH_MAX_EVENTS must be at least 1")
+	case c.Linger < 0:
+		return errors.New("BATCH_LINGER must not be negative")
+	case c.InsertTimeout <= 0 || c.QueryTimeout <= 0:
+		return errors.New("INSERT_TIMEOUT and QUERY_TIMEOUT must be positive")
+	case c.MaxAckPending < c.MaxBatch:
+		return errors.New("MAX_ACK_PENDING must be at least BATCH_MAX_EVENTS")
+	case c.PullBatch < 1:
+		return errors.New("PULL_BATCH must be at least 1")
+	case c.AckWait <= c.InsertTimeout:
+		return errors.New("ACK_WAIT must exceed INSERT_TIMEOUT")
+	case c.QueryWorkers < 1:
+		return errors.New("QUERY_WORKERS must be at least 1")
+	}
+	if err := c.ClickHouse.Validate(); err != nil {
+		return err
+	}
+	return c.NATS.Validate()
+}

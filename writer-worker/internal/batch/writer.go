@@ -1,0 +1,269 @@
+// Package batch gathers mapped events from every request in flight into one
+// ClickHouse insert per table, answers each waiting request once its values
+// are stored, and acknowledges the events only after that.
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+// Storage is what the writer needs of ClickHouse.
+type Storage interface {
+	InsertValues(ctx context.Context, rows []chstore.ValueRow) error
+	InsertMessages(ctx context.Context, rows []chstore.MessageRow) error
+	StoredEvents(ctx context.Context, entities, ids []string, minNs, maxNs int64) (map[string]bool, error)
+}
+
+var _ Storage = (*chstore.Store)(nil)
+
+// Config tunes batching and the consumer.
+type Config struct {
+	// MaxBatch is the most events one flush takes.
+	MaxBatch int
+	// Linger is how long a flush may wait for more events once it has
+	// some; zero flushes whatever is buffered at once. The insert itself
+	// takes time, during which the next batch gathers, so batches grow
+	// with load even without lingering.
+	Linger        time.Duration
+	InsertTimeout time.Duration
+	MaxAckPending int
+	PullBatch     int
+	AckWait       time.Duration
+}
+
+// Writer consumes mapped events and stores them.
+type Writer struct {
+	cfg   Config
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	store Storage
+	log   *zap.Logger
+}
+
+// New returns a writer; Run starts it.
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store Storage, log *zap.Logger) *Writer {
+	return &Writer{cfg: cfg, nc: nc, js: js, store: store, log: log}
+}
+
+// Run consumes until ctx ends, then stops pulling, flushes what it holds and
+// acks it before returning.
+func (w *Writer) Run(ctx context.Context) error {
+	cons, err := w.js.CreateOrUpdateConsumer(ctx, bus.MappedStream, jetstream.ConsumerConfig{
+		Durable:       bus.WriterDurable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       w.cfg.AckWait,
+		MaxAckPending: w.cfg.MaxAckPending,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return fmt.Errorf("writer consumer: %w", err)
+	}
+	// Never more than MaxAckPending messages are outstanding, so the
+	// callback never blocks on this channel.
+	in := make(chan jetstream.Msg, w.cfg.MaxAckPending)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w.loop(in)
+	}()
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m },
+		jetstream.PullMaxMessages(w.cfg.PullBatch),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			w.log.Debug("consume", zap.Error(err))
+		}))
+	if err != nil {
+		close(in)
+		wg.Wait()
+		return fmt.Errorf("writer consume: %w", err)
+	}
+	<-ctx.Done()
+	cc.Drain()
+	<-cc.Closed()
+	close(in)
+	wg.Wait()
+	return nil
+}
+
+// loop flushes batches until in is closed and empty.
+func (w *Writer) loop(in <-chan jetstream.Msg) {
+	batch := make([]jetstream.Msg, 0, w.cfg.MaxBatch)
+	for first := range in {
+		batch = w.gather(in, append(batch[:0], first))
+		w.flush(batch)
+		clear(batch)
+	}
+}
+
+// gather adds whatever is buffered to batch, up to MaxBatch, waiting at most
+// Linger for more.
+func (w *Writer) gather(in <-chan jetstream.Msg, batch []jetstream.Msg) []jetstream.Msg {
+	var linger <-chan time.Time
+	if w.cfg.Linger > 0 {
+		t := time.NewTimer(w.cfg.Linger)
+		defer t.Stop()
+		linger = t.C
+	}
+	for len(batch) < w.cfg.MaxBatch {
+		select {
+		case m, ok := <-in:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, m)
+			continue
+		default:
+		}
+		if linger == nil {
+			return batch
+		}
+		select {
+		case m, ok := <-in:
+			if !ok {
+				return batch
+			}
+			batch = append(batch, m)
+		case <-linger:
+			return batch
+		}
+	}
+	return batch
+}
+
+// item is one event of a batch.
+type item struct {
+	msg       jetstream.Msg
+	ev        event.Mapped
+	reply     string
+	skipValue bool // its values are already stored (a redelivery)
+}
+
+// flush stores one batch: values first (the confirmation path), answers,
+// then the raw messages, then acks.
+func (w *Writer) flush(msgs []jetstream.Msg) {
+	items := make([]item, 0, len(msgs))
+	for _, m := range msgs {
+		var ev event.Mapped
+		if err := json.Unmarshal(m.Data(), &ev); err != nil || !outcome.Valid(ev.Outcome) {
+			w.log.Error("dropping unreadable mapped event", zap.Error(err))
+			_ = m.Term()
+			continue
+		}
+		items = append(items, item{msg: m, ev: ev, reply: m.Headers().Get(event.HeaderReply)})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
+	defer cancel()
+
+	valuesErr := w.markRedelivered(ctx, items)
+	var values []chstore.ValueRow
+	if valuesErr == nil {
+		for i := range items {
+			it := &items[i]
+			if it.ev.Outcome != outcome.Stored || it.skipValue {
+				continue
+			}
+			for _, v := range it.ev.Values {
+				values = append(values, chstore.ValueRow{
+					Entity: v.Entity, Input: v.Input, TsNs: it.ev.ReceivedNs, Serial: it.ev.Serial,
+					DeviceInput: v.DeviceInput, EventID: it.ev.ID, JSON: v.JSON,
+				})
+			}
+		}
+		valuesErr = w.store.InsertValues(ctx, values)
+	}
+	if valuesErr != nil {
+		w.log.Warn("values not stored", zap.Int("events", len(items)), zap.Error(valuesErr))
+	}
+
+	messages := make([]chstore.MessageRow, 0, len(items))
+	for i := range items {
+		it := &items[i]
+		code := it.ev.Outcome
+		if code == outcome.Stored && valuesErr != nil {
+			code = outcome.StorageFailed
+		}
+		if code == outcome.Stored || code == outcome.StorageFailed {
+			w.answer(it.reply, event.Reply{Code: code, Detail: storageDetail(valuesErr)})
+		}
+		messages = append(messages, chstore.MessageRow{
+			Serial: it.ev.Serial, TsNs: it.ev.ReceivedNs, EventID: it.ev.ID, Payload: it.ev.Payload,
+			Outcome: outcome.Lookup(code).Message,
+		})
+	}
+	// The raw message log is a downstream stage: its failure does not undo
+	// stored values, and it is logged rather than reported to the device.
+	if err := w.store.InsertMessages(ctx, messages); err != nil {
+		w.log.Warn("raw messages not stored", zap.Int("messages", len(messages)), zap.Error(err))
+	}
+	for i := range items {
+		if valuesErr != nil && items[i].ev.Outcome == outcome.Stored {
+			// The device was told nothing was stored and will retry:
+			// storing this event later would store it twice.
+			_ = items[i].msg.Term()
+			continue
+		}
+		_ = items[i].msg.Ack()
+	}
+}
+
+// markRedelivered flags redelivered events whose values a previous attempt
+// stored before it could ack (a writer crash between insert and ack).
+func (w *Writer) markRedelivered(ctx context.Context, items []item) error {
+	var ids, entities []string
+	var minNs, maxNs int64
+	for i := range items {
+		it := &items[i]
+		md, err := it.msg.Metadata()
+		if err != nil || md.NumDelivered < 2 || len(it.ev.Values) == 0 {
+			continue
+		}
+		ids = append(ids, it.ev.ID)
+		for _, v := range it.ev.Values {
+			entities = append(entities, v.Entity)
+		}
+		if minNs == 0 || it.ev.ReceivedNs < minNs {
+			minNs = it.ev.ReceivedNs
+		}
+		maxNs = max(maxNs, it.ev.ReceivedNs)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	stored, err := w.store.StoredEvents(ctx, entities, ids, minNs, maxNs)
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		items[i].skipValue = stored[items[i].ev.ID]
+	}
+	return nil
+}
+
+func storageDetail(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "storage error: " + err.Error()
+}
+
+func (w *Writer) answer(subject string, r event.Reply) {
+	if subject == "" {
+		return
+	}
+	if err := w.nc.Publish(subject, event.EncodeReply(r)); err != nil {
+		w.log.Warn("send outcome", zap.Error(err))
+	}
+}

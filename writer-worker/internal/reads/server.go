@@ -1,0 +1,112 @@
+// Package reads answers ingest-api's workspace read queries over NATS
+// request-reply; writer-worker is the one program that talks to ClickHouse.
+package reads
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/query"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+// Store is what the queries need of ClickHouse.
+type Store interface {
+	Ping(ctx context.Context) error
+	Messages(ctx context.Context, serial string, limit int) ([]query.Message, error)
+	Latest(ctx context.Context, entity, input string) ([]query.Point, error)
+	Series(ctx context.Context, entity, input string, fromMs, toMs int64, limit int) ([]query.Point, error)
+}
+
+var _ Store = (*chstore.Store)(nil)
+
+// Server answers queries with a fixed number of workers.
+type Server struct {
+	nc      *nats.Conn
+	store   Store
+	log     *zap.Logger
+	workers int
+	timeout time.Duration
+}
+
+// New returns a server; Run starts it.
+func New(nc *nats.Conn, store Store, workers int, timeout time.Duration, log *zap.Logger) *Server {
+	return &Server{nc: nc, store: store, log: log, workers: workers, timeout: timeout}
+}
+
+// Run answers queries until ctx ends.
+func (s *Server) Run(ctx context.Context) error {
+	ch := make(chan *nats.Msg, 256)
+	sub, err := s.nc.ChanQueueSubscribe(bus.QueryPrefix+"*", bus.QueryQueue, ch)
+	if err != nil {
+		return fmt.Errorf("subscribe queries: %w", err)
+	}
+	var wg sync.WaitGroup
+	for range s.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m := <-ch:
+					s.handle(ctx, m)
+				}
+			}
+		}()
+	}
+	<-ctx.Done()
+	_ = sub.Unsubscribe()
+	wg.Wait()
+	return nil
+}
+
+func (s *Server) handle(ctx context.Context, m *nats.Msg) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.answer(ctx, strings.TrimPrefix(m.Subject, bus.QueryPrefix), m.Data)
+	if err != nil {
+		s.log.Warn("query failed", zap.String("subject", m.Subject), zap.Error(err))
+		resp = query.Response{Error: err.Error()}
+	}
+	b, _ := json.Marshal(resp)
+	if err := m.Respond(b); err != nil {
+		s.log.Debug("respond", zap.Error(err))
+	}
+}
+
+func (s *Server) answer(ctx context.Context, kind string, data []byte) (query.Response, error) {
+	var req query.Request
+	if err := json.Unmarshal(data, &req); err != nil {
+		return query.Response{}, fmt.Errorf("bad query: %w", err)
+	}
+	if req.Limit < 1 || req.Limit > query.MaxLimit {
+		req.Limit = query.DefaultLimit
+	}
+	var (
+		resp query.Response
+		err  error
+	)
+	switch kind {
+	case query.Ping:
+		err = s.store.Ping(ctx)
+	case query.Messages:
+		resp.Messages, err = s.store.Messages(ctx, req.Serial, req.Limit)
+	case query.Latest:
+		resp.Points, err = s.store.Latest(ctx, req.Entity, req.Input)
+	case query.Series:
+		resp.Points, err = s.store.Series(ctx, req.Entity, req.Input, req.FromMs, req.ToMs, req.Limit)
+	default:
+		err = fmt.Errorf("unknown query %q", kind)
+	}
+	return resp, err
+}

@@ -1,0 +1,114 @@
+// Command writer-worker batch-writes mapped device events to ClickHouse,
+// reports each outcome to the waiting request, and answers workspace reads.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/envflag"
+	"github.com/devicehub/eventservice/pkg/health"
+	"github.com/devicehub/eventservice/pkg/logging"
+	"github.com/devicehub/eventservice/writer-worker/internal/batch"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/reads"
+)
+
+func main() {
+	if err := start(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "writer-worker:", err)
+		os.Exit(1)
+	}
+}
+
+func start(args []string) error {
+	var cfg Config
+	fs := envflag.New("writer-worker")
+	cfg.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	log, err := logging.New(cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = log.Sync() }()
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return run(ctx, cfg, log)
+}
+
+func run(ctx context.Context, cfg Config, log *zap.Logger) error {
+	store, err := chstore.Open(cfg.ClickHouse)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	nc, js, err := bus.Connect(cfg.NATS, "writer-worker", log.With(zap.String("component", "nats")))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	if err := bus.WaitConnected(ctx, nc); err != nil {
+		return err
+	}
+	if err := bus.EnsureStreams(ctx, js, cfg.NATS); err != nil {
+		return err
+	}
+
+	hs := health.New(cfg.HealthAddr, func(ctx context.Context) error {
+		if !nc.IsConnected() {
+			return errors.New("nats disconnected")
+		}
+		return store.Ping(ctx)
+	})
+	writer := batch.New(batch.Config{
+		MaxBatch: cfg.MaxBatch, Linger: cfg.Linger, InsertTimeout: cfg.InsertTimeout,
+		MaxAckPending: cfg.MaxAckPending, PullBatch: cfg.PullBatch, AckWait: cfg.AckWait,
+	}, nc, js, store, log.With(zap.String("component", "writer")))
+	queries := reads.New(nc, store, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
+
+	// The writer drains on ctx; reads and health stop after it, so that
+	// the storage path stays visible while the last batch flushes.
+	bg, stopBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for _, f := range []func(context.Context) error{queries.Run, hs.Run} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(bg); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	defer func() { stopBG(); wg.Wait() }()
+	log.Info("writer-worker consuming", zap.String("clickhouse", cfg.ClickHouse.Addr), zap.String("database", cfg.ClickHouse.Database))
+
+	wctx, stopWriter := context.WithCancel(ctx)
+	defer stopWriter()
+	done := make(chan error, 1)
+	go func() { done <- writer.Run(wctx) }()
+	select {
+	case err := <-done:
+		return err
+	case err := <-errs:
+		stopWriter()
+		<-done
+		return err
+	}
+}
