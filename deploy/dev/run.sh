@@ -25,7 +25,8 @@ stop() {
   deploy/clickhouse/server.sh stop "$state/clickhouse" || true
   echo "stopped"
 }
-trap stop INT TERM EXIT
+trap stop EXIT
+trap 'stop; exit 0' INT TERM
 
 wait_http() { # url what
   for _ in $(seq 1 300); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done

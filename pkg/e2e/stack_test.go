@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/devicehub/eventservice/pkg/testenv"
+)
+
+const adminToken = "e2e-admin-token-7f3a"
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	root, err := moduleRoot()
+	if err == nil {
+		cmd := exec.Command("go", "build", "-o", dir+"/", "./ingest-api", "./mapper-worker", "./writer-worker")
+		cmd.Dir = root
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		err = cmd.Run()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "build programs:", err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// stack is one running service: NATS in this process, ClickHouse from the
+// test run, and the three programs as child processes.
+type stack struct {
+	t      *testing.T
+	base   string // http://127.0.0.1:port of ingest-api
+	db     string
+	ch     driver.Conn
+	logDir string
+	procs  map[string]*exec.Cmd
+	env    []string
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startStack(t *testing.T, extraEnv ...string) *stack {
+	t.Helper()
+	ns := testenv.NATS(t)
+	chAddr, db := testenv.ClickHouseDB(t)
+	ch, err := clickhouse.Open(&clickhouse.Options{Addr: []string{chAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ch.Close() })
+	s := &stack{t: t, db: db, ch: ch, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}}
+	ingestAddr := freeAddr(t)
+	s.base = "http://" + ingestAddr
+	s.env = append([]string{
+		"NATS_URL=" + ns.ClientURL(),
+		"CLICKHOUSE_ADDR=" + chAddr,
+		"CLICKHOUSE_DATABASE=" + db,
+		"ADMIN_TOKEN=" + adminToken,
+		"HTTP_ADDR=" + ingestAddr,
+		"LOG_LEVEL=debug",
+		"PATH=" + os.Getenv("PATH"),
+	}, extraEnv...)
+	s.start("writer-worker", "HEALTH_ADDR="+freeAddr(t))
+	s.start("mapper-worker", "HEALTH_ADDR="+freeAddr(t))
+	s.start("ingest-api")
+	s.waitReady()
+	return s
+}
+
+func (s *stack) start(name string, env ...string) {
+	s.t.Helper()
+	logf, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, name))
+	cmd.Env = append(append([]string{}, s.env...), env...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.procs[name] = cmd
+	s.t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = logf.Close()
+		if s.t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			s.t.Logf("--- %s log ---\n%s", name, tail(b, 4000))
+		}
+	})
+}
+
+func tail(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[len(b)-n:]
+	}
+	return b
+}
+
+func (s *stack) waitReady() {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(s.base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	s.t.Fatal("ingest-api not ready within 30s")
+}
+
+// logs returns everything the programs logged so far.
+func (s *stack) logs() string {
+	var b strings.Builder
+	for name := range s.procs {
+		data, _ := os.ReadFile(filepath.Join(s.logDir, name+".log"))
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// reply is a parsed HTTP answer.
+type reply struct {
+	Status int
+	Header http.Header
+	Raw    []byte
+	Body   map[string]any
+}
+
+var client = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
+
+func (s *stack) do(t testing.TB, method, path string, body []byte, header map[string]string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, s.base+path, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reply{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &r.Body); err != nil {
+			t.Fatalf("%s %s: answer is not a JSON object (%d): %q", method, path, resp.StatusCode, raw)
+		}
+	}
+	return r
+}
+
+func (s *stack) admin(t testing.TB, method, path string, body string) reply {
+	t.Helper()
+	return s.do(t, method, "/api/v1/admin"+path, []byte(body), map[string]string{"Authorization": "Bearer " + adminToken})
+}
+
+func (s *stack) post(t testing.TB, body string, header map[string]string) reply {
+	t.Helper()
+	return s.do(t, http.MethodPost, "/api/v1/deviceapi/event", []byte(body), header)
+}
+
+// count runs a count query against the stack's database.
+func (s *stack) count(t testing.TB, where string, args ...any) uint64 {
+	t.Helper()
+	var n uint64
+	q := fmt.Sprintf("SELECT count() FROM %s.%s", s.db, where)
+	if err := s.ch.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
