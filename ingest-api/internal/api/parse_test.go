@@ -1,0 +1,111 @@
+package api
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
+
+func TestParsePrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, header string
+		want               outcome.Code
+		serial, bodyToken  string
+	}{
+		{"garbage", `{`, "t", outcome.InvalidFormat, "", ""},
+		{"array", `[]`, "t", outcome.InvalidFormat, "", ""},
+		{"null", `null`, "t", outcome.InvalidFormat, "", ""},
+		{"number", `12`, "t", outcome.InvalidFormat, "", ""},
+		{"trailing junk", `{"serial":"a","data":{}} x`, "t", outcome.InvalidFormat, "", ""},
+		{"format beats all", `"s"`, "", outcome.InvalidFormat, "", ""},
+		{"no serial", `{"data":{}}`, "t", outcome.MissingSerial, "", ""},
+		{"empty serial", `{"serial":"","data":{}}`, "t", outcome.MissingSerial, "", ""},
+		{"numeric serial", `{"serial":5,"data":{}}`, "t", outcome.MissingSerial, "", ""},
+		{"serial beats token", `{"data":1}`, "", outcome.MissingSerial, "", ""},
+		{"no token", `{"serial":"a","data":{}}`, "", outcome.MissingToken, "", ""},
+		{"non-string body token", `{"serial":"a","accessToken":5,"data":{}}`, "", outcome.MissingToken, "", ""},
+		{"token beats data", `{"serial":"a","data":1}`, "", outcome.MissingToken, "", ""},
+		{"data string", `{"serial":"a","data":"x"}`, "t", outcome.InvalidData, "", ""},
+		{"data array", `{"serial":"a","data":[]}`, "t", outcome.InvalidData, "", ""},
+		{"data null", `{"serial":"a","data":null}`, "t", outcome.InvalidData, "", ""},
+		{"data absent", `{"serial":"a"}`, "t", outcome.InvalidData, "", ""},
+		{"header token", `{"serial":"a","data":{"x":1}}`, "t", outcome.Stored, "a", ""},
+		{"body token", `{"serial":"a","accessToken":"b","data":{"x":1}}`, "", outcome.Stored, "a", "b"},
+		{"whitespace", " \n{ \"serial\" : \"a\" , \"data\" : { } }\n", "t", outcome.Stored, "a", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, code := parse([]byte(tc.body), tc.header)
+			if code != tc.want {
+				t.Fatalf("code = %v, want %v", code, tc.want)
+			}
+			if code == outcome.Stored && (r.Serial != tc.serial || r.BodyToken != tc.bodyToken) {
+				t.Fatalf("serial, token = %q, %q", r.Serial, r.BodyToken)
+			}
+		})
+	}
+}
+
+func TestParsePayloadDropsToken(t *testing.T) {
+	r, code := parse([]byte(`{"serial":"a","accessToken":"s3cret","accessToken":"again","data":{"x":1},"extra":[1]}`), "")
+	if code != outcome.Stored {
+		t.Fatal(code)
+	}
+	if strings.Contains(string(r.Payload), "s3cret") || strings.Contains(string(r.Payload), "again") || strings.Contains(string(r.Payload), "accessToken") {
+		t.Fatalf("payload keeps the token: %s", r.Payload)
+	}
+	var back map[string]json.RawMessage
+	if err := json.Unmarshal(r.Payload, &back); err != nil {
+		t.Fatal(err)
+	}
+	if string(back["data"]) != `{"x":1}` || string(back["extra"]) != `[1]` || string(back["serial"]) != `"a"` {
+		t.Fatalf("payload = %s", r.Payload)
+	}
+}
+
+func TestBearer(t *testing.T) {
+	for h, want := range map[string]string{
+		"Bearer abc": "abc", "bearer abc": "abc", "BEARER  abc ": "abc",
+		"Basic abc": "", "Bearer": "", "Bearer ": "", "": "", "abc": "",
+	} {
+		if got := bearer(h); got != want {
+			t.Errorf("bearer(%q) = %q, want %q", h, got, want)
+		}
+	}
+}
+
+// FuzzParse: any body yields a code of the table, a stored result only with a
+// serial, an object for data, and a payload that is JSON without a token.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"serial":"a","data":{"x":1}}`, `{"serial":"a","accessToken":"t","data":{}}`, `[]`, `null`, `{`,
+		`{"serial":1}`, `{"serial":"a","data":"x"}`, "\x00", `{"serial":"\u0000","data":{"":null}}`,
+		`{"accessToken":{"a":1},"serial":"s","data":{"k":[true,false,"s",1e999]}}`,
+	} {
+		f.Add([]byte(s), "tok")
+		f.Add([]byte(s), "")
+	}
+	f.Fuzz(func(t *testing.T, body []byte, header string) {
+		r, code := parse(body, header)
+		if !outcome.Valid(code) {
+			t.Fatalf("code %d is not in the table", code)
+		}
+		if code != outcome.Stored {
+			return
+		}
+		if r.Serial == "" || len(r.Data) == 0 || r.Data[0] != '{' {
+			t.Fatalf("accepted without serial or object data: %q", body)
+		}
+		if header == "" && r.BodyToken == "" {
+			t.Fatalf("accepted without any token: %q", body)
+		}
+		var back map[string]json.RawMessage
+		if err := json.Unmarshal(r.Payload, &back); err != nil {
+			t.Fatalf("payload is not a JSON object: %v", err)
+		}
+		if _, has := back["accessToken"]; has {
+			t.Fatalf("payload keeps accessToken: %s", r.Payload)
+		}
+	})
+}

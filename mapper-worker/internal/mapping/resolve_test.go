@@ -1,0 +1,71 @@
+package mapping
+
+import (
+	"encoding/json"
+	"errors"
+	"sort"
+	"testing"
+
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+func entry(t *testing.T, inputs ...registry.Input) *registry.Entry {
+	t.Helper()
+	c := registry.NewCache()
+	c.Put(registry.Device{Serial: "s", ConnectionType: registry.ConnectionAPI, AccessToken: "x", Inputs: inputs}, 1)
+	e, _ := c.Lookup("s")
+	return e
+}
+
+func TestResolve(t *testing.T) {
+	dev := entry(t,
+		registry.Input{Name: "temp", Entity: "boiler", EntityInput: "temperature"},
+		registry.Input{Name: "on", Entity: "boiler", EntityInput: "running"},
+		registry.Input{Name: "volt"})
+	for _, tc := range []struct {
+		name    string
+		data    string
+		outcome outcome.Code
+		values  []string // "entity.input=json"
+	}{
+		{"numbers and bools", `{"temp":21.5,"on":true,"volt":3}`, outcome.Stored, []string{"boiler.running=true", "boiler.temperature=21.5"}},
+		{"unknown keys ignored", `{"temp":1,"nope":2}`, outcome.Stored, []string{"boiler.temperature=1"}},
+		{"only unconnected", `{"volt":3,"nope":2}`, outcome.NoConnections, nil},
+		{"empty", `{}`, outcome.NoConnections, nil},
+		{"null skipped", `{"temp":null,"on":false}`, outcome.Stored, []string{"boiler.running=false"}},
+		{"all matched null", `{"temp":null}`, outcome.Stored, nil},
+		{"structured", `{"temp":{"a":[1]}}`, outcome.Stored, []string{`boiler.temperature={"a":[1]}`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := event.Event{ID: "id", Serial: "s", ReceivedNs: 7, Payload: json.RawMessage(`{"serial":"s","data":` + tc.data + `}`)}
+			m, err := Resolve(ev, dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Outcome != tc.outcome || m.ID != "id" || m.ReceivedNs != 7 || string(m.Payload) != string(ev.Payload) {
+				t.Fatalf("mapped = %+v", m)
+			}
+			var got []string
+			for _, v := range m.Values {
+				got = append(got, v.Entity+"."+v.Input+"="+string(v.JSON))
+			}
+			sort.Strings(got)
+			if len(got) != len(tc.values) {
+				t.Fatalf("values = %v, want %v", got, tc.values)
+			}
+			for i := range got {
+				if got[i] != tc.values[i] {
+					t.Fatalf("values = %v, want %v", got, tc.values)
+				}
+			}
+		})
+	}
+	if m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":{}}`)}, entry(t, registry.Input{Name: "a"})); err != nil || m.Outcome != outcome.NoConnections {
+		t.Fatalf("device without connections: %+v %v", m, err)
+	}
+	if _, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":5}`)}, dev); !errors.Is(err, errPayload) {
+		t.Fatalf("bad payload err = %v", err)
+	}
+}

@@ -1,0 +1,149 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestNormalize(t *testing.T) {
+	d := Device{Serial: "s", Inputs: []Input{{Name: "t", Entity: "e"}, {Name: "v"}}}
+	if err := d.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	if d.ConnectionType != ConnectionAPI || len(d.AccessToken) != 32 || d.Inputs[0].EntityInput != "t" {
+		t.Fatalf("defaults not filled: %+v", d)
+	}
+	other := Device{Serial: "s"}
+	_ = other.Normalize()
+	if other.AccessToken == d.AccessToken {
+		t.Fatal("generated tokens repeat")
+	}
+	for name, bad := range map[string]Device{
+		"empty serial":     {},
+		"long serial":      {Serial: strings.Repeat("x", MaxSerialLen+1)},
+		"control char":     {Serial: "a\nb"},
+		"bad type":         {Serial: "s", ConnectionType: "api"},
+		"duplicate input":  {Serial: "s", Inputs: []Input{{Name: "a"}, {Name: "a"}}},
+		"unnamed input":    {Serial: "s", Inputs: []Input{{Entity: "e"}}},
+		"orphan entityInp": {Serial: "s", Inputs: []Input{{Name: "a", EntityInput: "x"}}},
+	} {
+		if err := bad.Normalize(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestCacheRevisions(t *testing.T) {
+	c := NewCache()
+	d := Device{Serial: "s", ConnectionType: ConnectionAPI, AccessToken: "tok", Inputs: []Input{{Name: "t", Entity: "e", EntityInput: "i"}}}
+	c.Put(d, 5)
+	old := d
+	old.AccessToken = "old"
+	c.Put(old, 4) // a late watch delivery of an older revision
+	e, ok := c.Lookup("s")
+	if !ok || !e.TokenMatches("tok") || e.TokenMatches("old") || e.Rev != 5 {
+		t.Fatalf("older revision overwrote newer: %+v", e)
+	}
+	if r, ok := e.Route("t"); !ok || r != (Route{"e", "i"}) {
+		t.Fatalf("route = %+v %v", r, ok)
+	}
+	if e.TokenMatches("") || e.TokenMatches("tok ") {
+		t.Fatal("token comparison too lax")
+	}
+	c.Remove("s", 5)
+	if _, ok := c.Lookup("s"); ok || c.Len() != 0 {
+		t.Fatal("remove did not apply")
+	}
+	c.Put(d, 5) // the watch replaying the put that preceded the delete
+	if _, ok := c.Lookup("s"); ok {
+		t.Fatal("a replayed put resurrected a deleted device")
+	}
+	c.Put(d, 6)
+	if _, ok := c.Lookup("s"); !ok || c.Len() != 1 {
+		t.Fatal("a newer put after delete did not apply")
+	}
+}
+
+func open(t *testing.T, url string) (*Store, func()) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Open(ctx, js, BucketConfig{Bucket: "reg_test", Replicas: 1}, NewCache(), zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-s.Cache().Synced():
+	case <-time.After(5 * time.Second):
+		t.Fatal("not synced")
+	}
+	return s, func() { cancel(); <-done; nc.Close() }
+}
+
+func TestStoreSpreadsChangesToEveryCopy(t *testing.T) {
+	ns := testenv.NATS(t)
+	a, stopA := open(t, ns.ClientURL())
+	defer stopA()
+	ctx := context.Background()
+	d := Device{Serial: "weird serial/with.dots*", ConnectionType: ConnectionAPI, AccessToken: "tok-1"}
+	if err := a.Put(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.Cache().Lookup(d.Serial); !ok {
+		t.Fatal("the writing instance must serve the change before Put returns")
+	}
+	// A copy started later loads it as initial state...
+	b, stopB := open(t, ns.ClientURL())
+	defer stopB()
+	if e, ok := b.Cache().Lookup(d.Serial); !ok || !e.TokenMatches("tok-1") {
+		t.Fatal("initial load missed the device")
+	}
+	// ...and follows later changes within a second.
+	d.AccessToken = "tok-2"
+	if err := a.Put(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { e, ok := b.Cache().Lookup(d.Serial); return ok && e.TokenMatches("tok-2") })
+	if got, err := b.Get(ctx, d.Serial); err != nil || got.AccessToken != "tok-2" {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
+	if err := a.Delete(ctx, d.Serial); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { _, ok := b.Cache().Lookup(d.Serial); return !ok })
+	if err := a.Delete(ctx, d.Serial); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, err := a.Get(ctx, d.Serial); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("change not seen within 1s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
