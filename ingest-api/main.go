@@ -20,6 +20,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/envflag"
+	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/logging"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -32,6 +33,9 @@ func main() {
 }
 
 func start(args []string) error {
+	if probe, err := health.ProbeArgs(args); probe {
+		return err
+	}
 	var cfg Config
 	fs := envflag.New("ingest-api")
 	cfg.register(fs)

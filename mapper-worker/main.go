@@ -29,6 +29,9 @@ func main() {
 }
 
 func start(args []string) error {
+	if probe, err := health.ProbeArgs(args); probe {
+		return err
+	}
 	var cfg Config
 	fs := envflag.New("mapper-worker")
 	cfg.register(fs)

@@ -30,6 +30,9 @@ func main() {
 }
 
 func start(args []string) error {
+	if probe, err := health.ProbeArgs(args); probe {
+		return err
+	}
 	var cfg Config
 	fs := envflag.New("writer-worker")
 	cfg.register(fs)

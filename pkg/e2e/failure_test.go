@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	chschema "github.com/devicehub/eventservice/deploy/clickhouse"
+)
+
+func TestStorageFailureIsReportedAndRecovers(t *testing.T) {
+	s := startStack(t)
+	s.admin(t, http.MethodPut, "/devices/dev-F", `{"accessToken":"tok-F-1","inputs":[{"name":"t","entity":"f","entityInput":"t"}]}`)
+	expect(t, s.post(t, `{"serial":"dev-F","data":{"t":1}}`, bearer("tok-F-1")), 200, "Message processed and data stored successfully", "")
+
+	ctx := context.Background()
+	if err := s.ch.Exec(ctx, "DROP TABLE "+s.db+".input_values"); err != nil {
+		t.Fatal(err)
+	}
+	r := s.post(t, `{"serial":"dev-F","data":{"t":2}}`, bearer("tok-F-1"))
+	if r.Status != 503 || r.Body["success"] != false || r.Body["message"] != "Message processed but failed to store data" {
+		t.Fatalf("with the table gone: %d %s", r.Status, r.Raw)
+	}
+	if e, _ := r.Body["error"].(string); !strings.HasPrefix(e, "storage error: ") {
+		t.Errorf("error = %q, want the storage error", e)
+	}
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("no Retry-After on a retryable failure")
+	}
+
+	// ClickHouse comes back (here: the table); no program is restarted.
+	for _, stmt := range chschema.Statements(s.db) {
+		if err := s.ch.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expect(t, s.post(t, `{"serial":"dev-F","data":{"t":3}}`, bearer("tok-F-1")), 200, "Message processed and data stored successfully", "")
+	// The failed reading was not stored later behind the device's back.
+	time.Sleep(200 * time.Millisecond)
+	if n := s.count(t, "input_values WHERE entity = 'f'"); n != 1 {
+		t.Fatalf("after recovery %d values, want only the one stored after it", n)
+	}
+}
+
+func TestOutcomeTimeoutAndRestart(t *testing.T) {
+	s := startStack(t, "OUTCOME_TIMEOUT=400ms")
+	s.admin(t, http.MethodPut, "/devices/dev-T", `{"accessToken":"tok-T-1","inputs":[{"name":"t","entity":"tm","entityInput":"t"}]}`)
+	expect(t, s.post(t, `{"serial":"dev-T","data":{"t":1}}`, bearer("tok-T-1")), 200, "Message processed and data stored successfully", "")
+
+	mapper := s.procs["mapper-worker"]
+	if err := mapper.Process.Signal(os.Kill); err != nil {
+		t.Fatal(err)
+	}
+	_ = mapper.Wait()
+	start := time.Now()
+	r := s.post(t, `{"serial":"dev-T","data":{"t":2}}`, bearer("tok-T-1"))
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("answer took %v with a 400ms outcome timeout", took)
+	}
+	expect(t, r, 503, "Failed to process message", "timed out waiting for the storage outcome")
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("no Retry-After on a timeout")
+	}
+
+	s.start("mapper-worker", "HEALTH_ADDR="+freeAddr(t))
+	// The event already in the stream is processed once the mapper is back.
+	eventually(t, 10*time.Second, func() bool { return s.count(t, "input_values WHERE entity = 'tm'") == 2 })
+	expect(t, s.post(t, `{"serial":"dev-T","data":{"t":3}}`, bearer("tok-T-1")), 200, "Message processed and data stored successfully", "")
+	if n := s.count(t, "input_values WHERE entity = 'tm'"); n != 3 {
+		t.Fatalf("%d values, want 3", n)
+	}
+}
