@@ -33,7 +33,7 @@ func (c *Config) register(s *envflag.Set) {
 	s.Duration(&c.InsertTimeout, "insert-timeout", 3*time.Second, "time allowed for one batch's inserts")
 	s.Int(&c.MaxAckPending, "max-ack-pending", 20000, "events held unacknowledged by this consumer")
 	s.Int(&c.PullBatch, "pull-batch", 1000, "events pulled from JetStream per request")
-	s.Duration(&c.AckWait, "ack-wait", 30*time.Second, "redelivery delay of an unacknowledged event")
+	s.Duration(&c.AckWait, "ack-wait", 10*time.Second, "redelivery delay of an unacknowledged event (a crashed copy's events wait this long)")
 	s.Int(&c.QueryWorkers, "query-workers", 4, "workspace read queries answered at once")
 	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "time allowed for one read query")
 	s.String(&c.LogLevel, "log-level", "info", "debug, info, warn or error")

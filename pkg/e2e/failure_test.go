@@ -46,7 +46,9 @@ func TestStorageFailureIsReportedAndRecovers(t *testing.T) {
 }
 
 func TestOutcomeTimeoutAndRestart(t *testing.T) {
-	s := startStack(t, "OUTCOME_TIMEOUT=400ms")
+	// A killed mapper may have had the event delivered to its dead pull
+	// request: it comes back after ACK_WAIT.
+	s := startStack(t, "OUTCOME_TIMEOUT=400ms", "ACK_WAIT=2s", "INSERT_TIMEOUT=1s")
 	s.admin(t, http.MethodPut, "/devices/dev-T", `{"accessToken":"tok-T-1","inputs":[{"name":"t","entity":"tm","entityInput":"t"}]}`)
 	expect(t, s.post(t, `{"serial":"dev-T","data":{"t":1}}`, bearer("tok-T-1")), 200, "Message processed and data stored successfully", "")
 
@@ -67,7 +69,7 @@ func TestOutcomeTimeoutAndRestart(t *testing.T) {
 
 	s.start("mapper-worker", "HEALTH_ADDR="+freeAddr(t))
 	// The event already in the stream is processed once the mapper is back.
-	eventually(t, 10*time.Second, func() bool { return s.count(t, "input_values WHERE entity = 'tm'") == 2 })
+	eventually(t, 20*time.Second, func() bool { return s.count(t, "input_values WHERE entity = 'tm'") == 2 })
 	expect(t, s.post(t, `{"serial":"dev-T","data":{"t":3}}`, bearer("tok-T-1")), 200, "Message processed and data stored successfully", "")
 	if n := s.count(t, "input_values WHERE entity = 'tm'"); n != 3 {
 		t.Fatalf("%d values, want 3", n)
