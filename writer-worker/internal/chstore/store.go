@@ -90,3 +90,6 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the pool.
 func (s *Store) Close() error { return s.conn.Close() }
+
+// Conn exposes the pool to tests of this program that check rows directly.
+func (s *Store) Conn() driver.Conn { return s.conn }

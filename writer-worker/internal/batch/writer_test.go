@@ -1,0 +1,182 @@
+package batch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/testenv"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+type rig struct {
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	store *chstore.Store
+	db    string
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	ns := testenv.NATS(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26}); err != nil {
+		t.Fatal(err)
+	}
+	addr, db := testenv.ClickHouseDB(t)
+	store, err := chstore.Open(chstore.Config{Addr: addr, Database: db, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, MaxConns: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	if err := store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &rig{nc: nc, js: js, store: store, db: db}
+}
+
+func (r *rig) run(t *testing.T, cfg Config) {
+	t.Helper()
+	w := New(cfg, r.nc, r.js, r.store, zap.NewNop())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("writer: %v", err)
+		}
+	})
+}
+
+func (r *rig) publish(t *testing.T, m event.Mapped, reply string) {
+	t.Helper()
+	data, _ := json.Marshal(m)
+	msg := &nats.Msg{Subject: bus.MappedSubject, Data: data, Header: nats.Header{}}
+	if reply != "" {
+		msg.Header.Set(event.HeaderReply, reply)
+	}
+	if _, err := r.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(m.ID)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rig) count(t *testing.T, table, id string) uint64 {
+	t.Helper()
+	var n uint64
+	q := fmt.Sprintf("SELECT count() FROM %s.%s WHERE event_id = ?", r.db, table)
+	if err := r.store.Conn().QueryRow(context.Background(), q, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func mapped(id string, code outcome.Code, values ...string) event.Mapped {
+	m := event.Mapped{ID: id, Serial: "s1", ReceivedNs: time.Now().UnixNano(), Payload: json.RawMessage(`{"serial":"s1","data":{}}`), Outcome: code}
+	for i, v := range values {
+		m.Values = append(m.Values, event.Value{DeviceInput: fmt.Sprint("in", i), Entity: "ent", Input: fmt.Sprint("in", i), JSON: json.RawMessage(v)})
+	}
+	return m
+}
+
+var testCfg = Config{MaxBatch: 100, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second}
+
+func TestWriterStoresThenAnswers(t *testing.T) {
+	r := newRig(t)
+	replies, err := r.nc.SubscribeSync("test.reply.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.run(t, testCfg)
+	r.publish(t, mapped("ev-1", outcome.Stored, `1.5`, `"on"`), "test.reply.ev-1")
+	r.publish(t, mapped("ev-2", outcome.NoConnections), "")
+
+	msg, err := replies.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep event.Reply
+	if err := json.Unmarshal(msg.Data, &rep); err != nil || rep.Code != outcome.Stored || msg.Subject != "test.reply.ev-1" {
+		t.Fatalf("reply %s = %+v, %v", msg.Subject, rep, err)
+	}
+	// The answer came after the insert: the rows are there now.
+	if n := r.count(t, "input_values", "ev-1"); n != 2 {
+		t.Fatalf("ev-1 has %d values at answer time, want 2", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for r.count(t, "device_messages", "ev-2") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("raw-only record not stored")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := r.count(t, "input_values", "ev-2"); n != 0 {
+		t.Fatalf("no-connections event stored %d values", n)
+	}
+	if _, err := replies.NextMsg(200 * time.Millisecond); err == nil {
+		t.Fatal("the writer answered a raw-only record the mapper answers")
+	}
+}
+
+func TestWriterSkipsValuesOfARedeliveredStoredEvent(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	ev := mapped("ev-re", outcome.Stored, `7`)
+	// A previous writer inserted the values and died before acking.
+	if err := r.store.InsertValues(ctx, []chstore.ValueRow{{
+		Entity: "ent", Input: "in0", TsNs: ev.ReceivedNs, Serial: "s1", DeviceInput: "in0", EventID: ev.ID, JSON: json.RawMessage(`7`),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	r.publish(t, ev, "")
+	// That writer took the message (delivery 1) and never acked it.
+	cons, err := r.js.CreateOrUpdateConsumer(ctx, bus.MappedStream, jetstream.ConsumerConfig{
+		Durable: bus.WriterDurable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxAckPending: 1000, MaxDeliver: -1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range b.Messages() {
+	}
+	cfg := testCfg
+	cfg.AckWait = time.Second
+	cfg.InsertTimeout = 500 * time.Millisecond
+	r.run(t, cfg)
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumAckPending == 0 && info.NumPending == 0 && info.Delivered.Consumer >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redelivery not settled: %+v", info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := r.count(t, "input_values", ev.ID); n != 1 {
+		t.Fatalf("redelivered event has %d value rows, want 1", n)
+	}
+}
