@@ -29,12 +29,11 @@ type Config struct {
 	IdleTimeout       time.Duration
 	ShutdownTimeout   time.Duration
 	RegistryBucket    string
-	LogLevel          string
-	LogFormat         string
 	NATS              bus.Config
 }
 
-func (c *Config) register(s *envflag.Set) {
+// Register adds every setting as a flag and environment variable.
+func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address")
 	s.String(&c.TLSCert, "http-tls-cert", "", "certificate file: serve HTTPS when set")
 	s.String(&c.TLSKey, "http-tls-key", "", "key file for -http-tls-cert")
@@ -50,8 +49,6 @@ func (c *Config) register(s *envflag.Set) {
 	s.Duration(&c.IdleTimeout, "http-idle-timeout", 120*time.Second, "keep-alive idle time")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "time allowed to answer in-flight requests at shutdown")
 	s.String(&c.RegistryBucket, "registry-bucket", "device_registry", "JetStream KV bucket of the device registry")
-	s.String(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
-	s.String(&c.LogFormat, "log-format", "json", "json or console")
 	c.NATS.RegisterFlags(s)
 }
 

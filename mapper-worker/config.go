@@ -16,20 +16,17 @@ type Config struct {
 	AckWait        time.Duration
 	StaleWait      time.Duration
 	RegistryBucket string
-	LogLevel       string
-	LogFormat      string
 	NATS           bus.Config
 }
 
-func (c *Config) register(s *envflag.Set) {
+// Register adds every setting as a flag and environment variable.
+func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.HealthAddr, "health-addr", "127.0.0.1:8081", "address of /healthz and /readyz (empty: off)")
 	s.Int(&c.MaxAckPending, "max-ack-pending", 8192, "events held unacknowledged by this consumer")
 	s.Int(&c.PullBatch, "pull-batch", 500, "events pulled from JetStream per request")
 	s.Duration(&c.AckWait, "ack-wait", 5*time.Second, "redelivery delay of an unacknowledged event (a crashed copy's events wait this long)")
 	s.Duration(&c.StaleWait, "registry-stale-wait", 2*time.Second, "how long an event waits for a registry change it was accepted under")
 	s.String(&c.RegistryBucket, "registry-bucket", "device_registry", "JetStream KV bucket of the device registry")
-	s.String(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
-	s.String(&c.LogFormat, "log-format", "json", "json or console")
 	c.NATS.RegisterFlags(s)
 }
 

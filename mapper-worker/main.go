@@ -5,50 +5,20 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/mapper-worker/internal/mapping"
 	"github.com/devicehub/eventservice/pkg/bus"
-	"github.com/devicehub/eventservice/pkg/envflag"
 	"github.com/devicehub/eventservice/pkg/health"
-	"github.com/devicehub/eventservice/pkg/logging"
+	"github.com/devicehub/eventservice/pkg/program"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
 
 func main() {
-	if err := start(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "mapper-worker:", err)
-		os.Exit(1)
-	}
-}
-
-func start(args []string) error {
-	if probe, err := health.ProbeArgs(args); probe {
-		return err
-	}
 	var cfg Config
-	fs := envflag.New("mapper-worker")
-	cfg.register(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	log, err := logging.New(cfg.LogLevel, cfg.LogFormat)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = log.Sync() }()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return run(ctx, cfg, log)
+	program.Main("mapper-worker", &cfg, func(ctx context.Context, log *zap.Logger) error { return run(ctx, cfg, log) })
 }
 
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {

@@ -20,13 +20,12 @@ type Config struct {
 	AckWait       time.Duration
 	QueryWorkers  int
 	QueryTimeout  time.Duration
-	LogLevel      string
-	LogFormat     string
 	NATS          bus.Config
 	ClickHouse    chstore.Config
 }
 
-func (c *Config) register(s *envflag.Set) {
+// Register adds every setting as a flag and environment variable.
+func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.HealthAddr, "health-addr", "127.0.0.1:8082", "address of /healthz and /readyz (empty: off)")
 	s.Int(&c.MaxBatch, "batch-max-events", 5000, "most events in one ClickHouse insert")
 	s.Duration(&c.Linger, "batch-linger", 0, "how long a batch waits for more events once it has one (0: flush what is buffered)")
@@ -36,8 +35,6 @@ func (c *Config) register(s *envflag.Set) {
 	s.Duration(&c.AckWait, "ack-wait", 10*time.Second, "redelivery delay of an unacknowledged event (a crashed copy's events wait this long)")
 	s.Int(&c.QueryWorkers, "query-workers", 4, "workspace read queries answered at once")
 	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "time allowed for one read query")
-	s.String(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
-	s.String(&c.LogFormat, "log-format", "json", "json or console")
 	s.String(&c.ClickHouse.Addr, "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol address")
 	s.String(&c.ClickHouse.Database, "clickhouse-database", "device_events", "database holding the service's tables")
 	s.String(&c.ClickHouse.User, "clickhouse-user", "default", "ClickHouse user")

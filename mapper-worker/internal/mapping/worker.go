@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -57,16 +56,6 @@ type pending struct {
 // Run consumes until ctx ends, then stops taking messages and finishes
 // publishing and acking those it holds.
 func (w *Worker) Run(ctx context.Context) error {
-	cons, err := w.js.CreateOrUpdateConsumer(ctx, bus.EventsStream, jetstream.ConsumerConfig{
-		Durable:       bus.MapperDurable,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.cfg.AckWait,
-		MaxAckPending: w.cfg.MaxAckPending,
-		MaxDeliver:    -1,
-	})
-	if err != nil {
-		return fmt.Errorf("mapper consumer: %w", err)
-	}
 	// Publishes complete in order; a bounded queue of them lets the
 	// consumer run ahead of the acks without holding unbounded work.
 	queue := make(chan pending, w.cfg.MaxAckPending)
@@ -76,22 +65,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer wg.Done()
 		w.settle(queue)
 	}()
-	cc, err := cons.Consume(func(m jetstream.Msg) { w.handle(m, queue) },
-		jetstream.PullMaxMessages(w.cfg.PullBatch),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			w.log.Debug("consume", zap.Error(err))
-		}))
-	if err != nil {
-		close(queue)
-		wg.Wait()
-		return fmt.Errorf("mapper consume: %w", err)
-	}
-	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
+	err := bus.ConsumeUntil(ctx, w.js, bus.Durable{
+		Stream: bus.EventsStream, Name: bus.MapperDurable, AckWait: w.cfg.AckWait,
+		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
+	}, w.log, func(m jetstream.Msg) { w.handle(m, queue) })
 	close(queue)
 	wg.Wait()
-	return nil
+	return err
 }
 
 func (w *Worker) handle(m jetstream.Msg, queue chan<- pending) {

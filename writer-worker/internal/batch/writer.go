@@ -6,7 +6,6 @@ package batch
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sync"
 	"time"
 
@@ -61,18 +60,8 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store Storage, log *
 // Run consumes until ctx ends, then stops pulling, flushes what it holds and
 // acks it before returning.
 func (w *Writer) Run(ctx context.Context) error {
-	cons, err := w.js.CreateOrUpdateConsumer(ctx, bus.MappedStream, jetstream.ConsumerConfig{
-		Durable:       bus.WriterDurable,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.cfg.AckWait,
-		MaxAckPending: w.cfg.MaxAckPending,
-		MaxDeliver:    -1,
-	})
-	if err != nil {
-		return fmt.Errorf("writer consumer: %w", err)
-	}
 	// Never more than MaxAckPending messages are outstanding, so the
-	// callback never blocks on this channel.
+	// handler never blocks on this channel.
 	in := make(chan jetstream.Msg, w.cfg.MaxAckPending)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -80,22 +69,13 @@ func (w *Writer) Run(ctx context.Context) error {
 		defer wg.Done()
 		w.loop(in)
 	}()
-	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m },
-		jetstream.PullMaxMessages(w.cfg.PullBatch),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			w.log.Debug("consume", zap.Error(err))
-		}))
-	if err != nil {
-		close(in)
-		wg.Wait()
-		return fmt.Errorf("writer consume: %w", err)
-	}
-	<-ctx.Done()
-	cc.Drain()
-	<-cc.Closed()
+	err := bus.ConsumeUntil(ctx, w.js, bus.Durable{
+		Stream: bus.MappedStream, Name: bus.WriterDurable, AckWait: w.cfg.AckWait,
+		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
+	}, w.log, func(m jetstream.Msg) { in <- m })
 	close(in)
 	wg.Wait()
-	return nil
+	return err
 }
 
 // loop flushes batches until in is closed and empty.

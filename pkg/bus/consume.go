@@ -1,0 +1,48 @@
+package bus
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// Durable describes a worker's shared durable consumer. Every copy of a
+// worker binds to the same one, so that each event goes to one copy.
+type Durable struct {
+	Stream, Name  string
+	AckWait       time.Duration
+	MaxAckPending int
+	PullBatch     int
+}
+
+// ConsumeUntil creates or updates the durable consumer, hands each message to
+// handle (one at a time, in delivery order) until ctx ends, then drains: no
+// new pulls, the messages already buffered still go to handle, and it
+// returns once the last handle call returned.
+func ConsumeUntil(ctx context.Context, js jetstream.JetStream, d Durable, log *zap.Logger, handle func(jetstream.Msg)) error {
+	cons, err := js.CreateOrUpdateConsumer(ctx, d.Stream, jetstream.ConsumerConfig{
+		Durable:       d.Name,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       d.AckWait,
+		MaxAckPending: d.MaxAckPending,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return fmt.Errorf("consumer %s: %w", d.Name, err)
+	}
+	cc, err := cons.Consume(handle,
+		jetstream.PullMaxMessages(d.PullBatch),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			log.Debug("consume", zap.String("consumer", d.Name), zap.Error(err))
+		}))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", d.Name, err)
+	}
+	<-ctx.Done()
+	cc.Drain()
+	<-cc.Closed()
+	return nil
+}
