@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -26,17 +25,11 @@ func main() {
 }
 
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
-	nc, js, err := bus.Connect(cfg.NATS, "ingest-api", log.With(zap.String("component", "nats")))
+	nc, js, err := bus.Open(ctx, cfg.NATS, "ingest-api", log.With(zap.String("component", "nats")))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if err := bus.WaitConnected(ctx, nc); err != nil {
-		return err
-	}
-	if err := bus.EnsureStreams(ctx, js, cfg.NATS); err != nil {
-		return err
-	}
 	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: cfg.RegistryBucket, Replicas: cfg.NATS.Replicas},
 		registry.NewCache(), log.With(zap.String("component", "registry")))
 	if err != nil {
@@ -63,19 +56,13 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		MaxHeaderBytes:    64 << 10,
 	}
 
-	watchCtx, stopWatch := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	watchErr := make(chan error, 1)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		watchErr <- store.Run(watchCtx)
-	}()
-	defer func() { stopWatch(); wg.Wait() }()
+	bg := program.NewGroup(2)
+	bg.Go(store.Run)
+	defer bg.Stop()
 
 	select {
 	case <-store.Cache().Synced():
-	case err := <-watchErr:
+	case err := <-bg.Err():
 		return fmt.Errorf("registry: %w", err)
 	case <-ctx.Done():
 		return nil
@@ -86,9 +73,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	serveErr := make(chan error, 1)
-	wg.Add(1)
 	go func() {
-		defer wg.Done()
 		if cfg.TLSCert != "" {
 			serveErr <- hs.ServeTLS(ln, cfg.TLSCert, cfg.TLSKey)
 		} else {
@@ -101,10 +86,8 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
-	case err := <-watchErr:
-		if err != nil {
-			log.Error("registry watch ended", zap.Error(err))
-		}
+	case err := <-bg.Err():
+		log.Error("registry watch ended", zap.Error(err))
 	}
 	// Shutdown in order: not ready, stop accepting, answer what is in
 	// flight, then the deferred closes of the reply subscription and NATS.
@@ -112,7 +95,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	err = hs.Shutdown(sctx)
+	<-serveErr // the serving goroutine has returned
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil

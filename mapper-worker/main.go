@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -22,17 +21,11 @@ func main() {
 }
 
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
-	nc, js, err := bus.Connect(cfg.NATS, "mapper-worker", log.With(zap.String("component", "nats")))
+	nc, js, err := bus.Open(ctx, cfg.NATS, "mapper-worker", log.With(zap.String("component", "nats")))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if err := bus.WaitConnected(ctx, nc); err != nil {
-		return err
-	}
-	if err := bus.EnsureStreams(ctx, js, cfg.NATS); err != nil {
-		return err
-	}
 	cache := registry.NewCache()
 	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: cfg.RegistryBucket, Replicas: cfg.NATS.Replicas},
 		cache, log.With(zap.String("component", "registry")))
@@ -54,23 +47,14 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	// The registry watch and health server outlive the consumer, so that
 	// draining events still resolve against a live registry.
-	bg, stopBG := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 3)
-	for _, f := range []func(context.Context) error{store.Run, hs.Run} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(bg); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	defer func() { stopBG(); wg.Wait() }()
+	bg := program.NewGroup(2)
+	bg.Go(store.Run)
+	bg.Go(hs.Run)
+	defer bg.Stop()
 
 	select {
 	case <-cache.Synced():
-	case err := <-errs:
+	case err := <-bg.Err():
 		return err
 	case <-ctx.Done():
 		return nil
@@ -83,7 +67,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	select {
 	case err := <-done:
 		return err
-	case err := <-errs:
+	case err := <-bg.Err():
 		stopWorker()
 		<-done
 		return err

@@ -5,7 +5,6 @@ package main
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"go.uber.org/zap"
 
@@ -31,17 +30,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	nc, js, err := bus.Connect(cfg.NATS, "writer-worker", log.With(zap.String("component", "nats")))
+	nc, js, err := bus.Open(ctx, cfg.NATS, "writer-worker", log.With(zap.String("component", "nats")))
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	if err := bus.WaitConnected(ctx, nc); err != nil {
-		return err
-	}
-	if err := bus.EnsureStreams(ctx, js, cfg.NATS); err != nil {
-		return err
-	}
 
 	hs := health.New(cfg.HealthAddr, func(ctx context.Context) error {
 		if !nc.IsConnected() {
@@ -57,19 +50,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	// The writer drains on ctx; reads and health stop after it, so that
 	// the storage path stays visible while the last batch flushes.
-	bg, stopBG := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, f := range []func(context.Context) error{queries.Run, hs.Run} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(bg); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	defer func() { stopBG(); wg.Wait() }()
+	bg := program.NewGroup(2)
+	bg.Go(queries.Run)
+	bg.Go(hs.Run)
+	defer bg.Stop()
 	log.Info("writer-worker consuming", zap.String("clickhouse", cfg.ClickHouse.Addr), zap.String("database", cfg.ClickHouse.Database))
 
 	wctx, stopWriter := context.WithCancel(ctx)
@@ -79,7 +63,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	select {
 	case err := <-done:
 		return err
-	case err := <-errs:
+	case err := <-bg.Err():
 		stopWriter()
 		<-done
 		return err

@@ -148,3 +148,21 @@ func WaitConnected(ctx context.Context, nc *nats.Conn) error {
 	}
 	return nil
 }
+
+// Open connects, waits for the connection (a program may start before NATS),
+// and ensures the streams: the start-up every program shares.
+func Open(ctx context.Context, cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	nc, js, err := Connect(cfg, name, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := WaitConnected(ctx, nc); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	if err := EnsureStreams(ctx, js, cfg); err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
