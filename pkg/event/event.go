@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 
 	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/nats-io/nats.go"
 )
 
 // HeaderReply carries the core-NATS subject where the outcome of an event is
@@ -57,4 +58,13 @@ type Reply struct {
 func EncodeReply(r Reply) []byte {
 	b, _ := json.Marshal(r)
 	return b
+}
+
+// Answer sends r to the request waiting on subject; an empty subject means
+// nobody waits. Core NATS: if the waiter is gone, the answer is dropped.
+func Answer(nc *nats.Conn, subject string, r Reply) error {
+	if subject == "" {
+		return nil
+	}
+	return nc.Publish(subject, EncodeReply(r))
 }

@@ -147,10 +147,7 @@ func (w *Worker) settle(queue <-chan pending) {
 }
 
 func (w *Worker) answer(subject string, r event.Reply) {
-	if subject == "" {
-		return
-	}
-	if err := w.nc.Publish(subject, event.EncodeReply(r)); err != nil {
+	if err := event.Answer(w.nc, subject, r); err != nil {
 		w.log.Warn("send outcome", zap.Error(err))
 	}
 }

@@ -240,10 +240,7 @@ func storageDetail(err error) string {
 }
 
 func (w *Writer) answer(subject string, r event.Reply) {
-	if subject == "" {
-		return
-	}
-	if err := w.nc.Publish(subject, event.EncodeReply(r)); err != nil {
+	if err := event.Answer(w.nc, subject, r); err != nil {
 		w.log.Warn("send outcome", zap.Error(err))
 	}
 }
