@@ -1,0 +1,82 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+func testServer(t *testing.T) *echo.Echo {
+	t.Helper()
+	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminToken: "adm",
+		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+	return e
+}
+
+func call(e *echo.Echo, method, path, body string, hdr map[string]string) (int, Body, http.Header) {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	var b Body
+	_ = json.Unmarshal(rec.Body.Bytes(), &b)
+	return rec.Code, b, rec.Header()
+}
+
+func TestEveryErrorIsTheContractsJSON(t *testing.T) {
+	e := testServer(t)
+	e.GET("/boom", func(echo.Context) error { panic("kaboom") })
+	for _, tc := range []struct {
+		method, path, body string
+		hdr                map[string]string
+		status             int
+		message, error     string
+	}{
+		{"GET", "/boom", "", nil, 500, "Failed to process message", "internal error"},
+		{"GET", "/nope", "", nil, 404, "Not found", "No such endpoint"},
+		{"DELETE", "/api/v1/deviceapi/event", "", nil, 405, "Method not allowed", "Method not allowed on this endpoint"},
+		{"GET", "/api/v1/admin/devices/x", "", nil, 401, "Unauthorized", "A valid admin token is required"},
+		{"GET", "/api/v1/admin/devices/x", "", map[string]string{"Authorization": "Bearer admx"}, 401, "Unauthorized", "A valid admin token is required"},
+		{"POST", "/api/v1/deviceapi/event", strings.Repeat(" ", 2<<10), nil, 413, "Payload too large", "Request body exceeds the limit"},
+		{"POST", "/api/v1/deviceapi/event", "{}", map[string]string{"Content-Encoding": "gzip"}, 400, "Invalid message format", "Message must be a valid JSON object"},
+		{"POST", "/api/v1/deviceapi/event", "{}", map[string]string{"Content-Encoding": "br"}, 400, "Invalid message format", "Message must be a valid JSON object"},
+	} {
+		status, b, _ := call(e, tc.method, tc.path, tc.body, tc.hdr)
+		if status != tc.status || b.Success || b.Message != tc.message || b.Error != tc.error {
+			t.Errorf("%s %s = %d %+v, want %d %q %q", tc.method, tc.path, status, b, tc.status, tc.message, tc.error)
+		}
+	}
+	status, b, _ := call(e, "GET", "/healthz", "", nil)
+	if status != 200 || !b.Success {
+		t.Errorf("healthz = %d %+v", status, b)
+	}
+}
+
+func TestInFlightBoundAnswers503(t *testing.T) {
+	// Fill every in-flight slot, as requests waiting for outcomes would.
+	_, s := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminToken: "adm",
+		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 2, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+	s.inflight <- struct{}{}
+	s.inflight <- struct{}{}
+	ec := echo.New()
+	req := httptest.NewRequest("POST", "/api/v1/deviceapi/event", strings.NewReader(`{"serial":"a","data":{}}`))
+	rec := httptest.NewRecorder()
+	if err := s.postEvent(ec.NewContext(req, rec)); err != nil {
+		t.Fatal(err)
+	}
+	var b Body
+	_ = json.Unmarshal(rec.Body.Bytes(), &b)
+	if rec.Code != 503 || b.Message != "Failed to process message" || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("over the bound: %d %+v %v", rec.Code, b, rec.Header())
+	}
+}
