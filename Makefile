@@ -24,3 +24,7 @@ vet:
 
 clean:
 	rm -rf $(BIN) .run
+
+bench: deps build
+	deploy/dev/bench.sh
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./ingest-api/... ./mapper-worker/... ./writer-worker/... | tee bench/components.txt

@@ -14,7 +14,8 @@ if [ -z "${ADMIN_TOKEN:-}" ]; then
   echo "ADMIN_TOKEN not set: using the development token '$ADMIN_TOKEN'"
 fi
 export NATS_URL="nats://127.0.0.1:$NATS_PORT" LOG_FORMAT=${LOG_FORMAT:-console}
-mkdir -p "$state/logs" "$state/nats"
+rm -f "$state/ready"
+mkdir -p "$state/logs" "$state/nats" "$state/pids"
 
 pids=()
 stop() {
@@ -34,19 +35,21 @@ wait_http() { # url what
 }
 
 "$bin/nats-server" -js -a 127.0.0.1 -p "$NATS_PORT" -sd "$state/nats" -m 0 >"$state/logs/nats.log" 2>&1 &
-pids+=($!)
+pids+=($!); echo $! > "$state/pids/nats"
 deploy/clickhouse/server.sh start "$state/clickhouse" "$CLICKHOUSE_PORT" "$CLICKHOUSE_HTTP_PORT"
 echo "NATS on 127.0.0.1:$NATS_PORT, ClickHouse on 127.0.0.1:$CLICKHOUSE_PORT (http $CLICKHOUSE_HTTP_PORT)"
 
 CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" HEALTH_ADDR=$WRITER_HEALTH_ADDR "$bin/writer-worker" >"$state/logs/writer-worker.log" 2>&1 &
-pids+=($!)
+pids+=($!); echo $! > "$state/pids/writer"
 HEALTH_ADDR=$MAPPER_HEALTH_ADDR "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
-pids+=($!)
+pids+=($!); echo $! > "$state/pids/mapper"
 HTTP_ADDR=$INGEST_ADDR ADMIN_TOKEN=$ADMIN_TOKEN "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
-pids+=($!)
+pids+=($!); echo $! > "$state/pids/api"
 wait_http "http://$WRITER_HEALTH_ADDR/readyz" writer-worker
 wait_http "http://$MAPPER_HEALTH_ADDR/readyz" mapper-worker
 wait_http "http://$INGEST_ADDR/readyz" ingest-api
+cp "$state/clickhouse/pid" "$state/pids/clickhouse"
+touch "$state/ready"
 
 cat <<TXT
 

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# `make bench`: the whole stack as `make run` starts it (own ports and state
+# under .run/bench), 1,000 devices, load at 16/64/256/1024 connections from
+# pkg/loadgen, one result line per level, appended to bench/results.txt.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+export RUN_DIR=$root/.run/bench NATS_PORT=${BENCH_NATS_PORT:-14222} CLICKHOUSE_PORT=${BENCH_CLICKHOUSE_PORT:-19200} \
+  CLICKHOUSE_HTTP_PORT=${BENCH_CLICKHOUSE_HTTP_PORT:-18223} INGEST_ADDR=127.0.0.1:${BENCH_INGEST_PORT:-18080} \
+  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 LOG_FORMAT=json LOG_LEVEL=warn
+export ADMIN_TOKEN=${ADMIN_TOKEN:-bench-admin-token-$RANDOM$RANDOM}
+go build -o bin/loadgen ./pkg/loadgen
+rm -rf "$RUN_DIR"
+mkdir -p "$RUN_DIR" bench
+setsid deploy/dev/run.sh >"$RUN_DIR/run.out" 2>&1 &
+runner=$!
+cleanup() { kill -TERM -- -"$runner" 2>/dev/null || kill -TERM "$runner" 2>/dev/null || true; wait "$runner" 2>/dev/null || true; }
+trap cleanup EXIT
+for _ in $(seq 1 600); do
+  [ -f "$RUN_DIR/ready" ] && break
+  kill -0 "$runner" 2>/dev/null || { cat "$RUN_DIR/run.out" >&2; exit 1; }
+  sleep 0.1
+done
+[ -f "$RUN_DIR/ready" ] || { echo "stack did not start" >&2; cat "$RUN_DIR/run.out" >&2; exit 1; }
+pids=""
+for n in api mapper writer nats clickhouse; do pids="$pids$n=$(cat "$RUN_DIR/pids/$n"),"; done
+bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+  -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_CONC:-16,64,256,1024}" -duration "${BENCH_DURATION:-10s}" \
+  -pids "${pids%,}" -out bench/results.txt

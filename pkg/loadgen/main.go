@@ -1,0 +1,87 @@
+// Command loadgen is the load generator behind `make bench`. It provisions
+// devices through the workspace API, drives POST /api/v1/deviceapi/event at
+// each concurrency for a fixed time over raw keep-alive connections, counts
+// only `success: true` answers as confirmed, waits for the answers still in
+// flight, and checks that ClickHouse holds exactly that many values. The same
+// load is driven at a ceiling server (an Echo handler that decodes and checks
+// the request and stores nothing) for the ratio.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	target, adminToken, clickhouse, database string
+	devices                                  int
+	levels                                   []int
+	duration, settle                         time.Duration
+	pids                                     map[string]int
+	out                                      string
+}
+
+func main() {
+	cfg, err := parseFlags(os.Args[1:])
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		err = run(ctx, cfg)
+		stop()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (config, error) {
+	var c config
+	var levels, pids string
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.StringVar(&c.target, "target", "http://127.0.0.1:8080", "ingest-api base URL")
+	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("ADMIN_TOKEN"), "workspace API token")
+	fs.StringVar(&c.clickhouse, "clickhouse-http", "http://127.0.0.1:8123", "ClickHouse HTTP interface, for the reconciliation")
+	fs.StringVar(&c.database, "database", "device_events", "ClickHouse database")
+	fs.IntVar(&c.devices, "devices", 1000, "devices to provision and spread the load over")
+	fs.StringVar(&levels, "conc", "16,64,256,1024", "concurrency levels")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "load time per level")
+	fs.DurationVar(&c.settle, "settle", 2*time.Second, "pause between levels")
+	fs.StringVar(&pids, "pids", "", "processes to sample: name=pid,name=pid")
+	fs.StringVar(&c.out, "out", "", "append the result lines to this file")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	for _, l := range strings.Split(levels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(l))
+		if err != nil || n < 1 || n > 4096 {
+			return c, fmt.Errorf("bad -conc level %q", l)
+		}
+		c.levels = append(c.levels, n)
+	}
+	c.pids = map[string]int{}
+	for _, kv := range strings.Split(pids, ",") {
+		if kv == "" {
+			continue
+		}
+		name, v, ok := strings.Cut(kv, "=")
+		pid, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			return c, fmt.Errorf("bad -pids entry %q", kv)
+		}
+		c.pids[name] = pid
+	}
+	if c.adminToken == "" {
+		return c, fmt.Errorf("-admin-token (or ADMIN_TOKEN) is required")
+	}
+	if c.duration <= 0 || c.devices < 1 {
+		return c, fmt.Errorf("-duration and -devices must be positive")
+	}
+	return c, nil
+}

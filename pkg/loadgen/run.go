@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+func run(ctx context.Context, cfg config) error {
+	var rb [4]byte
+	_, _ = rand.Read(rb[:])
+	runID := hex.EncodeToString(rb[:])
+	entity := "bench-" + runID
+	tokens := make(map[string]string, cfg.devices)
+	serials := make([]string, cfg.devices)
+	for i := range serials {
+		serials[i] = fmt.Sprintf("bench-%05d", i)
+		tokens[serials[i]] = fmt.Sprintf("bt-%s-%05d", runID, i)
+	}
+	if err := provision(ctx, cfg, entity, serials, tokens); err != nil {
+		return err
+	}
+	ceil, err := startCeiling(tokens)
+	if err != nil {
+		return err
+	}
+	defer ceil.close()
+
+	u, _ := url.Parse(cfg.target)
+	mk := func(host string) [][]byte {
+		reqs := make([][]byte, len(serials))
+		for i, s := range serials {
+			reqs[i] = request(host, "/api/v1/deviceapi/event", tokens[s], fmt.Appendf(nil, `{"serial":%q,"data":{"v":%d.5}}`, s, i))
+		}
+		return reqs
+	}
+	serviceReqs, ceilingReqs := mk(u.Host), mk(ceil.addr)
+
+	pids := map[string]int{"loadgen": os.Getpid()}
+	for k, v := range cfg.pids {
+		pids[k] = v
+	}
+	var lines []string
+	emit := func(s string) {
+		fmt.Println(s)
+		lines = append(lines, s)
+	}
+	emit(fmt.Sprintf("# run %s %s devices=%d duration=%s", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration))
+	for _, conc := range cfg.levels {
+		cr, err := drive(ctx, "http://"+ceil.addr, conc, cfg.duration, ceilingReqs)
+		if err != nil {
+			return err
+		}
+		sleep(ctx, cfg.settle)
+		startMs := time.Now().UnixMilli()
+		smp := startSampler(pids)
+		r, err := drive(ctx, cfg.target, conc, cfg.duration, serviceReqs)
+		rss, cpu := smp.finish()
+		if err != nil {
+			return err
+		}
+		sleep(ctx, time.Second) // let anything answered late land before counting
+		stored, err := countStored(ctx, cfg, entity, startMs-1000, time.Now().UnixMilli())
+		if err != nil {
+			return err
+		}
+		eps := float64(r.confirmed) / r.elapsed.Seconds()
+		ceilRPS := float64(cr.confirmed) / cr.elapsed.Seconds()
+		emit(fmt.Sprintf("conc=%d confirmed_eps=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f ratio=%.3f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
+			conc, eps, r.pct(0.50), r.pct(0.99), ceilRPS, eps/ceilRPS, rss["api"], rss["mapper"], rss["writer"]))
+		emit(fmt.Sprintf("  check conc=%d sent=%d confirmed=%d stored=%d missing=%d extra=%d conn_errors=%d statuses=%s",
+			conc, r.sent, r.confirmed, stored, max(0, r.confirmed-stored), max(0, stored-r.confirmed), r.errors, fmtStatuses(r.statuses)))
+		emit("  cpu_pct " + fmtCPU(conc, cpu) + fmt.Sprintf(" p999_ms=%.2f max_ms=%.2f", r.pct(0.999), r.pct(1)))
+		sleep(ctx, cfg.settle)
+	}
+	if cfg.out != "" {
+		f, err := os.OpenFile(cfg.out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = fmt.Fprintln(f, strings.Join(lines, "\n"))
+		return err
+	}
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+func fmtStatuses(m map[int]int) string {
+	var keys []int
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Ints(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d:%d", k, m[k]))
+	}
+	return strings.Join(parts, ",")
+}
+
+func fmtCPU(conc int, cpu map[string]float64) string {
+	names := make([]string, 0, len(cpu))
+	for k := range cpu {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	parts := []string{fmt.Sprintf("conc=%d", conc)}
+	total := 0.0
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s=%.0f", n, cpu[n]))
+		total += cpu[n]
+	}
+	return strings.Join(append(parts, fmt.Sprintf("total=%.0f", total)), " ")
+}
+
+// provision creates the devices through the workspace API, 16 at a time.
+func provision(ctx context.Context, cfg config, entity string, serials []string, tokens map[string]string) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	work := make(chan string)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range work {
+				body := fmt.Sprintf(`{"connectionType":"API","accessToken":%q,"inputs":[{"name":"v","entity":%q,"entityInput":"v"}]}`, tokens[s], entity)
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPut, cfg.target+"/api/v1/admin/devices/"+s, strings.NewReader(body))
+				req.Header.Set("Authorization", "Bearer "+cfg.adminToken)
+				resp, err := client.Do(req)
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if resp.StatusCode != http.StatusOK {
+						err = fmt.Errorf("PUT %s: %d", s, resp.StatusCode)
+					}
+				}
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for _, s := range serials {
+		work <- s
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return fmt.Errorf("provision: %w", err)
+	default:
+		return nil
+	}
+}
+
+// countStored asks ClickHouse over HTTP how many values the run stored.
+func countStored(ctx context.Context, cfg config, entity string, fromMs, toMs int64) (int, error) {
+	q := fmt.Sprintf("SELECT count() FROM %s.input_values WHERE entity = '%s' AND ts_ms >= %d AND ts_ms <= %d", cfg.database, entity, fromMs, toMs)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cfg.clickhouse+"/", strings.NewReader(q))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("count stored: %w", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("count stored: %d %s", resp.StatusCode, b)
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
