@@ -14,6 +14,9 @@ type Config struct {
 	HealthAddr    string
 	MaxBatch      int
 	Linger        time.Duration
+	MinInterval   time.Duration
+	RawMaxRows    int
+	RawInterval   time.Duration
 	InsertTimeout time.Duration
 	MaxAckPending int
 	PullBatch     int
@@ -29,6 +32,9 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.HealthAddr, "health-addr", "127.0.0.1:8082", "address of /healthz and /readyz (empty: off)")
 	s.Int(&c.MaxBatch, "batch-max-events", 5000, "most events in one ClickHouse insert")
 	s.Duration(&c.Linger, "batch-linger", 0, "how long a batch waits for more events once it has one (0: flush what is buffered)")
+	s.Duration(&c.MinInterval, "batch-min-interval", 5*time.Millisecond, "least time between the starts of two value inserts: batches grow with load")
+	s.Int(&c.RawMaxRows, "raw-batch-max-rows", 20000, "most raw messages in one insert")
+	s.Duration(&c.RawInterval, "raw-batch-interval", 500*time.Millisecond, "longest a raw message waits for its insert (the Messages view lags by this)")
 	s.Duration(&c.InsertTimeout, "insert-timeout", 3*time.Second, "time allowed for one batch's inserts")
 	s.Int(&c.MaxAckPending, "max-ack-pending", 20000, "events held unacknowledged by this consumer")
 	s.Int(&c.PullBatch, "pull-batch", 1000, "events pulled from JetStream per request")
@@ -51,8 +57,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.MaxBatch < 1:
 		return errors.New("BATCH_MAX_EVENTS must be at least 1")
-	case c.Linger < 0:
-		return errors.New("BATCH_LINGER must not be negative")
+	case c.Linger < 0 || c.MinInterval < 0:
+		return errors.New("BATCH_LINGER and BATCH_MIN_INTERVAL must not be negative")
+	case c.RawMaxRows < 1 || c.RawInterval <= 0:
+		return errors.New("RAW_BATCH_MAX_ROWS and RAW_BATCH_INTERVAL must be positive")
 	case c.InsertTimeout <= 0 || c.QueryTimeout <= 0:
 		return errors.New("INSERT_TIMEOUT and QUERY_TIMEOUT must be positive")
 	case c.MaxAckPending < c.MaxBatch:

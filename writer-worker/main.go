@@ -43,7 +43,8 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return store.Ping(ctx)
 	})
 	writer := batch.New(batch.Config{
-		MaxBatch: cfg.MaxBatch, Linger: cfg.Linger, InsertTimeout: cfg.InsertTimeout,
+		MaxBatch: cfg.MaxBatch, Linger: cfg.Linger, MinInterval: cfg.MinInterval,
+		RawMaxRows: cfg.RawMaxRows, RawInterval: cfg.RawInterval, InsertTimeout: cfg.InsertTimeout,
 		MaxAckPending: cfg.MaxAckPending, PullBatch: cfg.PullBatch, AckWait: cfg.AckWait,
 	}, nc, js, store, log.With(zap.String("component", "writer")))
 	queries := reads.New(nc, store, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))

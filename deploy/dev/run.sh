@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # `make run`: the whole stack on loopback, state under .run/, stopped on Ctrl-C.
+# PPROF=1 serves net/http/pprof on 127.0.0.1:6061 (ingest), :6062 (mapper), :6063 (writer).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -39,11 +40,11 @@ pids+=($!); echo $! > "$state/pids/nats"
 deploy/clickhouse/server.sh start "$state/clickhouse" "$CLICKHOUSE_PORT" "$CLICKHOUSE_HTTP_PORT"
 echo "NATS on 127.0.0.1:$NATS_PORT, ClickHouse on 127.0.0.1:$CLICKHOUSE_PORT (http $CLICKHOUSE_HTTP_PORT)"
 
-CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" HEALTH_ADDR=$WRITER_HEALTH_ADDR "$bin/writer-worker" >"$state/logs/writer-worker.log" 2>&1 &
+CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" HEALTH_ADDR=$WRITER_HEALTH_ADDR env ${PPROF:+PPROF_ADDR=127.0.0.1:6063} "$bin/writer-worker" >"$state/logs/writer-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/writer"
-HEALTH_ADDR=$MAPPER_HEALTH_ADDR "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
+HEALTH_ADDR=$MAPPER_HEALTH_ADDR env ${PPROF:+PPROF_ADDR=127.0.0.1:6062} "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/mapper"
-HTTP_ADDR=$INGEST_ADDR ADMIN_TOKEN=$ADMIN_TOKEN "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
+HTTP_ADDR=$INGEST_ADDR ADMIN_TOKEN=$ADMIN_TOKEN env ${PPROF:+PPROF_ADDR=127.0.0.1:6061} "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/api"
 wait_http "http://$WRITER_HEALTH_ADDR/readyz" writer-worker
 wait_http "http://$MAPPER_HEALTH_ADDR/readyz" mapper-worker

@@ -39,9 +39,11 @@ func start(name string, args []string, cfg Config, run func(context.Context, *za
 		return err
 	}
 	var lc LogConfig
+	var pprofAddr string
 	fs := envflag.New(name)
 	fs.String(&lc.Level, "log-level", "info", "debug, info, warn or error")
 	fs.String(&lc.Format, "log-format", "json", "json or console")
+	fs.String(&pprofAddr, "pprof-addr", "", "serve net/http/pprof here (empty: off); keep it on loopback")
 	cfg.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,5 +58,12 @@ func start(name string, args []string, cfg Config, run func(context.Context, *za
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if pprofAddr != "" {
+		stopProf, err := servePprof(pprofAddr)
+		if err != nil {
+			return err
+		}
+		defer stopProf()
+	}
 	return run(ctx, log.With(zap.String("program", name)))
 }

@@ -36,7 +36,15 @@ type Config struct {
 	// some; zero flushes whatever is buffered at once. The insert itself
 	// takes time, during which the next batch gathers, so batches grow
 	// with load even without lingering.
-	Linger        time.Duration
+	Linger time.Duration
+	// MinInterval spaces the starts of value inserts: under load a batch
+	// gathers for at least this long, which bounds inserts per second
+	// (ClickHouse's cost is per insert far more than per row). An idle
+	// writer inserts at once.
+	MinInterval time.Duration
+	// RawMaxRows and RawInterval bound the raw message log's batches.
+	RawMaxRows    int
+	RawInterval   time.Duration
 	InsertTimeout time.Duration
 	MaxAckPending int
 	PullBatch     int
@@ -63,11 +71,17 @@ func (w *Writer) Run(ctx context.Context) error {
 	// Never more than MaxAckPending messages are outstanding, so the
 	// handler never blocks on this channel.
 	in := make(chan jetstream.Msg, w.cfg.MaxAckPending)
+	raw := make(chan rawBatch, 64)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		w.loop(in)
+		w.loop(in, raw)
+		close(raw)
+	}()
+	go func() {
+		defer wg.Done()
+		w.rawLog(raw)
 	}()
 	err := bus.ConsumeUntil(ctx, w.js, bus.Durable{
 		Stream: bus.MappedStream, Name: bus.WriterDurable, AckWait: w.cfg.AckWait,
@@ -79,11 +93,18 @@ func (w *Writer) Run(ctx context.Context) error {
 }
 
 // loop flushes batches until in is closed and empty.
-func (w *Writer) loop(in <-chan jetstream.Msg) {
+func (w *Writer) loop(in <-chan jetstream.Msg, raw chan<- rawBatch) {
 	batch := make([]jetstream.Msg, 0, w.cfg.MaxBatch)
+	var lastStart time.Time
 	for first := range in {
+		if wait := time.Until(lastStart.Add(w.cfg.MinInterval)); wait > 0 {
+			time.Sleep(wait)
+		}
+		lastStart = time.Now()
 		batch = w.gather(in, append(batch[:0], first))
-		w.flush(batch)
+		if rb, ok := w.flush(batch); ok {
+			raw <- rb
+		}
 		clear(batch)
 	}
 }
@@ -131,9 +152,9 @@ type item struct {
 	skipValue bool // its values are already stored (a redelivery)
 }
 
-// flush stores one batch: values first (the confirmation path), answers,
-// then the raw messages, then acks.
-func (w *Writer) flush(msgs []jetstream.Msg) {
+// flush stores one batch's values (the confirmation path) and answers; it
+// returns the raw messages and the events to ack once those are stored.
+func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 	items := make([]item, 0, len(msgs))
 	for _, m := range msgs {
 		var ev event.Mapped
@@ -183,20 +204,18 @@ func (w *Writer) flush(msgs []jetstream.Msg) {
 			Outcome: outcome.Lookup(code).Message,
 		})
 	}
-	// The raw message log is a downstream stage: its failure does not undo
-	// stored values, and it is logged rather than reported to the device.
-	if err := w.store.InsertMessages(ctx, messages); err != nil {
-		w.log.Warn("raw messages not stored", zap.Int("messages", len(messages)), zap.Error(err))
-	}
+	rb := rawBatch{rows: messages}
 	for i := range items {
 		if valuesErr != nil && items[i].ev.Outcome == outcome.Stored {
 			// The device was told nothing was stored and will retry:
-			// storing this event later would store it twice.
+			// storing this event later would store it twice. Its raw
+			// message (outcome: failed to store) is best effort.
 			_ = items[i].msg.Term()
 			continue
 		}
-		_ = items[i].msg.Ack()
+		rb.acks = append(rb.acks, items[i].msg)
 	}
+	return rb, len(rb.rows) > 0
 }
 
 // markRedelivered flags redelivered events whose values a previous attempt

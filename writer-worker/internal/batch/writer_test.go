@@ -94,7 +94,7 @@ func mapped(id string, code outcome.Code, values ...string) event.Mapped {
 	return m
 }
 
-var testCfg = Config{MaxBatch: 100, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second}
+var testCfg = Config{MaxBatch: 100, MinInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second}
 
 func TestWriterStoresThenAnswers(t *testing.T) {
 	r := newRig(t)

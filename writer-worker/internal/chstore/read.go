@@ -43,8 +43,8 @@ func (s *Store) Latest(ctx context.Context, entity, input string) ([]query.Point
 
 // Series returns an entity input's values in [fromMs, toMs] in arrival order.
 func (s *Store) Series(ctx context.Context, entity, input string, fromMs, toMs int64, limit int) ([]query.Point, error) {
-	return s.points(ctx, "SELECT ts_ms, value_json, serial FROM "+s.db+".input_values WHERE entity = ? AND input = ? AND ts >= ? AND ts <= ? AND ts_ms >= ? AND ts_ms <= ? ORDER BY ts_ns LIMIT 1 BY event_id, device_input LIMIT ?",
-		entity, input, secs(fromMs*1e6), secs(toMs*1e6), fromMs, toMs, limit)
+	return s.points(ctx, "SELECT ts_ms, value_json, serial FROM "+s.db+".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? ORDER BY ts_ns LIMIT 1 BY event_id, device_input LIMIT ?",
+		entity, input, fromMs*1e6, (toMs+1)*1e6, limit)
 }
 
 func (s *Store) points(ctx context.Context, q string, args ...any) ([]query.Point, error) {

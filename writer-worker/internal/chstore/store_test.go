@@ -76,6 +76,13 @@ func TestValuesRoundTripInArrivalOrder(t *testing.T) {
 	if sum != 22.5 || n != 2 {
 		t.Fatalf("sum(value_num) = %v over %d rows, want 22.5 over 2", sum, n)
 	}
+	var kinds string
+	if err := s.conn.QueryRow(ctx, "SELECT arrayStringConcat(groupArray(toString(value_type)), ',') FROM (SELECT value_type FROM "+s.db+".input_values WHERE entity = 'boiler' ORDER BY ts_ns)").Scan(&kinds); err != nil {
+		t.Fatal(err)
+	}
+	if kinds != "number,bool,object,string" {
+		t.Fatalf("value_type in arrival order = %s", kinds)
+	}
 
 	found, err := s.StoredEvents(ctx, []string{"boiler"}, []string{"e1", "e4", "nope"}, base, base+10)
 	if err != nil {
@@ -111,32 +118,5 @@ func TestMessagesNewestFirst(t *testing.T) {
 	}
 	if string(msgs[1].Payload) != `{"serial":"d1","data":{"t":1}}` {
 		t.Fatalf("payload = %s", msgs[1].Payload)
-	}
-}
-
-func TestKind(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		kind string
-		num  any
-	}{
-		{`1.5`, "number", 1.5}, {`-3`, "number", -3.0}, {`1e400`, "number", nil},
-		{`true`, "bool", 1.0}, {`false`, "bool", 0.0}, {`"x"`, "string", nil},
-		{`{}`, "object", nil}, {`[1]`, "array", nil},
-	} {
-		kind, num := Kind(json.RawMessage(tc.in))
-		if kind != tc.kind {
-			t.Errorf("Kind(%s) kind = %s, want %s", tc.in, kind, tc.kind)
-		}
-		switch want := tc.num.(type) {
-		case nil:
-			if num != nil {
-				t.Errorf("Kind(%s) num = %v, want none", tc.in, *num)
-			}
-		case float64:
-			if num == nil || *num != want {
-				t.Errorf("Kind(%s) num = %v, want %v", tc.in, num, want)
-			}
-		}
 	}
 }

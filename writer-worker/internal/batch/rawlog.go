@@ -1,0 +1,76 @@
+package batch
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+// rawBatch is what one value flush hands to the raw message log: its rows,
+// and the messages to ack once they are stored.
+type rawBatch struct {
+	rows []chstore.MessageRow
+	acks []jetstream.Msg
+}
+
+// rawLog writes the Messages view in large, infrequent inserts: it is a
+// downstream stage (spec section 1), off the confirmation path. Events are
+// acked only after their raw message is stored, so a crash loses nothing: a
+// redelivered event's values are found already stored and skipped.
+func (w *Writer) rawLog(in <-chan rawBatch) {
+	var (
+		rows  []chstore.MessageRow
+		acks  []jetstream.Msg
+		timer *time.Timer
+		due   <-chan time.Time
+	)
+	flush := func() {
+		if timer != nil {
+			timer.Stop()
+			timer, due = nil, nil
+		}
+		if len(rows) == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
+		err := w.store.InsertMessages(ctx, rows)
+		cancel()
+		for _, m := range acks {
+			if err != nil {
+				// Redelivered later: values are skipped as stored, the
+				// raw message is written then.
+				_ = m.NakWithDelay(time.Second)
+			} else {
+				_ = m.Ack()
+			}
+		}
+		if err != nil {
+			w.log.Warn("raw messages not stored, events will be redelivered", zap.Int("messages", len(rows)), zap.Error(err))
+		}
+		rows, acks = rows[:0], acks[:0]
+	}
+	for {
+		select {
+		case b, ok := <-in:
+			if !ok {
+				flush()
+				return
+			}
+			rows = append(rows, b.rows...)
+			acks = append(acks, b.acks...)
+			if len(rows) >= w.cfg.RawMaxRows {
+				flush()
+			} else if timer == nil {
+				timer = time.NewTimer(w.cfg.RawInterval)
+				due = timer.C
+			}
+		case <-due:
+			timer, due = nil, nil
+			flush()
+		}
+	}
+}
