@@ -13,6 +13,7 @@ type Config struct {
 	HealthAddr     string
 	MaxAckPending  int
 	PullBatch      int
+	EnvelopeMax    int
 	AckWait        time.Duration
 	StaleWait      time.Duration
 	RegistryBucket string
@@ -24,6 +25,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.HealthAddr, "health-addr", "127.0.0.1:8081", "address of /healthz and /readyz (empty: off)")
 	s.Int(&c.MaxAckPending, "max-ack-pending", 8192, "events held unacknowledged by this consumer")
 	s.Int(&c.PullBatch, "pull-batch", 500, "events pulled from JetStream per request")
+	s.Int(&c.EnvelopeMax, "envelope-max-events", 500, "most events in one message to writer-worker")
 	s.Duration(&c.AckWait, "ack-wait", 5*time.Second, "redelivery delay of an unacknowledged event (a crashed copy's events wait this long)")
 	s.Duration(&c.StaleWait, "registry-stale-wait", 2*time.Second, "how long an event waits for a registry change it was accepted under")
 	s.String(&c.RegistryBucket, "registry-bucket", "device_registry", "JetStream KV bucket of the device registry")
@@ -33,8 +35,8 @@ func (c *Config) Register(s *envflag.Set) {
 // Validate reports the first thing wrong, in one line.
 func (c *Config) Validate() error {
 	switch {
-	case c.MaxAckPending < 1 || c.PullBatch < 1:
-		return errors.New("MAX_ACK_PENDING and PULL_BATCH must be at least 1")
+	case c.MaxAckPending < 1 || c.PullBatch < 1 || c.EnvelopeMax < 1:
+		return errors.New("MAX_ACK_PENDING, PULL_BATCH and ENVELOPE_MAX_EVENTS must be at least 1")
 	case c.AckWait < time.Second:
 		return errors.New("ACK_WAIT must be at least 1s")
 	case c.StaleWait <= 0:

@@ -30,14 +30,14 @@ type Config struct {
 // Register adds every setting as a flag and environment variable.
 func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.HealthAddr, "health-addr", "127.0.0.1:8082", "address of /healthz and /readyz (empty: off)")
-	s.Int(&c.MaxBatch, "batch-max-events", 5000, "most events in one ClickHouse insert")
+	s.Int(&c.MaxBatch, "batch-max-messages", 200, "most envelopes from mapper-worker (each up to its ENVELOPE_MAX_EVENTS) in one ClickHouse insert")
 	s.Duration(&c.Linger, "batch-linger", 0, "how long a batch waits for more events once it has one (0: flush what is buffered)")
 	s.Duration(&c.MinInterval, "batch-min-interval", 5*time.Millisecond, "least time between the starts of two value inserts: batches grow with load")
 	s.Int(&c.RawMaxRows, "raw-batch-max-rows", 20000, "most raw messages in one insert")
 	s.Duration(&c.RawInterval, "raw-batch-interval", 500*time.Millisecond, "longest a raw message waits for its insert (the Messages view lags by this)")
 	s.Duration(&c.InsertTimeout, "insert-timeout", 3*time.Second, "time allowed for one batch's inserts")
-	s.Int(&c.MaxAckPending, "max-ack-pending", 20000, "events held unacknowledged by this consumer")
-	s.Int(&c.PullBatch, "pull-batch", 1000, "events pulled from JetStream per request")
+	s.Int(&c.MaxAckPending, "max-ack-pending", 2000, "envelopes held unacknowledged by this consumer")
+	s.Int(&c.PullBatch, "pull-batch", 200, "envelopes pulled from JetStream per request")
 	s.Duration(&c.AckWait, "ack-wait", 10*time.Second, "redelivery delay of an unacknowledged event (a crashed copy's events wait this long)")
 	s.Int(&c.QueryWorkers, "query-workers", 4, "workspace read queries answered at once")
 	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "time allowed for one read query")
@@ -56,7 +56,7 @@ func (c *Config) Register(s *envflag.Set) {
 func (c *Config) Validate() error {
 	switch {
 	case c.MaxBatch < 1:
-		return errors.New("BATCH_MAX_EVENTS must be at least 1")
+		return errors.New("BATCH_MAX_MESSAGES must be at least 1")
 	case c.Linger < 0 || c.MinInterval < 0:
 		return errors.New("BATCH_LINGER and BATCH_MIN_INTERVAL must not be negative")
 	case c.RawMaxRows < 1 || c.RawInterval <= 0:
@@ -64,7 +64,7 @@ func (c *Config) Validate() error {
 	case c.InsertTimeout <= 0 || c.QueryTimeout <= 0:
 		return errors.New("INSERT_TIMEOUT and QUERY_TIMEOUT must be positive")
 	case c.MaxAckPending < c.MaxBatch:
-		return errors.New("MAX_ACK_PENDING must be at least BATCH_MAX_EVENTS")
+		return errors.New("MAX_ACK_PENDING must be at least BATCH_MAX_MESSAGES")
 	case c.PullBatch < 1:
 		return errors.New("PULL_BATCH must be at least 1")
 	case c.AckWait <= c.InsertTimeout:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make run`: the whole stack on loopback, state under .run/, stopped on Ctrl-C.
-# PPROF=1 serves net/http/pprof on 127.0.0.1:6061 (ingest), :6062 (mapper), :6063 (writer).
+# PPROF=1 serves net/http/pprof on 127.0.0.1:6061 (ingest), :6062 (mapper), :6063 (writer), :6064 (nats).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -35,7 +35,7 @@ wait_http() { # url what
   echo "$2 did not become ready ($1); logs in $state/logs" >&2; exit 1
 }
 
-"$bin/nats-server" -js -a 127.0.0.1 -p "$NATS_PORT" -sd "$state/nats" -m 0 >"$state/logs/nats.log" 2>&1 &
+"$bin/nats-server" -c deploy/nats/nats.conf -js -a 127.0.0.1 -p "$NATS_PORT" -sd "$state/nats" -m 0 ${PPROF:+--profile 6064} >"$state/logs/nats.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/nats"
 deploy/clickhouse/server.sh start "$state/clickhouse" "$CLICKHOUSE_PORT" "$CLICKHOUSE_HTTP_PORT"
 echo "NATS on 127.0.0.1:$NATS_PORT, ClickHouse on 127.0.0.1:$CLICKHOUSE_PORT (http $CLICKHOUSE_HTTP_PORT)"

@@ -1,70 +1,90 @@
 // Package event holds the wire types that travel between the programs over
-// NATS: the accepted event, the mapped event and the outcome reply.
+// NATS: the accepted event, the envelope of mapped events, and the batch of
+// outcome replies; codec.go is their encoding.
 package event
 
 import (
-	"encoding/json"
+	"github.com/nats-io/nats.go"
 
 	"github.com/devicehub/eventservice/pkg/outcome"
-	"github.com/nats-io/nats.go"
 )
-
-// HeaderReply carries the core-NATS subject where the outcome of an event is
-// awaited. JetStream does not keep a message's reply subject, so it travels in
-// a header of ours. Absent when nobody waits (a replay, or a raw-only record).
-const HeaderReply = "Dev-Reply"
 
 // Event is what ingest-api publishes once a request is authenticated and
 // well-formed. Payload is the request body with accessToken removed: it is
 // what the Messages view shows, and it never holds a device token.
 type Event struct {
-	ID         string `json:"id"`
-	Serial     string `json:"serial"`
-	ReceivedNs int64  `json:"ts"`
+	ID         string
+	Serial     string
+	ReceivedNs int64
 	// Rev is the registry revision of the device record the event was
 	// authenticated against; the mapper resolves with that record or newer.
-	Rev     uint64          `json:"rev"`
-	Payload json.RawMessage `json:"payload"`
+	Rev uint64
+	// Reply is the subject of the ingest-api instance waiting for the
+	// outcome (JetStream keeps no reply subject of its own); empty when
+	// nobody waits.
+	Reply   string
+	Payload []byte
 }
 
 // Value is one reading routed to an entity input.
 type Value struct {
-	DeviceInput string          `json:"di"`
-	Entity      string          `json:"e"`
-	Input       string          `json:"i"`
-	JSON        json.RawMessage `json:"v"`
+	DeviceInput string
+	Entity      string
+	Input       string
+	JSON        []byte
 }
 
-// Mapped is what mapper-worker hands to writer-worker. Outcome is Stored when
-// the values are to be written and the waiting request answered after the
-// insert, or NoConnections for a raw-message-only record whose request the
-// mapper has already answered.
+// Mapped is one event as mapper-worker hands it to writer-worker, many to an
+// envelope. Outcome is Stored when the values are to be written and the
+// request answered after the insert, or NoConnections for a raw-message-only
+// record whose request the mapper answers itself.
 type Mapped struct {
-	ID         string          `json:"id"`
-	Serial     string          `json:"serial"`
-	ReceivedNs int64           `json:"ts"`
-	Payload    json.RawMessage `json:"payload"`
-	Outcome    outcome.Code    `json:"outcome"`
-	Values     []Value         `json:"values,omitempty"`
+	ID         string
+	Serial     string
+	ReceivedNs int64
+	Outcome    outcome.Code
+	// MaybeStored is set when the event was delivered to the mapper more
+	// than once: an earlier envelope may have carried it to storage, so
+	// the writer checks before inserting its values.
+	MaybeStored bool
+	Reply       string
+	Payload     []byte
+	Values      []Value
 }
 
-// Reply is the outcome sent back to the waiting ingest-api instance.
+// Reply is the outcome of one event, sent back to the waiting instance.
 type Reply struct {
-	Code   outcome.Code `json:"code"`
-	Detail string       `json:"detail,omitempty"`
+	ID     string
+	Code   outcome.Code
+	Detail string
 }
 
-// EncodeReply renders r; it cannot fail for this type.
-func EncodeReply(r Reply) []byte {
-	b, _ := json.Marshal(r)
-	return b
+// Replies gathers outcomes by the subject they go to, so that a batch's
+// answers cost one message per waiting instance rather than one per event.
+type Replies struct {
+	by map[string][]Reply
 }
 
-// Answer sends r to the request waiting on subject; an empty subject means
-// nobody waits. Core NATS: if the waiter is gone, the answer is dropped.
-func Answer(nc *nats.Conn, subject string, r Reply) error {
+// Add queues r for subject; an empty subject means nobody waits.
+func (rs *Replies) Add(subject string, r Reply) {
 	if subject == "" {
-		return nil
+		return
 	}
-	return nc.Publish(subject, EncodeReply(r))
+	if rs.by == nil {
+		rs.by = make(map[string][]Reply)
+	}
+	rs.by[subject] = append(rs.by[subject], r)
+}
+
+// Send publishes every queued group (core NATS: an instance that is gone
+// simply misses its answers) and empties rs.
+func (rs *Replies) Send(nc *nats.Conn) error {
+	var first error
+	for subject, group := range rs.by {
+		if err := nc.Publish(subject, AppendReplies(nil, group)); err != nil && first == nil {
+			first = err
+		}
+	}
+	clear(rs.by)
+	return first
 }

@@ -25,6 +25,7 @@ func NATS(t testing.TB) *server.Server {
 	t.Helper()
 	s, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+		MaxPayload: 8 << 20, // as deploy/nats/nats.conf
 	})
 	if err != nil {
 		t.Fatalf("nats server: %v", err)

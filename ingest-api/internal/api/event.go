@@ -2,7 +2,6 @@ package api
 
 import (
 	"bytes"
-	"encoding/json"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,15 +47,17 @@ func (s *Server) postEvent(c echo.Context) error {
 		return s.respond(c, outcome.InvalidToken, req.Serial, "", "")
 	}
 
-	ev := event.Event{ID: uuid.NewString(), Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev, Payload: req.Payload}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return s.respond(c, outcome.Internal, req.Serial, ev.ID, "encode event: "+err.Error())
+	ev := event.Event{ID: uuid.NewString(), Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev,
+		Reply: s.waiter.Subject(), Payload: req.Payload}
+	data := event.AppendEvent(make([]byte, 0, len(req.Payload)+128), &ev)
+	// The event travels on inside an envelope beside its mapped values: it
+	// must fit twice in one NATS message.
+	if 2*len(data)+512 > int(s.nc.MaxPayload()) {
+		return s.respond(c, outcome.PayloadTooLarge, "", "", "")
 	}
-	subject, replies, cancel := s.waiter.Register(ev.ID)
+	replies, cancel := s.waiter.Register(ev.ID)
 	defer cancel()
-	msg := &nats.Msg{Subject: bus.EventsSubject, Data: data, Header: nats.Header{event.HeaderReply: []string{subject}}}
-	fut, err := s.js.PublishMsgAsync(msg, jetstream.WithMsgID(ev.ID))
+	fut, err := s.js.PublishMsgAsync(&nats.Msg{Subject: bus.EventsSubject, Data: data}, jetstream.WithMsgID(ev.ID))
 	if err != nil {
 		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
 	}

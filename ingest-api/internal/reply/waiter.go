@@ -1,12 +1,10 @@
-// Package reply routes outcome replies from the workers to the request that
-// waits for them, over one subscription per process instead of one per
-// request.
+// Package reply routes outcome replies from the workers to the requests that
+// wait for them, over one subscription per process instead of one per
+// request. Workers send the answers of a batch as one message.
 package reply
 
 import (
-	"encoding/json"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -18,28 +16,27 @@ import (
 
 // Waiter owns the reply subscription of this process.
 type Waiter struct {
-	prefix string // "devices.reply.<instance>."
-	sub    *nats.Subscription
-	log    *zap.Logger
+	subject string // "devices.reply.<instance>"
+	sub     *nats.Subscription
+	log     *zap.Logger
 
 	mu      sync.Mutex
 	pending map[string]chan event.Reply
 }
 
-// NewWaiter subscribes to this instance's reply subjects.
+// NewWaiter subscribes to this instance's reply subject.
 func NewWaiter(nc *nats.Conn, log *zap.Logger) (*Waiter, error) {
 	w := &Waiter{
-		prefix:  "devices.reply." + nuid.Next() + ".",
+		subject: "devices.reply." + nuid.Next(),
 		log:     log,
 		pending: make(map[string]chan event.Reply),
 	}
-	sub, err := nc.Subscribe(w.prefix+"*", w.deliver)
+	sub, err := nc.Subscribe(w.subject, w.deliver)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe replies: %w", err)
 	}
-	// Replies must not be dropped as a slow consumer under a burst: each
-	// is small and handled in microseconds.
-	if err := sub.SetPendingLimits(1<<20, 256<<20); err != nil {
+	// Replies must not be dropped as a slow consumer under a burst.
+	if err := sub.SetPendingLimits(1<<16, 256<<20); err != nil {
 		_ = sub.Unsubscribe()
 		return nil, fmt.Errorf("reply limits: %w", err)
 	}
@@ -47,15 +44,18 @@ func NewWaiter(nc *nats.Conn, log *zap.Logger) (*Waiter, error) {
 	return w, nil
 }
 
+// Subject is where workers send this instance's outcomes.
+func (w *Waiter) Subject() string { return w.subject }
+
 // Register announces that the caller awaits the outcome of event id and
-// returns the subject the worker replies to, the channel the reply arrives
-// on, and a cancel func the caller must call when it stops waiting.
-func (w *Waiter) Register(id string) (subject string, ch <-chan event.Reply, cancel func()) {
+// returns the channel it arrives on, and a cancel func the caller must call
+// when it stops waiting.
+func (w *Waiter) Register(id string) (ch <-chan event.Reply, cancel func()) {
 	c := make(chan event.Reply, 1)
 	w.mu.Lock()
 	w.pending[id] = c
 	w.mu.Unlock()
-	return w.prefix + id, c, func() {
+	return c, func() {
 		w.mu.Lock()
 		delete(w.pending, id)
 		w.mu.Unlock()
@@ -70,18 +70,18 @@ func (w *Waiter) Pending() int {
 }
 
 func (w *Waiter) deliver(m *nats.Msg) {
-	id := strings.TrimPrefix(m.Subject, w.prefix)
-	var r event.Reply
-	if err := json.Unmarshal(m.Data, &r); err != nil {
-		w.log.Warn("unreadable outcome reply", zap.String("event_id", id), zap.Error(err))
+	rs, err := event.DecodeReplies(m.Data)
+	if err != nil {
+		w.log.Warn("unreadable outcome replies", zap.Error(err))
 		return
 	}
 	w.mu.Lock()
-	c, ok := w.pending[id]
-	delete(w.pending, id)
-	w.mu.Unlock()
-	if ok {
-		c <- r // buffered, one reply per registration
+	defer w.mu.Unlock()
+	for _, r := range rs {
+		if c, ok := w.pending[r.ID]; ok {
+			delete(w.pending, r.ID)
+			c <- r // buffered, one reply per registration
+		}
 	}
 }
 

@@ -2,7 +2,8 @@ package mapping
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"time"
@@ -22,6 +23,8 @@ type Config struct {
 	MaxAckPending int
 	PullBatch     int
 	AckWait       time.Duration
+	// EnvelopeMax is the most events one envelope carries.
+	EnvelopeMax int
 	// StaleWait is how long an event waits for this process's registry copy
 	// to reach the revision the event was accepted under.
 	StaleWait time.Duration
@@ -31,7 +34,8 @@ type Config struct {
 // copy lags, StaleWait/staleRetries apart, before it is resolved anyway.
 const staleRetries = 20
 
-// Worker consumes accepted events, maps them and publishes the result.
+// Worker consumes accepted events, maps them and publishes them onward, all
+// that arrived together in one envelope message.
 type Worker struct {
 	cfg   Config
 	nc    *nats.Conn
@@ -45,22 +49,27 @@ func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registr
 	return &Worker{cfg: cfg, nc: nc, js: js, cache: cache, log: log}
 }
 
-// pending is an input message whose mapped result is being published.
-type pending struct {
-	in      jetstream.Msg
+// envelope is a published batch awaiting its stream ack.
+type envelope struct {
 	fut     jetstream.PubAckFuture
-	reply   string       // where to answer once the publish is acked
-	outcome outcome.Code // the answer, when the mapper answers itself
+	inputs  []jetstream.Msg
+	answers event.Replies // outcomes the mapper gives itself, sent once stored
 }
 
 // Run consumes until ctx ends, then stops taking messages and finishes
 // publishing and acking those it holds.
 func (w *Worker) Run(ctx context.Context) error {
-	// Publishes complete in order; a bounded queue of them lets the
-	// consumer run ahead of the acks without holding unbounded work.
-	queue := make(chan pending, w.cfg.MaxAckPending)
+	// At most MaxAckPending messages are outstanding: the handler never
+	// blocks on this channel.
+	in := make(chan jetstream.Msg, w.cfg.MaxAckPending)
+	queue := make(chan *envelope, 256)
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		w.loop(in, queue)
+		close(queue)
+	}()
 	go func() {
 		defer wg.Done()
 		w.settle(queue)
@@ -68,86 +77,121 @@ func (w *Worker) Run(ctx context.Context) error {
 	err := bus.ConsumeUntil(ctx, w.js, bus.Durable{
 		Stream: bus.EventsStream, Name: bus.MapperDurable, AckWait: w.cfg.AckWait,
 		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
-	}, w.log, func(m jetstream.Msg) { w.handle(m, queue) })
-	close(queue)
+	}, w.log, func(m jetstream.Msg) { in <- m })
+	close(in)
 	wg.Wait()
 	return err
 }
 
-func (w *Worker) handle(m jetstream.Msg, queue chan<- pending) {
-	var ev event.Event
-	if err := json.Unmarshal(m.Data(), &ev); err != nil {
-		w.log.Error("dropping unreadable event", zap.Error(err))
-		_ = m.Term()
-		return
+func (w *Worker) loop(in <-chan jetstream.Msg, queue chan<- *envelope) {
+	batch := make([]jetstream.Msg, 0, w.cfg.EnvelopeMax)
+	for first := range in {
+		batch = bus.Gather(in, append(batch[:0], first), w.cfg.EnvelopeMax, 0)
+		w.process(batch, queue)
+		clear(batch)
 	}
-	reply := m.Headers().Get(event.HeaderReply)
-	dev, ok := w.cache.Lookup(ev.Serial)
-	if !ok || dev.Rev < ev.Rev {
-		// The event was accepted under a record this copy has not seen
-		// yet: give the registry watch time to deliver it.
-		if md, err := m.Metadata(); err == nil && md.NumDelivered < staleRetries {
+}
+
+// process maps a batch of events and publishes them as envelopes; events it
+// cannot map are answered and dropped here.
+func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
+	var now event.Replies
+	env := &envelope{}
+	var mapped []event.Mapped
+	size := 0
+	// An envelope stays well under the server's message size limit.
+	limit := int(w.nc.MaxPayload() / 2)
+	for _, m := range msgs {
+		ev, err := event.DecodeEvent(m.Data())
+		if err != nil {
+			w.log.Error("dropping unreadable event", zap.Error(err))
+			_ = m.Term()
+			continue
+		}
+		md, _ := m.Metadata()
+		delivered := uint64(1)
+		if md != nil {
+			delivered = md.NumDelivered
+		}
+		dev, ok := w.cache.Lookup(ev.Serial)
+		if (!ok || dev.Rev < ev.Rev) && delivered < staleRetries {
+			// Accepted under a record this copy has not seen yet: give
+			// the registry watch time to deliver it.
 			_ = m.NakWithDelay(w.cfg.StaleWait / staleRetries)
-			return
+			continue
 		}
 		if !ok {
-			w.answer(reply, event.Reply{Code: outcome.DeviceNotFound})
+			now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.DeviceNotFound})
 			_ = m.Term()
-			return
+			continue
 		}
-	}
-	mapped, err := Resolve(ev, dev)
-	if errors.Is(err, errPayload) {
-		w.log.Error("dropping event", zap.String("event_id", ev.ID), zap.Error(err))
-		w.answer(reply, event.Reply{Code: outcome.ProcessingFailed, Detail: "unreadable event payload"})
-		_ = m.Term()
-		return
-	}
-	data, err := json.Marshal(mapped)
-	if err != nil {
-		w.answer(reply, event.Reply{Code: outcome.ProcessingFailed, Detail: "encode mapped event"})
-		_ = m.Term()
-		return
-	}
-	out := &nats.Msg{Subject: bus.MappedSubject, Data: data, Header: nats.Header{}}
-	p := pending{in: m, outcome: mapped.Outcome}
-	if mapped.Outcome == outcome.Stored {
-		// The writer answers once the values are stored.
-		if reply != "" {
-			out.Header.Set(event.HeaderReply, reply)
+		mp, err := Resolve(ev, dev)
+		if errors.Is(err, errPayload) {
+			w.log.Error("dropping event", zap.String("event_id", ev.ID), zap.Error(err))
+			now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.ProcessingFailed, Detail: "unreadable event payload"})
+			_ = m.Term()
+			continue
 		}
-	} else {
-		// A raw-message-only record: the mapper answers itself.
-		p.reply = reply
+		mp.MaybeStored = delivered > 1
+		n := 2*len(ev.Payload) + 256
+		if len(mapped) > 0 && size+n > limit {
+			w.publish(env, mapped, queue)
+			env, mapped, size = &envelope{}, nil, 0
+		}
+		if mp.Outcome == outcome.Stored {
+			mp.Reply = ev.Reply // the writer answers once the values are stored
+		} else {
+			env.answers.Add(ev.Reply, event.Reply{ID: ev.ID, Code: mp.Outcome})
+		}
+		mapped = append(mapped, mp)
+		env.inputs = append(env.inputs, m)
+		size += n
 	}
-	fut, err := w.js.PublishMsgAsync(out, jetstream.WithMsgID(ev.ID))
-	if err != nil {
-		w.log.Warn("publish mapped event", zap.String("event_id", ev.ID), zap.Error(err))
-		_ = m.NakWithDelay(250 * time.Millisecond)
-		return
+	if len(mapped) > 0 {
+		w.publish(env, mapped, queue)
 	}
-	p.fut = fut
-	queue <- p
+	if err := now.Send(w.nc); err != nil {
+		w.log.Warn("send outcomes", zap.Error(err))
+	}
 }
 
-// settle acks each input once its mapped event is in the next stream.
-func (w *Worker) settle(queue <-chan pending) {
-	for p := range queue {
+// publish sends one envelope. Its message id is derived from the events it
+// holds, so a re-publish of the same batch is dropped by the stream.
+func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *envelope) {
+	h := sha256.New()
+	for i := range mapped {
+		h.Write([]byte(mapped[i].ID))
+	}
+	id := hex.EncodeToString(h.Sum(nil)[:16])
+	fut, err := w.js.PublishMsgAsync(&nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, mapped)}, jetstream.WithMsgID(id))
+	if err != nil {
+		w.log.Warn("publish envelope, will retry", zap.Int("events", len(mapped)), zap.Error(err))
+		for _, m := range env.inputs {
+			_ = m.NakWithDelay(250 * time.Millisecond)
+		}
+		return
+	}
+	env.fut = fut
+	queue <- env
+}
+
+// settle acks each envelope's inputs, and sends the answers the mapper
+// gives itself, once the envelope is in the next stream.
+func (w *Worker) settle(queue <-chan *envelope) {
+	for env := range queue {
 		select {
-		case <-p.fut.Ok():
-			if p.reply != "" {
-				w.answer(p.reply, event.Reply{Code: p.outcome})
+		case <-env.fut.Ok():
+			if err := env.answers.Send(w.nc); err != nil {
+				w.log.Warn("send outcomes", zap.Error(err))
 			}
-			_ = p.in.Ack()
-		case err := <-p.fut.Err():
-			w.log.Warn("mapped event not stored in stream, will retry", zap.Error(err))
-			_ = p.in.NakWithDelay(250 * time.Millisecond)
+			for _, m := range env.inputs {
+				_ = m.Ack()
+			}
+		case err := <-env.fut.Err():
+			w.log.Warn("envelope not stored in stream, will retry", zap.Error(err))
+			for _, m := range env.inputs {
+				_ = m.NakWithDelay(250 * time.Millisecond)
+			}
 		}
-	}
-}
-
-func (w *Worker) answer(subject string, r event.Reply) {
-	if err := event.Answer(w.nc, subject, r); err != nil {
-		w.log.Warn("send outcome", zap.Error(err))
 	}
 }

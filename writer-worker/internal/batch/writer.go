@@ -5,7 +5,6 @@ package batch
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"time"
 
@@ -30,7 +29,8 @@ var _ Storage = (*chstore.Store)(nil)
 
 // Config tunes batching and the consumer.
 type Config struct {
-	// MaxBatch is the most events one flush takes.
+	// MaxBatch is the most envelopes (of up to the mapper's
+	// ENVELOPE_MAX_EVENTS events each) one flush takes.
 	MaxBatch int
 	// Linger is how long a flush may wait for more events once it has
 	// some; zero flushes whatever is buffered at once. The insert itself
@@ -101,7 +101,7 @@ func (w *Writer) loop(in <-chan jetstream.Msg, raw chan<- rawBatch) {
 			time.Sleep(wait)
 		}
 		lastStart = time.Now()
-		batch = w.gather(in, append(batch[:0], first))
+		batch = bus.Gather(in, append(batch[:0], first), w.cfg.MaxBatch, w.cfg.Linger)
 		if rb, ok := w.flush(batch); ok {
 			raw <- rb
 		}
@@ -109,61 +109,33 @@ func (w *Writer) loop(in <-chan jetstream.Msg, raw chan<- rawBatch) {
 	}
 }
 
-// gather adds whatever is buffered to batch, up to MaxBatch, waiting at most
-// Linger for more.
-func (w *Writer) gather(in <-chan jetstream.Msg, batch []jetstream.Msg) []jetstream.Msg {
-	var linger <-chan time.Time
-	if w.cfg.Linger > 0 {
-		t := time.NewTimer(w.cfg.Linger)
-		defer t.Stop()
-		linger = t.C
-	}
-	for len(batch) < w.cfg.MaxBatch {
-		select {
-		case m, ok := <-in:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, m)
-			continue
-		default:
-		}
-		if linger == nil {
-			return batch
-		}
-		select {
-		case m, ok := <-in:
-			if !ok {
-				return batch
-			}
-			batch = append(batch, m)
-		case <-linger:
-			return batch
-		}
-	}
-	return batch
-}
-
 // item is one event of a batch.
 type item struct {
-	msg       jetstream.Msg
 	ev        event.Mapped
-	reply     string
-	skipValue bool // its values are already stored (a redelivery)
+	check     bool // its values may be stored already (a redelivery)
+	skipValue bool // they are
 }
 
 // flush stores one batch's values (the confirmation path) and answers; it
-// returns the raw messages and the events to ack once those are stored.
+// returns the raw messages and the envelopes to ack once those are stored.
 func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
-	items := make([]item, 0, len(msgs))
+	var items []item
+	var acks []jetstream.Msg
 	for _, m := range msgs {
-		var ev event.Mapped
-		if err := json.Unmarshal(m.Data(), &ev); err != nil || !outcome.Valid(ev.Outcome) {
-			w.log.Error("dropping unreadable mapped event", zap.Error(err))
+		evs, err := event.DecodeEnvelope(m.Data())
+		if err != nil {
+			w.log.Error("dropping unreadable envelope", zap.Error(err))
 			_ = m.Term()
 			continue
 		}
-		items = append(items, item{msg: m, ev: ev, reply: m.Headers().Get(event.HeaderReply)})
+		redelivered := false
+		if md, err := m.Metadata(); err == nil && md.NumDelivered > 1 {
+			redelivered = true
+		}
+		for _, ev := range evs {
+			items = append(items, item{ev: ev, check: redelivered || ev.MaybeStored})
+		}
+		acks = append(acks, m)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
 	defer cancel()
@@ -189,7 +161,8 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 		w.log.Warn("values not stored", zap.Int("events", len(items)), zap.Error(valuesErr))
 	}
 
-	messages := make([]chstore.MessageRow, 0, len(items))
+	var answers event.Replies
+	rb := rawBatch{rows: make([]chstore.MessageRow, 0, len(items))}
 	for i := range items {
 		it := &items[i]
 		code := it.ev.Outcome
@@ -197,24 +170,26 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 			code = outcome.StorageFailed
 		}
 		if code == outcome.Stored || code == outcome.StorageFailed {
-			w.answer(it.reply, event.Reply{Code: code, Detail: storageDetail(valuesErr)})
+			answers.Add(it.ev.Reply, event.Reply{ID: it.ev.ID, Code: code, Detail: storageDetail(valuesErr)})
 		}
-		messages = append(messages, chstore.MessageRow{
+		rb.rows = append(rb.rows, chstore.MessageRow{
 			Serial: it.ev.Serial, TsNs: it.ev.ReceivedNs, EventID: it.ev.ID, Payload: it.ev.Payload,
 			Outcome: outcome.Lookup(code).Message,
 		})
 	}
-	rb := rawBatch{rows: messages}
-	for i := range items {
-		if valuesErr != nil && items[i].ev.Outcome == outcome.Stored {
-			// The device was told nothing was stored and will retry:
-			// storing this event later would store it twice. Its raw
-			// message (outcome: failed to store) is best effort.
-			_ = items[i].msg.Term()
-			continue
-		}
-		rb.acks = append(rb.acks, items[i].msg)
+	if err := answers.Send(w.nc); err != nil {
+		w.log.Warn("send outcomes", zap.Error(err))
 	}
+	if valuesErr != nil {
+		// The devices were told nothing was stored and will retry:
+		// storing these events later would store them twice. Their raw
+		// messages (outcome: failed to store) are best effort.
+		for _, m := range acks {
+			_ = m.Term()
+		}
+		acks = nil
+	}
+	rb.acks = acks
 	return rb, len(rb.rows) > 0
 }
 
@@ -225,8 +200,7 @@ func (w *Writer) markRedelivered(ctx context.Context, items []item) error {
 	var minNs, maxNs int64
 	for i := range items {
 		it := &items[i]
-		md, err := it.msg.Metadata()
-		if err != nil || md.NumDelivered < 2 || len(it.ev.Values) == 0 {
+		if !it.check || len(it.ev.Values) == 0 {
 			continue
 		}
 		ids = append(ids, it.ev.ID)
@@ -256,10 +230,4 @@ func storageDetail(err error) string {
 		return ""
 	}
 	return "storage error: " + err.Error()
-}
-
-func (w *Writer) answer(subject string, r event.Reply) {
-	if err := event.Answer(w.nc, subject, r); err != nil {
-		w.log.Warn("send outcome", zap.Error(err))
-	}
 }

@@ -66,11 +66,8 @@ func (r *rig) run(t *testing.T, cfg Config) {
 
 func (r *rig) publish(t *testing.T, m event.Mapped, reply string) {
 	t.Helper()
-	data, _ := json.Marshal(m)
-	msg := &nats.Msg{Subject: bus.MappedSubject, Data: data, Header: nats.Header{}}
-	if reply != "" {
-		msg.Header.Set(event.HeaderReply, reply)
-	}
+	m.Reply = reply
+	msg := &nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, []event.Mapped{m})}
 	if _, err := r.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(m.ID)); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +91,7 @@ func mapped(id string, code outcome.Code, values ...string) event.Mapped {
 	return m
 }
 
-var testCfg = Config{MaxBatch: 100, MinInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second}
+var testCfg = Config{MaxBatch: 10, MinInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second}
 
 func TestWriterStoresThenAnswers(t *testing.T) {
 	r := newRig(t)
@@ -110,9 +107,9 @@ func TestWriterStoresThenAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep event.Reply
-	if err := json.Unmarshal(msg.Data, &rep); err != nil || rep.Code != outcome.Stored || msg.Subject != "test.reply.ev-1" {
-		t.Fatalf("reply %s = %+v, %v", msg.Subject, rep, err)
+	reps, err := event.DecodeReplies(msg.Data)
+	if err != nil || len(reps) != 1 || reps[0].ID != "ev-1" || reps[0].Code != outcome.Stored || msg.Subject != "test.reply.ev-1" {
+		t.Fatalf("reply %s = %+v, %v", msg.Subject, reps, err)
 	}
 	// The answer came after the insert: the rows are there now.
 	if n := r.count(t, "input_values", "ev-1"); n != 2 {
@@ -178,5 +175,44 @@ func TestWriterSkipsValuesOfARedeliveredStoredEvent(t *testing.T) {
 	}
 	if n := r.count(t, "input_values", ev.ID); n != 1 {
 		t.Fatalf("redelivered event has %d value rows, want 1", n)
+	}
+}
+
+func TestWriterChecksEventsTheMapperSawTwice(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	stored := mapped("ev-twice", outcome.Stored, `3`)
+	stored.MaybeStored = true
+	// An earlier envelope carried it to storage before the mapper died.
+	if err := r.store.InsertValues(ctx, []chstore.ValueRow{{
+		Entity: "ent", Input: "in0", TsNs: stored.ReceivedNs, Serial: "s1", DeviceInput: "in0", EventID: stored.ID, JSON: []byte(`3`),
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := mapped("ev-fresh", outcome.Stored, `4`)
+	fresh.MaybeStored = true // redelivered to the mapper, but never stored
+	replies, err := r.nc.SubscribeSync("test.twice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.run(t, testCfg)
+	stored.Reply, fresh.Reply = "test.twice", "test.twice"
+	msg := &nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, []event.Mapped{stored, fresh})}
+	if _, err := r.js.PublishMsg(ctx, msg, jetstream.WithMsgID("env-1")); err != nil {
+		t.Fatal(err)
+	}
+	m, err := replies.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps, err := event.DecodeReplies(m.Data)
+	if err != nil || len(reps) != 2 || reps[0].Code != outcome.Stored || reps[1].Code != outcome.Stored {
+		t.Fatalf("replies = %+v, %v (want both stored, in one message)", reps, err)
+	}
+	if n := r.count(t, "input_values", stored.ID); n != 1 {
+		t.Errorf("already stored event has %d rows, want 1", n)
+	}
+	if n := r.count(t, "input_values", fresh.ID); n != 1 {
+		t.Errorf("fresh event has %d rows, want 1", n)
 	}
 }

@@ -1,0 +1,71 @@
+package event
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
+
+func TestRoundTrips(t *testing.T) {
+	ev := Event{ID: "id-1", Serial: "sé rial", ReceivedNs: 1795322239123456789, Rev: 42, Reply: "devices.reply.x", Payload: []byte(`{"serial":"s","data":{"a":1}}`)}
+	got, err := DecodeEvent(AppendEvent(nil, &ev))
+	if err != nil || !reflect.DeepEqual(got, ev) {
+		t.Fatalf("event round trip: %+v %v", got, err)
+	}
+	ms := []Mapped{
+		{ID: "a", Serial: "s", ReceivedNs: 7, Outcome: outcome.Stored, MaybeStored: true, Reply: "r", Payload: []byte(`{}`),
+			Values: []Value{{DeviceInput: "t", Entity: "e", Input: "i", JSON: []byte(`21.5`)}, {DeviceInput: "u", Entity: "e", Input: "j", JSON: []byte(`"x"`)}}},
+		{ID: "b", Serial: "s2", ReceivedNs: 8, Outcome: outcome.NoConnections, Payload: []byte(`{"x":null}`)},
+	}
+	back, err := DecodeEnvelope(AppendEnvelope(nil, ms))
+	if err != nil || !reflect.DeepEqual(back, ms) {
+		t.Fatalf("envelope round trip: %+v %v", back, err)
+	}
+	rs := []Reply{{ID: "a", Code: outcome.Stored}, {ID: "b", Code: outcome.StorageFailed, Detail: "storage error: x"}}
+	rback, err := DecodeReplies(AppendReplies(nil, rs))
+	if err != nil || !reflect.DeepEqual(rback, rs) {
+		t.Fatalf("replies round trip: %+v %v", rback, err)
+	}
+}
+
+func TestTruncatedAndForeignInputIsRefused(t *testing.T) {
+	full := AppendEnvelope(nil, []Mapped{{ID: "a", Serial: "s", Outcome: outcome.Stored, Values: []Value{{JSON: []byte("1")}}}})
+	for i := range len(full) {
+		if _, err := DecodeEnvelope(full[:i]); !errors.Is(err, ErrMalformed) {
+			t.Fatalf("prefix of %d bytes decoded: %v", i, err)
+		}
+	}
+	if _, err := DecodeEnvelope(append(bytes.Clone(full), 0)); !errors.Is(err, ErrMalformed) {
+		t.Fatal("trailing byte accepted")
+	}
+	if _, err := DecodeEvent([]byte(`{"id":"json"}`)); !errors.Is(err, ErrMalformed) {
+		t.Fatal("JSON accepted as an event")
+	}
+	bad := AppendEnvelope(nil, []Mapped{{ID: "a", Outcome: 200}})
+	if _, err := DecodeEnvelope(bad); !errors.Is(err, ErrMalformed) {
+		t.Fatal("unknown outcome accepted")
+	}
+}
+
+// FuzzDecode: no input panics or allocates beyond its own size; what decodes
+// re-encodes to the same bytes.
+func FuzzDecode(f *testing.F) {
+	f.Add(AppendEvent(nil, &Event{ID: "x", Serial: "s", Payload: []byte("{}")}))
+	f.Add(AppendEnvelope(nil, []Mapped{{ID: "a", Outcome: outcome.Stored, Values: []Value{{JSON: []byte("1")}}}}))
+	f.Add(AppendReplies(nil, []Reply{{ID: "a", Code: outcome.StorageFailed, Detail: "d"}}))
+	f.Add([]byte{wireVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if e, err := DecodeEvent(data); err == nil && !bytes.Equal(AppendEvent(nil, &e), data) {
+			t.Fatal("event does not re-encode to its bytes")
+		}
+		if ms, err := DecodeEnvelope(data); err == nil && !bytes.Equal(AppendEnvelope(nil, ms), data) {
+			t.Fatal("envelope does not re-encode to its bytes")
+		}
+		if rs, err := DecodeReplies(data); err == nil && !bytes.Equal(AppendReplies(nil, rs), data) {
+			t.Fatal("replies do not re-encode to their bytes")
+		}
+	})
+}
