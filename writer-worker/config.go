@@ -15,6 +15,8 @@ type Config struct {
 	MaxBatch      int
 	Linger        time.Duration
 	MinInterval   time.Duration
+	PacePerEvent  time.Duration
+	MaxInterval   time.Duration
 	RawMaxRows    int
 	RawInterval   time.Duration
 	InsertTimeout time.Duration
@@ -32,7 +34,9 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.HealthAddr, "health-addr", "127.0.0.1:8082", "address of /healthz and /readyz (empty: off)")
 	s.Int(&c.MaxBatch, "batch-max-messages", 200, "most envelopes from mapper-worker (each up to its ENVELOPE_MAX_EVENTS) in one ClickHouse insert")
 	s.Duration(&c.Linger, "batch-linger", 0, "how long a batch waits for more events once it has one (0: flush what is buffered)")
-	s.Duration(&c.MinInterval, "batch-min-interval", 5*time.Millisecond, "least time between the starts of two value inserts: batches grow with load")
+	s.Duration(&c.MinInterval, "batch-min-interval", 5*time.Millisecond, "the shortest pause between the starts of two value inserts under load")
+	s.Duration(&c.PacePerEvent, "batch-pace-per-event", 50*time.Microsecond, "after a batch of n events the next insert starts n times this later: batches grow with load")
+	s.Duration(&c.MaxInterval, "batch-max-interval", 20*time.Millisecond, "the longest pause between two value inserts")
 	s.Int(&c.RawMaxRows, "raw-batch-max-rows", 20000, "most raw messages in one insert")
 	s.Duration(&c.RawInterval, "raw-batch-interval", 500*time.Millisecond, "longest a raw message waits for its insert (the Messages view lags by this)")
 	s.Duration(&c.InsertTimeout, "insert-timeout", 3*time.Second, "time allowed for one batch's inserts")
@@ -57,8 +61,8 @@ func (c *Config) Validate() error {
 	switch {
 	case c.MaxBatch < 1:
 		return errors.New("BATCH_MAX_MESSAGES must be at least 1")
-	case c.Linger < 0 || c.MinInterval < 0:
-		return errors.New("BATCH_LINGER and BATCH_MIN_INTERVAL must not be negative")
+	case c.Linger < 0 || c.MinInterval < 0 || c.PacePerEvent < 0 || c.MaxInterval < 0:
+		return errors.New("BATCH_LINGER, BATCH_MIN_INTERVAL, BATCH_PACE_PER_EVENT and BATCH_MAX_INTERVAL must not be negative")
 	case c.RawMaxRows < 1 || c.RawInterval <= 0:
 		return errors.New("RAW_BATCH_MAX_ROWS and RAW_BATCH_INTERVAL must be positive")
 	case c.InsertTimeout <= 0 || c.QueryTimeout <= 0:

@@ -91,7 +91,7 @@ func mapped(id string, code outcome.Code, values ...string) event.Mapped {
 	return m
 }
 
-var testCfg = Config{MaxBatch: 10, MinInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second}
+var testCfg = Config{MaxBatch: 10, PacePerEvent: 10 * time.Microsecond, MaxInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second}
 
 func TestWriterStoresThenAnswers(t *testing.T) {
 	r := newRig(t)
