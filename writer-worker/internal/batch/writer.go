@@ -148,21 +148,8 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 	defer cancel()
 
 	valuesErr := w.markRedelivered(ctx, items)
-	var values []chstore.ValueRow
 	if valuesErr == nil {
-		for i := range items {
-			it := &items[i]
-			if it.ev.Outcome != outcome.Stored || it.skipValue {
-				continue
-			}
-			for _, v := range it.ev.Values {
-				values = append(values, chstore.ValueRow{
-					Entity: v.Entity, Input: v.Input, TsNs: it.ev.ReceivedNs, Serial: it.ev.Serial,
-					DeviceInput: v.DeviceInput, EventID: it.ev.ID, JSON: v.JSON,
-				})
-			}
-		}
-		valuesErr = w.store.InsertValues(ctx, values)
+		valuesErr = w.store.InsertValues(ctx, valueRows(items))
 	}
 	if valuesErr != nil {
 		w.log.Warn("values not stored", zap.Int("events", len(items)), zap.Error(valuesErr))
@@ -198,6 +185,29 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 	}
 	rb.acks = acks
 	return rb, len(rb.rows) > 0
+}
+
+// valueRows lists the values to insert: those of stored-outcome events not
+// already in ClickHouse.
+func valueRows(items []item) []chstore.ValueRow {
+	n := 0
+	for i := range items {
+		n += len(items[i].ev.Values)
+	}
+	rows := make([]chstore.ValueRow, 0, n)
+	for i := range items {
+		it := &items[i]
+		if it.ev.Outcome != outcome.Stored || it.skipValue {
+			continue
+		}
+		for _, v := range it.ev.Values {
+			rows = append(rows, chstore.ValueRow{
+				Entity: v.Entity, Input: v.Input, TsNs: it.ev.ReceivedNs, Serial: it.ev.Serial,
+				DeviceInput: v.DeviceInput, EventID: it.ev.ID, JSON: v.JSON,
+			})
+		}
+	}
+	return rows
 }
 
 // markRedelivered flags redelivered events whose values a previous attempt

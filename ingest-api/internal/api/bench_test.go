@@ -1,0 +1,37 @@
+package api
+
+import (
+	"testing"
+
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+// BenchmarkRequestPath: what ingest-api does per request besides HTTP and
+// NATS I/O: parse and check the body, look up and authenticate the device,
+// encode the event.
+func BenchmarkRequestPath(b *testing.B) {
+	c := registry.NewCache()
+	c.Put(registry.Device{Serial: "bench-00001", ConnectionType: registry.ConnectionAPI, AccessToken: "bt-1234abcd-00001",
+		Inputs: []registry.Input{{Name: "v", Entity: "bench-entity", EntityInput: "v"}}}, 1)
+	body := []byte(`{"serial":"bench-00001","data":{"v":21.5}}`)
+	header := "Bearer bt-1234abcd-00001"
+	out := make([]byte, 0, 512)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		tok := bearer(header)
+		req, code := parse(body, tok)
+		if code != outcome.Stored {
+			b.Fatal(code)
+		}
+		dev, ok := c.Lookup(req.Serial)
+		if !ok || !dev.TokenMatches(tok) {
+			b.Fatal("not authenticated")
+		}
+		ev := event.Event{ID: "0b6f5c2e-7a0e-4d6b-9c1f-000000000001", Serial: req.Serial, ReceivedNs: 1, Rev: dev.Rev,
+			Reply: "devices.reply.abcdefghijklmnopqrstuv", Payload: req.Payload}
+		out = event.AppendEvent(out[:0], &ev)
+	}
+}
