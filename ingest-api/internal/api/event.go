@@ -62,23 +62,21 @@ func (s *Server) postEvent(c echo.Context) error {
 		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
 	}
 
+	// The stream's ack is not awaited on its own: the outcome follows it,
+	// and not waking for it saves a goroutine switch per request. A
+	// refusal by the stream does wake us, at once.
 	timer := time.NewTimer(s.limits.OutcomeTimeout)
 	defer timer.Stop()
-	acked := fut.Ok()
 	ctx := c.Request().Context()
-	for {
-		select {
-		case r := <-replies:
-			return s.respond(c, r.Code, req.Serial, ev.ID, r.Detail)
-		case <-acked:
-			acked = nil // stored in the stream; keep waiting for the outcome
-		case err := <-fut.Err():
-			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
-		case <-timer.C:
-			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "timed out waiting for the storage outcome")
-		case <-ctx.Done():
-			// The client is gone; nobody reads an answer.
-			return nil
-		}
+	select {
+	case r := <-replies:
+		return s.respond(c, r.Code, req.Serial, ev.ID, r.Detail)
+	case err := <-fut.Err():
+		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
+	case <-timer.C:
+		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "timed out waiting for the storage outcome")
+	case <-ctx.Done():
+		// The client is gone; nobody reads an answer.
+		return nil
 	}
 }
