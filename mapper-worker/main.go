@@ -41,10 +41,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return nil
 	})
-	worker := mapping.NewWorker(mapping.Config{
-		MaxAckPending: cfg.MaxAckPending, PullBatch: cfg.PullBatch, AckWait: cfg.AckWait, StaleWait: cfg.StaleWait,
-		EnvelopeMax: cfg.EnvelopeMax,
-	}, nc, js, cache, log.With(zap.String("component", "mapper")))
+	worker := mapping.NewWorker(cfg.Mapping, nc, js, cache, log.With(zap.String("component", "mapper")))
 
 	// The registry watch and health server outlive the consumer, so that
 	// draining events still resolve against a live registry.

@@ -42,11 +42,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return store.Ping(ctx)
 	})
-	writer := batch.New(batch.Config{
-		MaxBatch: cfg.MaxBatch, Linger: cfg.Linger, MinInterval: cfg.MinInterval, PacePerEvent: cfg.PacePerEvent, MaxInterval: cfg.MaxInterval,
-		RawMaxRows: cfg.RawMaxRows, RawInterval: cfg.RawInterval, InsertTimeout: cfg.InsertTimeout,
-		MaxAckPending: cfg.MaxAckPending, PullBatch: cfg.PullBatch, AckWait: cfg.AckWait,
-	}, nc, js, store, log.With(zap.String("component", "writer")))
+	writer := batch.New(cfg.Batch, nc, js, store, log.With(zap.String("component", "writer")))
 	queries := reads.New(nc, store, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
 
 	// The writer drains on ctx; reads and health stop after it, so that

@@ -46,3 +46,20 @@ func ConsumeUntil(ctx context.Context, js jetstream.JetStream, d Durable, log *z
 	<-cc.Closed()
 	return nil
 }
+
+// ConsumeInto is ConsumeUntil for a worker that batches: messages go into a
+// channel that holds MaxAckPending of them (the server never has more
+// outstanding, so delivery never blocks), and work reads it in its own
+// goroutine until the channel is closed and drained after ctx ends.
+func ConsumeInto(ctx context.Context, js jetstream.JetStream, d Durable, log *zap.Logger, work func(<-chan jetstream.Msg)) error {
+	in := make(chan jetstream.Msg, d.MaxAckPending)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		work(in)
+	}()
+	err := ConsumeUntil(ctx, js, d, log, func(m jetstream.Msg) { in <- m })
+	close(in)
+	<-done
+	return err
+}

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,27 +58,18 @@ type envelope struct {
 // Run consumes until ctx ends, then stops taking messages and finishes
 // publishing and acking those it holds.
 func (w *Worker) Run(ctx context.Context) error {
-	// At most MaxAckPending messages are outstanding: the handler never
-	// blocks on this channel.
-	in := make(chan jetstream.Msg, w.cfg.MaxAckPending)
 	queue := make(chan *envelope, 256)
-	var wg sync.WaitGroup
-	wg.Add(2)
+	settled := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		w.loop(in, queue)
-		close(queue)
-	}()
-	go func() {
-		defer wg.Done()
+		defer close(settled)
 		w.settle(queue)
 	}()
-	err := bus.ConsumeUntil(ctx, w.js, bus.Durable{
+	err := bus.ConsumeInto(ctx, w.js, bus.Durable{
 		Stream: bus.EventsStream, Name: bus.MapperDurable, AckWait: w.cfg.AckWait,
 		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
-	}, w.log, func(m jetstream.Msg) { in <- m })
-	close(in)
-	wg.Wait()
+	}, w.log, func(in <-chan jetstream.Msg) { w.loop(in, queue) })
+	close(queue)
+	<-settled
 	return err
 }
 

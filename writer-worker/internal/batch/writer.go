@@ -5,7 +5,6 @@ package batch
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -73,27 +72,18 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store Storage, log *
 // Run consumes until ctx ends, then stops pulling, flushes what it holds and
 // acks it before returning.
 func (w *Writer) Run(ctx context.Context) error {
-	// Never more than MaxAckPending messages are outstanding, so the
-	// handler never blocks on this channel.
-	in := make(chan jetstream.Msg, w.cfg.MaxAckPending)
 	raw := make(chan rawBatch, 64)
-	var wg sync.WaitGroup
-	wg.Add(2)
+	logged := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		w.loop(in, raw)
-		close(raw)
-	}()
-	go func() {
-		defer wg.Done()
+		defer close(logged)
 		w.rawLog(raw)
 	}()
-	err := bus.ConsumeUntil(ctx, w.js, bus.Durable{
+	err := bus.ConsumeInto(ctx, w.js, bus.Durable{
 		Stream: bus.MappedStream, Name: bus.WriterDurable, AckWait: w.cfg.AckWait,
 		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
-	}, w.log, func(m jetstream.Msg) { in <- m })
-	close(in)
-	wg.Wait()
+	}, w.log, func(in <-chan jetstream.Msg) { w.loop(in, raw) })
+	close(raw)
+	<-logged
 	return err
 }
 
