@@ -81,6 +81,15 @@ func run(ctx context.Context, cfg config) error {
 		emit(fmt.Sprintf("  check conc=%d sent=%d confirmed=%d stored=%d missing=%d extra=%d conn_errors=%d statuses=%s",
 			conc, r.sent, r.confirmed, stored, max(0, r.confirmed-stored), max(0, stored-r.confirmed), r.errors, fmtStatuses(r.statuses)))
 		emit("  cpu_pct " + fmtCPU(conc, cpu) + fmt.Sprintf(" p999_ms=%.2f max_ms=%.2f", r.pct(0.999), r.pct(1)))
+		if g := smp.growth(); len(g) > 0 {
+			line := fmt.Sprintf("  rss_mb_5s_to_end conc=%d", conc)
+			for _, n := range []string{"api", "mapper", "writer"} {
+				if v, ok := g[n]; ok {
+					line += fmt.Sprintf(" %s=%.1f->%.1f", n, v[0], v[1])
+				}
+			}
+			emit(line)
+		}
 		sleep(ctx, cfg.settle)
 	}
 	if cfg.out != "" {

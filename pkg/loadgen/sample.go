@@ -18,12 +18,14 @@ type sampler struct {
 	done  sync.WaitGroup
 	mu    sync.Mutex
 	peak  map[string]int64 // kB
+	first map[string]int64 // kB, 5 s in (after warm-up)
+	last  map[string]int64 // kB
 	cpu0  map[string]float64
 	start time.Time
 }
 
 func startSampler(pids map[string]int) *sampler {
-	s := &sampler{pids: pids, stop: make(chan struct{}), peak: map[string]int64{}, cpu0: map[string]float64{}, start: time.Now()}
+	s := &sampler{pids: pids, stop: make(chan struct{}), peak: map[string]int64{}, first: map[string]int64{}, last: map[string]int64{}, cpu0: map[string]float64{}, start: time.Now()}
 	for name, pid := range pids {
 		s.cpu0[name] = cpuSeconds(pid)
 	}
@@ -47,11 +49,30 @@ func startSampler(pids map[string]int) *sampler {
 func (s *sampler) sample() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	warm := time.Since(s.start) >= 5*time.Second
 	for name, pid := range s.pids {
-		if kb := rssKB(pid); kb > s.peak[name] {
+		kb := rssKB(pid)
+		if kb > s.peak[name] {
 			s.peak[name] = kb
 		}
+		if _, ok := s.first[name]; warm && !ok {
+			s.first[name] = kb
+		}
+		s.last[name] = kb
 	}
+}
+
+// growth returns, per process, RSS in MB 5 s into the level and at its end.
+func (s *sampler) growth() map[string][2]float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := map[string][2]float64{}
+	for name := range s.pids {
+		if f, ok := s.first[name]; ok {
+			g[name] = [2]float64{float64(f) / 1024, float64(s.last[name]) / 1024}
+		}
+	}
+	return g
 }
 
 // finish returns peak RSS in MB and CPU use in percent of one core.
