@@ -40,7 +40,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.AdminToken, "admin-token", "", "bearer token of the workspace API")
 	s.Bool(&c.Dev, "dev", false, "development mode: allow the built-in admin token")
 	s.Int64(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 beyond)")
-	s.Int(&c.MaxInFlight, "max-in-flight", 4096, "requests handled at once (503 beyond)")
+	s.Int(&c.MaxInFlight, "max-in-flight", 512, "requests handled at once; 503 + Retry-After beyond (sized for 2 cores: more in flight only adds queueing)")
 	s.Duration(&c.OutcomeTimeout, "outcome-timeout", 5*time.Second, "how long a request waits for the storage outcome")
 	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "how long a workspace read waits for writer-worker")
 	s.Duration(&c.ReadHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")

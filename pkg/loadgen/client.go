@@ -38,50 +38,61 @@ func request(host, path, token string, body []byte) []byte {
 
 var successMark = []byte(`"success":true`)
 
-// do sends req and returns the status and whether the body says success.
-func (c *conn) do(req []byte, timeout time.Duration) (status int, ok bool, err error) {
+// reply is what do reads of a response.
+type reply struct {
+	status     int
+	ok         bool          // the body says success
+	retryAfter time.Duration // from a Retry-After header, if any
+}
+
+// do sends req and reads the answer.
+func (c *conn) do(req []byte, timeout time.Duration) (a reply, err error) {
 	_ = c.c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.c.Write(req); err != nil {
-		return 0, false, err
+		return a, err
 	}
 	line, err := c.r.ReadSlice('\n')
 	if err != nil {
-		return 0, false, err
+		return a, err
 	}
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
-		return 0, false, errors.New("bad status line")
+		return a, errors.New("bad status line")
 	}
-	status, err = strconv.Atoi(string(line[9:12]))
-	if err != nil {
-		return 0, false, err
+	if a.status, err = strconv.Atoi(string(line[9:12])); err != nil {
+		return a, err
 	}
 	length := -1
 	for {
 		h, err := c.r.ReadSlice('\n')
 		if err != nil {
-			return 0, false, err
+			return a, err
 		}
 		if len(h) <= 2 {
 			break
 		}
 		if len(h) > 16 && bytes.EqualFold(h[:15], []byte("Content-Length:")) {
-			length, err = strconv.Atoi(string(bytes.TrimSpace(h[15:])))
-			if err != nil {
-				return 0, false, err
+			if length, err = strconv.Atoi(string(bytes.TrimSpace(h[15:]))); err != nil {
+				return a, err
+			}
+		}
+		if len(h) > 12 && bytes.EqualFold(h[:12], []byte("Retry-After:")) {
+			if secs, err := strconv.Atoi(string(bytes.TrimSpace(h[12:]))); err == nil {
+				a.retryAfter = time.Duration(secs) * time.Second
 			}
 		}
 	}
 	if length < 0 || length > 1<<20 {
-		return 0, false, errors.New("no usable Content-Length")
+		return a, errors.New("no usable Content-Length")
 	}
 	if cap(c.buf) < length {
 		c.buf = make([]byte, length)
 	}
 	body := c.buf[:length]
 	if _, err := readFull(c.r, body); err != nil {
-		return 0, false, err
+		return a, err
 	}
-	return status, bytes.Contains(body, successMark), nil
+	a.ok = bytes.Contains(body, successMark)
+	return a, nil
 }
 
 func readFull(r *bufio.Reader, b []byte) (int, error) {

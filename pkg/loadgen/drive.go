@@ -29,8 +29,9 @@ func (r result) pct(p float64) float64 {
 }
 
 // drive sends for d from conc connections, each request waiting for its
-// answer; once d passes no new request starts, and drive returns when the
-// last answer is in, so the confirmed count is exact.
+// answer (and, after a 503, for its Retry-After, as field clients do); once
+// d passes no new request starts, and drive returns when the last answer is
+// in, so the confirmed count is exact.
 func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][]byte) (result, error) {
 	u, err := url.Parse(base)
 	if err != nil {
@@ -65,7 +66,7 @@ func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][
 			defer func() { c.close() }()
 			for n := i; time.Now().Before(deadline) && ctx.Err() == nil; n += conc {
 				t0 := time.Now()
-				status, ok, err := c.do(reqs[n%len(reqs)], 30*time.Second)
+				a, err := c.do(reqs[n%len(reqs)], 30*time.Second)
 				w.sent++
 				if err != nil {
 					w.errs++
@@ -76,9 +77,14 @@ func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][
 					continue
 				}
 				w.lat = append(w.lat, time.Since(t0))
-				w.statuses[status]++
-				if ok {
+				w.statuses[a.status]++
+				if a.ok {
 					w.ok++
+				}
+				if a.retryAfter > 0 {
+					// As the field clients do: wait as told, but not
+					// past the end of the level.
+					time.Sleep(min(a.retryAfter, time.Until(deadline)))
 				}
 			}
 		}()
