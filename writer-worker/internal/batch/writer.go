@@ -134,6 +134,7 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 		}
 		acks = append(acks, m)
 	}
+	skipRepeats(items)
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
 	defer cancel()
 
@@ -175,6 +176,21 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 	}
 	rb.acks = acks
 	return rb, len(rb.rows) > 0
+}
+
+// skipRepeats keeps one copy of an event that two envelopes of the same
+// batch carry (the mapper regrouped it after a redelivery): the check against
+// ClickHouse cannot see a copy that is not inserted yet.
+func skipRepeats(items []item) {
+	seen := make(map[string]struct{}, len(items))
+	for i := range items {
+		id := items[i].ev.ID
+		if _, dup := seen[id]; dup {
+			items[i].skipValue = true
+			continue
+		}
+		seen[id] = struct{}{}
+	}
 }
 
 // valueRows lists the values to insert: those of stored-outcome events not
@@ -227,7 +243,9 @@ func (w *Writer) markRedelivered(ctx context.Context, items []item) error {
 		return err
 	}
 	for i := range items {
-		items[i].skipValue = stored[items[i].ev.ID]
+		if stored[items[i].ev.ID] {
+			items[i].skipValue = true
+		}
 	}
 	return nil
 }

@@ -216,3 +216,31 @@ func TestWriterChecksEventsTheMapperSawTwice(t *testing.T) {
 		t.Errorf("fresh event has %d rows, want 1", n)
 	}
 }
+
+func TestWriterStoresAnEventOnceWhenTwoEnvelopesCarryItInOneBatch(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	first := mapped("ev-dup", outcome.Stored, `5`)
+	again := first
+	again.MaybeStored = true // the mapper saw it twice and put it in a second envelope
+	other := mapped("ev-other", outcome.Stored, `6`)
+	// Both envelopes wait in the stream before the writer starts, so its
+	// first batch holds both.
+	for i, env := range [][]event.Mapped{{first}, {again, other}} {
+		msg := &nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, env)}
+		if _, err := r.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprint("env-", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.run(t, testCfg)
+	deadline := time.Now().Add(5 * time.Second)
+	for r.count(t, "input_values", other.ID) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("batch not stored")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := r.count(t, "input_values", first.ID); n != 1 {
+		t.Fatalf("event carried by two envelopes has %d rows, want 1", n)
+	}
+}
