@@ -48,9 +48,14 @@ func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, det
 		if eventID != "" {
 			fields = append(fields, zap.String("event_id", eventID))
 		}
-		if status >= 500 {
+		switch {
+		case code == outcome.Overloaded:
+			// One line per shed request would add load exactly when the
+			// process has too much.
+			s.log.Debug("request shed", fields...)
+		case status >= 500:
 			s.log.Warn("request failed", fields...)
-		} else {
+		default:
 			s.log.Info("request rejected", fields...)
 		}
 	}

@@ -74,6 +74,9 @@ func New(d Deps) (*echo.Echo, *Server) {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	// Log the peer's address, not a header a client can write; behind a
+	// proxy this is the proxy's address.
+	e.IPExtractor = echo.ExtractIPDirect()
 	e.HTTPErrorHandler = s.handleError
 	e.Use(middleware.Recover())
 
