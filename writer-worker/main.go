@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -27,8 +28,18 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer store.Close()
-	if err := store.Migrate(ctx); err != nil {
-		return err
+	// ClickHouse may start after us: retry the schema until it answers.
+	for {
+		err := store.Migrate(ctx)
+		if err == nil {
+			break
+		}
+		log.Warn("clickhouse not ready, retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
 	}
 	nc, js, err := bus.Open(ctx, cfg.NATS, "writer-worker", log.With(zap.String("component", "nats")))
 	if err != nil {
