@@ -1,4 +1,4 @@
-.PHONY: build run test bench deps fmt vet clean
+.PHONY: build run test bench chaos deps fmt vet clean
 
 GO ?= go
 BIN := bin
@@ -28,3 +28,6 @@ clean:
 bench: deps build
 	deploy/dev/bench.sh
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./ingest-api/... ./mapper-worker/... ./writer-worker/... | tee bench/components.txt
+
+chaos:
+	CHAOS_FULL=1 GOTEST_FLAGS="-run Chaos -v" deploy/dev/test.sh 2>&1 | grep -E '^(chaos fault|--- |ok|FAIL|PASS)'

@@ -71,6 +71,10 @@ func Connect(cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.Je
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
+		// While disconnected, publishes fail at once instead of waiting in
+		// a buffer: ingest-api answers 503 and the device retries, rather
+		// than an event being sent late behind its request's back.
+		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			log.Warn("nats disconnected", zap.Error(err))
 		}),

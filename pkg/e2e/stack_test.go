@@ -63,6 +63,7 @@ type stack struct {
 	base   string // http://127.0.0.1:port of ingest-api
 	db     string
 	ch     driver.Conn
+	nats   *testenv.NATSServer
 	logDir string
 	procs  map[string]*exec.Cmd
 	env    []string
@@ -80,18 +81,25 @@ func freeAddr(t *testing.T) string {
 
 func startStack(t *testing.T, extraEnv ...string) *stack {
 	t.Helper()
-	ns := testenv.NATS(t)
-	chAddr, db := testenv.ClickHouseDB(t)
+	return startStackOn(t, testenv.ClickHouseAddr(t), extraEnv...)
+}
+
+// startStackOn starts a stack whose writer uses the ClickHouse server at
+// chAddr, in a fresh database.
+func startStackOn(t *testing.T, chAddr string, extraEnv ...string) *stack {
+	t.Helper()
+	ns := testenv.NATSControl(t)
+	db := testenv.FreshDB(t, chAddr)
 	ch, err := clickhouse.Open(&clickhouse.Options{Addr: []string{chAddr}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ch.Close() })
-	s := &stack{t: t, db: db, ch: ch, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}}
+	s := &stack{t: t, db: db, ch: ch, nats: ns, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}}
 	ingestAddr := freeAddr(t)
 	s.base = "http://" + ingestAddr
 	s.env = append([]string{
-		"NATS_URL=" + ns.ClientURL(),
+		"NATS_URL=" + ns.Server().ClientURL(),
 		"CLICKHOUSE_ADDR=" + chAddr,
 		"CLICKHOUSE_DATABASE=" + db,
 		"ADMIN_TOKEN=" + adminToken,
