@@ -21,6 +21,8 @@ type Config struct {
 	Dev               bool
 	MaxBodyBytes      int64
 	MaxInFlight       int
+	DeviceRate        float64
+	DeviceBurst       int
 	OutcomeTimeout    time.Duration
 	QueryTimeout      time.Duration
 	ReadHeaderTimeout time.Duration
@@ -41,6 +43,8 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Bool(&c.Dev, "dev", false, "development mode: allow the built-in admin token")
 	s.Int64(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 beyond)")
 	s.Int(&c.MaxInFlight, "max-in-flight", 512, "requests handled at once; 503 + Retry-After beyond (sized for 2 cores: more in flight only adds queueing)")
+	s.Float64(&c.DeviceRate, "device-rate", 100, "requests per second one device may post (0: no limit); 429 beyond")
+	s.Int(&c.DeviceBurst, "device-burst", 1000, "requests one device may post at once above its rate (buffered readings)")
 	s.Duration(&c.OutcomeTimeout, "outcome-timeout", 5*time.Second, "how long a request waits for the storage outcome")
 	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "how long a workspace read waits for writer-worker")
 	s.Duration(&c.ReadHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
@@ -70,6 +74,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("MAX_BODY_BYTES=%d is too small", c.MaxBodyBytes)
 	case c.MaxInFlight < 1:
 		return errors.New("MAX_IN_FLIGHT must be at least 1")
+	case c.DeviceRate < 0 || (c.DeviceRate > 0 && c.DeviceBurst < 1):
+		return errors.New("DEVICE_RATE must not be negative, and DEVICE_BURST must be at least 1 when it is set")
 	case c.OutcomeTimeout <= 0 || c.QueryTimeout <= 0:
 		return errors.New("OUTCOME_TIMEOUT and QUERY_TIMEOUT must be positive")
 	case c.ReadHeaderTimeout <= 0 || c.ReadTimeout <= 0 || c.WriteTimeout <= 0 || c.IdleTimeout <= 0:

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/api"
+	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/program"
@@ -43,6 +44,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	e, srv := api.New(api.Deps{
 		Log: log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter,
+		Limiter:    ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst),
 		AdminToken: cfg.AdminToken,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
 			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout},

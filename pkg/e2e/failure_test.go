@@ -75,3 +75,24 @@ func TestOutcomeTimeoutAndRestart(t *testing.T) {
 		t.Fatalf("%d values, want 3", n)
 	}
 }
+
+func TestDeviceRateLimit(t *testing.T) {
+	s := startStack(t, "DEVICE_RATE=0.5", "DEVICE_BURST=2")
+	for _, d := range []string{"dev-R1", "dev-R2"} {
+		s.admin(t, http.MethodPut, "/devices/"+d, `{"accessToken":"tok-`+d+`","inputs":[{"name":"t","entity":"rl","entityInput":"t"}]}`)
+	}
+	for range 2 {
+		expect(t, s.post(t, `{"serial":"dev-R1","data":{"t":1}}`, bearer("tok-dev-R1")), 200, "Message processed and data stored successfully", "")
+	}
+	r := s.post(t, `{"serial":"dev-R1","data":{"t":2}}`, bearer("tok-dev-R1"))
+	expect(t, r, 429, "Rate limit exceeded", "Too many requests for device with serial dev-R1")
+	if r.Header.Get("Retry-After") == "" {
+		t.Error("429 without Retry-After")
+	}
+	// Failed authentication spends no device budget, and devices are apart.
+	expect(t, s.post(t, `{"serial":"dev-R2","data":{"t":1}}`, bearer("wrong")), 401, "Invalid access token", "Invalid access token for device with serial dev-R2")
+	expect(t, s.post(t, `{"serial":"dev-R2","data":{"t":1}}`, bearer("tok-dev-R2")), 200, "Message processed and data stored successfully", "")
+	if n := s.count(t, "input_values WHERE entity = 'rl'"); n != 3 {
+		t.Fatalf("%d values stored, want 3 (the limited reading is not stored)", n)
+	}
+}

@@ -73,6 +73,19 @@ func (s *Set) Int64(p *int64, name string, def int64, usage string) {
 	s.FS.Int64Var(p, name, def, usage+" (env "+EnvName(name)+")")
 }
 
+// Float64 registers a float64 setting.
+func (s *Set) Float64(p *float64, name string, def float64, usage string) {
+	if v, ok := s.env(name); ok {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			s.fail(name, v, err)
+		} else {
+			def = f
+		}
+	}
+	s.FS.Float64Var(p, name, def, usage+" (env "+EnvName(name)+")")
+}
+
 // Bool registers a bool setting.
 func (s *Set) Bool(p *bool, name string, def bool, usage string) {
 	if v, ok := s.env(name); ok {

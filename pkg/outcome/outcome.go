@@ -32,6 +32,7 @@ const (
 	BadRequest       Code = 15
 	NotFound         Code = 16
 	Internal         Code = 17
+	RateLimited      Code = 18
 )
 
 // Row is one line of the table. ErrorText may hold "<serial>", replaced by the
@@ -65,6 +66,7 @@ var table = [...]Row{
 	BadRequest:       {400, "Bad request", "", 0},
 	NotFound:         {404, "Not found", "", 0},
 	Internal:         {500, "Failed to process message", "", 0},
+	RateLimited:      {429, "Rate limit exceeded", "Too many requests for device with serial <serial>", 1},
 }
 
 // Lookup returns the row for c. Unknown codes (from a newer peer) read as an
@@ -107,4 +109,5 @@ var names = [...]string{
 	"device_not_found", "invalid_token", "no_connections", "storage_failed",
 	"processing_failed", "payload_too_large", "overloaded", "unauthorized",
 	"route_not_found", "method_not_allowed", "bad_request", "not_found", "internal",
+	"rate_limited",
 }

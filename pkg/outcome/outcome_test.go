@@ -20,6 +20,7 @@ func TestSpecTexts(t *testing.T) {
 		{StorageFailed, 503, "Message processed but failed to store data", "storage error: boom"},
 		{ProcessingFailed, 503, "Failed to process message", "storage error: boom"},
 		{Internal, 500, "Failed to process message", "storage error: boom"},
+		{RateLimited, 429, "Rate limit exceeded", "Too many requests for device with serial SN-1"},
 	} {
 		row := Lookup(tc.code)
 		if row.Status != tc.status || row.Message != tc.message {
@@ -30,7 +31,7 @@ func TestSpecTexts(t *testing.T) {
 				t.Errorf("%v error = %q, want %q", tc.code, got, tc.error)
 			}
 		}
-		if (row.RetryAfter > 0) != (tc.status == 503) {
+		if (row.RetryAfter > 0) != (tc.status == 503 || tc.status == 429) {
 			t.Errorf("%v: Retry-After %d with status %d", tc.code, row.RetryAfter, tc.status)
 		}
 	}

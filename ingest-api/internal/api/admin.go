@@ -62,6 +62,7 @@ func (s *Server) deleteDevice(c echo.Context) error {
 	if err != nil {
 		return s.respond(c, outcome.ProcessingFailed, serial, "", err.Error())
 	}
+	s.limiter.Forget(serial)
 	return c.NoContent(http.StatusNoContent)
 }
 

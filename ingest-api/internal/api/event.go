@@ -46,6 +46,9 @@ func (s *Server) postEvent(c echo.Context) error {
 	if !dev.AcceptsAPI() || !(dev.TokenMatches(headerToken) || dev.TokenMatches(req.BodyToken)) {
 		return s.respond(c, outcome.InvalidToken, req.Serial, "", "")
 	}
+	if !s.limiter.Allow(req.Serial) {
+		return s.respond(c, outcome.RateLimited, req.Serial, "", "")
+	}
 
 	ev := event.Event{ID: uuid.NewString(), Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev,
 		Reply: s.waiter.Subject(), Payload: req.Payload}

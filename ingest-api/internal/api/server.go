@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
@@ -38,6 +39,7 @@ type Deps struct {
 	JS         jetstream.JetStream
 	Registry   *registry.Store
 	Waiter     *reply.Waiter
+	Limiter    *ratelimit.Limiter // nil: no per-device limit
 	AdminToken string
 	Limits     Limits
 }
@@ -50,6 +52,7 @@ type Server struct {
 	registry *registry.Store
 	cache    *registry.Cache
 	waiter   *reply.Waiter
+	limiter  *ratelimit.Limiter
 	limits   Limits
 	adminSum [sha256.Size]byte
 	inflight chan struct{}
@@ -67,6 +70,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 		registry: d.Registry,
 		cache:    d.Registry.Cache(),
 		waiter:   d.Waiter,
+		limiter:  d.Limiter,
 		limits:   d.Limits,
 		adminSum: sha256.Sum256([]byte(d.AdminToken)),
 		inflight: make(chan struct{}, d.Limits.MaxInFlight),

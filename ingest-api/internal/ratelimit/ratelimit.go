@@ -1,0 +1,50 @@
+// Package ratelimit bounds how often each device may post: a token bucket per
+// serial, kept only for devices that authenticated, so the table is bounded
+// by the registry and no stranger can grow it.
+package ratelimit
+
+import (
+	"sync"
+
+	"golang.org/x/time/rate"
+)
+
+// Limiter holds one bucket per device serial.
+type Limiter struct {
+	perSecond rate.Limit
+	burst     int
+
+	mu      sync.Mutex
+	buckets map[string]*rate.Limiter
+}
+
+// New allows perSecond requests per device with bursts of burst; perSecond
+// of zero or less turns limiting off.
+func New(perSecond float64, burst int) *Limiter {
+	return &Limiter{perSecond: rate.Limit(perSecond), burst: burst, buckets: make(map[string]*rate.Limiter)}
+}
+
+// Allow reports whether serial may post now, taking one token if so.
+func (l *Limiter) Allow(serial string) bool {
+	if l == nil || l.perSecond <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	b, ok := l.buckets[serial]
+	if !ok {
+		b = rate.NewLimiter(l.perSecond, l.burst)
+		l.buckets[serial] = b
+	}
+	l.mu.Unlock()
+	return b.Allow()
+}
+
+// Forget drops the bucket of a device that was deleted.
+func (l *Limiter) Forget(serial string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	delete(l.buckets, serial)
+	l.mu.Unlock()
+}
