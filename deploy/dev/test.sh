@@ -14,4 +14,12 @@ deploy/clickhouse/server.sh start "$dir" "$port" "$http"
 trap 'deploy/clickhouse/server.sh stop "$dir"' EXIT
 export CLICKHOUSE_TEST_ADDR=127.0.0.1:$port
 go vet ./...
+# The container build, as deploy/Dockerfile does it: static binaries.
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"; deploy/clickhouse/server.sh stop "$dir"' EXIT
+for p in ingest-api mapper-worker writer-worker; do
+  CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$tmp/$p" "./$p"
+done
+if docker compose version >/dev/null 2>&1; then
+  ADMIN_TOKEN=ci docker compose config --quiet
+fi
 go test -count=1 -timeout 20m ${GOTEST_FLAGS:-} ./...
