@@ -178,29 +178,32 @@ func (s *stack) kill(t *testing.T, name string, sig os.Signal) {
 	_ = cmd.Wait()
 }
 
-func TestChaosWriterKilled(t *testing.T) {
-	s := startStack(t, chaosEnv...)
-	provisionChaos(t, s)
-	total, at := chaosDuration()
-	l := underLoad(t, s, total, at, func() {
-		s.kill(t, "writer-worker", os.Kill)
-		time.Sleep(time.Second)
-		s.start("writer-worker", "HEALTH_ADDR="+freeAddr(t))
-	})
-	reconcile(t, s, "writer-sigkill", l)
+// restart starts a program again on the stack's settings.
+func (s *stack) restart(t *testing.T, name string) {
+	t.Helper()
+	if name == "ingest-api" {
+		s.start(name) // its address is in the stack's environment
+		return
+	}
+	s.start(name, "HEALTH_ADDR="+freeAddr(t))
 }
 
-func TestChaosMapperKilled(t *testing.T) {
+// killUnderLoad SIGKILLs a program mid-load and starts it again a second later.
+func killUnderLoad(t *testing.T, name, fault string) {
 	s := startStack(t, chaosEnv...)
 	provisionChaos(t, s)
 	total, at := chaosDuration()
 	l := underLoad(t, s, total, at, func() {
-		s.kill(t, "mapper-worker", os.Kill)
+		s.kill(t, name, os.Kill)
 		time.Sleep(time.Second)
-		s.start("mapper-worker", "HEALTH_ADDR="+freeAddr(t))
+		s.restart(t, name)
 	})
-	reconcile(t, s, "mapper-sigkill", l)
+	reconcile(t, s, fault, l)
 }
+
+func TestChaosWriterKilled(t *testing.T) { killUnderLoad(t, "writer-worker", "writer-sigkill") }
+
+func TestChaosMapperKilled(t *testing.T) { killUnderLoad(t, "mapper-worker", "mapper-sigkill") }
 
 func TestChaosGracefulRestarts(t *testing.T) {
 	if !chaosFull() {
@@ -211,11 +214,7 @@ func TestChaosGracefulRestarts(t *testing.T) {
 	l := underLoad(t, s, 20*time.Second, 3*time.Second, func() {
 		for _, name := range []string{"writer-worker", "mapper-worker", "ingest-api"} {
 			s.kill(t, name, os.Interrupt) // SIGINT: the same graceful path as SIGTERM
-			if name == "ingest-api" {
-				s.start(name)
-			} else {
-				s.start(name, "HEALTH_ADDR="+freeAddr(t))
-			}
+			s.restart(t, name)
 			time.Sleep(3 * time.Second)
 		}
 	})
