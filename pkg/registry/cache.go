@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"sync"
-	"sync/atomic"
-	"time"
 )
 
 // Route is where the value of one connected device input is stored.
@@ -75,7 +73,6 @@ type Cache struct {
 	live    int
 	synced  chan struct{}
 	once    sync.Once
-	updated atomic.Int64 // unix nanos of the last applied change
 }
 
 // NewCache returns an empty cache that is not yet synced.
@@ -107,7 +104,6 @@ func (c *Cache) Put(d Device, rev uint64) {
 		c.live++
 	}
 	c.devices[d.Serial] = slot{rev: rev, entry: e}
-	c.updated.Store(time.Now().UnixNano())
 }
 
 // Remove deletes serial as of revision rev.
@@ -122,7 +118,6 @@ func (c *Cache) Remove(serial string, rev uint64) {
 		c.live--
 	}
 	c.devices[serial] = slot{rev: rev}
-	c.updated.Store(time.Now().UnixNano())
 }
 
 // Len is the number of devices held.
@@ -143,15 +138,6 @@ func (c *Cache) IsSynced() bool {
 	default:
 		return false
 	}
-}
-
-// LastUpdate is when the cache last changed (zero if never).
-func (c *Cache) LastUpdate() time.Time {
-	n := c.updated.Load()
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n)
 }
 
 func (c *Cache) markSynced() { c.once.Do(func() { close(c.synced) }) }

@@ -10,11 +10,9 @@ import (
 
 // request is an ingestion request after the checks that need no registry.
 type request struct {
-	Serial     string
-	BodyToken  string
-	Data       json.RawMessage
-	Payload    []byte // the body without accessToken
-	tokenGiven bool
+	Serial    string
+	BodyToken string
+	Payload   []byte // the body without accessToken
 }
 
 // parse checks body in the spec's order of precedence up to the data check
@@ -41,7 +39,6 @@ func parse(body []byte, headerToken string) (request, outcome.Code) {
 	if !ok || len(data) == 0 || data[0] != '{' {
 		return request{}, outcome.InvalidData
 	}
-	r.Data = data
 	if _, has := fields["accessToken"]; has {
 		delete(fields, "accessToken")
 		b, err := json.Marshal(fields)

@@ -62,13 +62,6 @@ func (w *Waiter) Register(id string) (ch <-chan event.Reply, cancel func()) {
 	}
 }
 
-// Pending is the number of requests waiting for a reply.
-func (w *Waiter) Pending() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.pending)
-}
-
 func (w *Waiter) deliver(m *nats.Msg) {
 	rs, err := event.DecodeReplies(m.Data)
 	if err != nil {

@@ -64,13 +64,19 @@ func (r *rig) run(t *testing.T, cfg Config) {
 	})
 }
 
-func (r *rig) publish(t *testing.T, m event.Mapped, reply string) {
+// publish sends one envelope of ms, as the mapper does, with message id.
+func (r *rig) publish(t *testing.T, id string, ms ...event.Mapped) {
 	t.Helper()
-	m.Reply = reply
-	msg := &nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, []event.Mapped{m})}
-	if _, err := r.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(m.ID)); err != nil {
+	msg := &nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, ms)}
+	if _, err := r.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(id)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// withReply returns m answered to subject.
+func withReply(m event.Mapped, subject string) event.Mapped {
+	m.Reply = subject
+	return m
 }
 
 func (r *rig) count(t *testing.T, table, id string) uint64 {
@@ -100,8 +106,8 @@ func TestWriterStoresThenAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.run(t, testCfg)
-	r.publish(t, mapped("ev-1", outcome.Stored, `1.5`, `"on"`), "test.reply.ev-1")
-	r.publish(t, mapped("ev-2", outcome.NoConnections), "")
+	r.publish(t, "ev-1", withReply(mapped("ev-1", outcome.Stored, `1.5`, `"on"`), "test.reply.ev-1"))
+	r.publish(t, "ev-2", mapped("ev-2", outcome.NoConnections))
 
 	msg, err := replies.NextMsg(5 * time.Second)
 	if err != nil {
@@ -140,7 +146,7 @@ func TestWriterSkipsValuesOfARedeliveredStoredEvent(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	r.publish(t, ev, "")
+	r.publish(t, ev.ID, ev)
 	// That writer took the message (delivery 1) and never acked it.
 	cons, err := r.js.CreateOrUpdateConsumer(ctx, bus.MappedStream, jetstream.ConsumerConfig{
 		Durable: bus.WriterDurable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxAckPending: 1000, MaxDeliver: -1,
@@ -196,11 +202,7 @@ func TestWriterChecksEventsTheMapperSawTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.run(t, testCfg)
-	stored.Reply, fresh.Reply = "test.twice", "test.twice"
-	msg := &nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, []event.Mapped{stored, fresh})}
-	if _, err := r.js.PublishMsg(ctx, msg, jetstream.WithMsgID("env-1")); err != nil {
-		t.Fatal(err)
-	}
+	r.publish(t, "env-1", withReply(stored, "test.twice"), withReply(fresh, "test.twice"))
 	m, err := replies.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -219,19 +221,14 @@ func TestWriterChecksEventsTheMapperSawTwice(t *testing.T) {
 
 func TestWriterStoresAnEventOnceWhenTwoEnvelopesCarryItInOneBatch(t *testing.T) {
 	r := newRig(t)
-	ctx := context.Background()
 	first := mapped("ev-dup", outcome.Stored, `5`)
 	again := first
 	again.MaybeStored = true // the mapper saw it twice and put it in a second envelope
 	other := mapped("ev-other", outcome.Stored, `6`)
 	// Both envelopes wait in the stream before the writer starts, so its
 	// first batch holds both.
-	for i, env := range [][]event.Mapped{{first}, {again, other}} {
-		msg := &nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, env)}
-		if _, err := r.js.PublishMsg(ctx, msg, jetstream.WithMsgID(fmt.Sprint("env-", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.publish(t, "env-0", first)
+	r.publish(t, "env-1", again, other)
 	r.run(t, testCfg)
 	deadline := time.Now().Add(5 * time.Second)
 	for r.count(t, "input_values", other.ID) != 1 {
