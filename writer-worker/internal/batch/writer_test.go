@@ -241,3 +241,37 @@ func TestWriterStoresAnEventOnceWhenTwoEnvelopesCarryItInOneBatch(t *testing.T) 
 		t.Fatalf("event carried by two envelopes has %d rows, want 1", n)
 	}
 }
+
+func TestWriterRetriesRawMessagesWithoutStoringValuesTwice(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if err := r.store.Conn().Exec(ctx, "DROP TABLE "+r.db+".device_messages"); err != nil {
+		t.Fatal(err)
+	}
+	replies, err := r.nc.SubscribeSync("test.raw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.run(t, testCfg)
+	ev := withReply(mapped("ev-raw", outcome.Stored, `8`), "test.raw")
+	r.publish(t, ev.ID, ev)
+	// The values are stored and answered; the raw message insert that
+	// follows fails, so the envelope is put back for redelivery.
+	if _, err := replies.NextMsg(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * testCfg.RawInterval)
+	if err := r.store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for r.count(t, "device_messages", ev.ID) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("raw message never stored after its table came back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := r.count(t, "input_values", ev.ID); n != 1 {
+		t.Fatalf("redelivery for the raw message stored the values %d times, want 1", n)
+	}
+}
