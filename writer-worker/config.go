@@ -34,6 +34,8 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Int(&c.Batch.MaxAckPending, "max-ack-pending", 2000, "envelopes held unacknowledged by this consumer")
 	s.Int(&c.Batch.PullBatch, "pull-batch", 200, "envelopes pulled from JetStream per request")
 	s.Duration(&c.Batch.AckWait, "ack-wait", 10*time.Second, "redelivery delay of an unacknowledged event (a crashed copy's events wait this long)")
+	s.Duration(&c.Batch.KeyWindow, "idempotency-window", 24*time.Hour, "how long a retry with the same Idempotency-Key gets the first attempt's outcome instead of storing again")
+	s.Duration(&c.Batch.RetryDelay, "keyed-retry-delay", time.Second, "wait before a keyed event whose values could not be stored is tried again")
 	s.Int(&c.QueryWorkers, "query-workers", 4, "workspace read queries answered at once")
 	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "time allowed for one read query")
 	s.String(&c.ClickHouse.Addr, "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol address")
@@ -64,6 +66,8 @@ func (c *Config) Validate() error {
 		return errors.New("PULL_BATCH must be at least 1")
 	case c.Batch.AckWait <= c.Batch.InsertTimeout:
 		return errors.New("ACK_WAIT must exceed INSERT_TIMEOUT")
+	case c.Batch.KeyWindow <= 0 || c.Batch.RetryDelay <= 0:
+		return errors.New("IDEMPOTENCY_WINDOW and KEYED_RETRY_DELAY must be positive")
 	case c.QueryWorkers < 1:
 		return errors.New("QUERY_WORKERS must be at least 1")
 	}

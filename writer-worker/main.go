@@ -54,12 +54,13 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return store.Ping(ctx)
 	})
 	writer := batch.New(cfg.Batch, nc, js, store, log.With(zap.String("component", "writer")))
-	queries := reads.New(nc, store, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
+	queries := reads.New(nc, store, writer.Outcomes, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
 
 	// The writer drains on ctx; reads and health stop after it, so that
 	// the storage path stays visible while the last batch flushes.
-	bg := program.NewGroup(2)
+	bg := program.NewGroup(3)
 	bg.Go(queries.Run)
+	bg.Go(func(ctx context.Context) error { return writer.ExpireKeys(ctx, time.Hour) })
 	bg.Go(hs.Run)
 	defer bg.Stop()
 	log.Info("writer-worker consuming", zap.String("clickhouse", cfg.ClickHouse.Addr), zap.String("database", cfg.ClickHouse.Database))

@@ -48,3 +48,18 @@ CREATE TABLE IF NOT EXISTS {db}.device_messages
 ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMM(toDateTime(intDiv(ts_ns, 1000000000)))
 ORDER BY (serial, ts_ns, event_id);
+
+-- One row per keyed event (a request with an Idempotency-Key) whose outcome is
+-- final: the event id is derived from (serial, key), so a retry finds the
+-- outcome of the first attempt here. Rows older than the idempotency window
+-- (IDEMPOTENCY_WINDOW) are ignored by lookups, and writer-worker drops whole
+-- days of them once they are past it.
+CREATE TABLE IF NOT EXISTS {db}.event_keys
+(
+    event_id   String,
+    ts_ns      Int64,              -- receive time of the attempt that was answered
+    outcome    UInt8               -- outcome code (pkg/outcome): 0 stored, 7 no connections
+)
+ENGINE = ReplacingMergeTree()
+PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
+ORDER BY event_id;

@@ -11,7 +11,7 @@ import (
 // The wire encoding between the programs: length-prefixed fields behind a
 // version byte. It is several times cheaper than JSON to write and read,
 // which matters because every event crosses it three times.
-const wireVersion = 2
+const wireVersion = 3
 
 // ErrMalformed is returned for bytes that are not a message of this package.
 var ErrMalformed = errors.New("malformed wire message")
@@ -106,15 +106,37 @@ func AppendEvent(b []byte, e *Event) []byte {
 	w.uvarint(uint64(e.ReceivedNs))
 	w.uvarint(e.Rev)
 	w.str(e.Reply)
+	w.byte(boolByte(e.Keyed))
 	w.bytes(e.Payload)
 	return w.b
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// flag reads a byte that must be 0 or 1, so that each value has one encoding.
+func (r *reader) flag() bool {
+	switch r.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	r.fail()
+	return false
 }
 
 // DecodeEvent decodes an event; Payload aliases data.
 func DecodeEvent(data []byte) (Event, error) {
 	r := reader{b: data}
 	r.version()
-	e := Event{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint()), Rev: r.uvarint(), Reply: r.str(), Payload: r.bytes()}
+	e := Event{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint()), Rev: r.uvarint(), Reply: r.str()}
+	e.Keyed = r.flag()
+	e.Payload = r.bytes()
 	return e, r.done("event")
 }
 
@@ -123,11 +145,7 @@ func (w *writer) mapped(m *Mapped) {
 	w.str(m.Serial)
 	w.uvarint(uint64(m.ReceivedNs))
 	w.byte(byte(m.Outcome))
-	flags := byte(0)
-	if m.MaybeStored {
-		flags = 1
-	}
-	w.byte(flags)
+	w.byte(boolByte(m.MaybeStored) | boolByte(m.Keyed)<<1)
 	w.str(m.Reply)
 	w.bytes(m.Payload)
 	w.uvarint(uint64(len(m.Values)))
@@ -142,7 +160,11 @@ func (w *writer) mapped(m *Mapped) {
 
 func (r *reader) mapped() Mapped {
 	m := Mapped{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint()), Outcome: outcome.Code(r.byte())}
-	m.MaybeStored = r.byte()&1 == 1
+	flags := r.byte()
+	m.MaybeStored, m.Keyed = flags&1 != 0, flags&2 != 0
+	if flags > 3 {
+		r.fail()
+	}
 	m.Reply = r.str()
 	m.Payload = r.bytes()
 	if n := r.count(4); n > 0 {

@@ -10,7 +10,7 @@ import (
 )
 
 func TestRoundTrips(t *testing.T) {
-	ev := Event{ID: "id-1", Serial: "sé rial", ReceivedNs: 1795322239123456789, Rev: 42, Reply: "devices.reply.x", Payload: []byte(`{"serial":"s","data":{"a":1}}`)}
+	ev := Event{ID: "id-1", Serial: "sé rial", ReceivedNs: 1795322239123456789, Rev: 42, Reply: "devices.reply.x", Keyed: true, Payload: []byte(`{"serial":"s","data":{"a":1}}`)}
 	got, err := DecodeEvent(AppendEvent(nil, &ev))
 	if err != nil || !reflect.DeepEqual(got, ev) {
 		t.Fatalf("event round trip: %+v %v", got, err)
@@ -18,7 +18,8 @@ func TestRoundTrips(t *testing.T) {
 	ms := []Mapped{
 		{ID: "a", Serial: "s", ReceivedNs: 7, Outcome: outcome.Stored, MaybeStored: true, Reply: "r", Payload: []byte(`{}`),
 			Values: []Value{{DeviceInput: "t", Entity: "e", Input: "i", JSON: []byte(`21.5`)}, {DeviceInput: "u", Entity: "e", Input: "j", JSON: []byte(`"x"`)}}},
-		{ID: "b", Serial: "s2", ReceivedNs: 8, Outcome: outcome.NoConnections, Payload: []byte(`{"x":null}`)},
+		{ID: "b", Serial: "s2", ReceivedNs: 8, Outcome: outcome.NoConnections, Keyed: true, Payload: []byte(`{"x":null}`)},
+		{ID: "c", Serial: "s3", ReceivedNs: 9, Outcome: outcome.Stored, MaybeStored: true, Keyed: true, Payload: []byte(`{}`)},
 	}
 	back, err := DecodeEnvelope(AppendEnvelope(nil, ms))
 	if err != nil || !reflect.DeepEqual(back, ms) {

@@ -22,7 +22,10 @@ type Event struct {
 	// Reply is the subject of the ingest-api instance waiting for the
 	// outcome (JetStream keeps no reply subject of its own); empty when
 	// nobody waits.
-	Reply   string
+	Reply string
+	// Keyed is set when the request carried an Idempotency-Key: ID is then
+	// derived from (serial, key), and a retry carries the same ID.
+	Keyed   bool
 	Payload []byte
 }
 
@@ -47,9 +50,13 @@ type Mapped struct {
 	// than once: an earlier envelope may have carried it to storage, so
 	// the writer checks before inserting its values.
 	MaybeStored bool
-	Reply       string
-	Payload     []byte
-	Values      []Value
+	// Keyed events (see Event.Keyed) are answered by the writer whatever
+	// their outcome, after it checked for an earlier attempt's outcome;
+	// they travel in envelopes of their own.
+	Keyed   bool
+	Reply   string
+	Payload []byte
+	Values  []Value
 }
 
 // Reply is the outcome of one event, sent back to the waiting instance.

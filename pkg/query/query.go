@@ -2,7 +2,11 @@
 // endpoints and writer-worker, the one program with a ClickHouse driver.
 package query
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
 
 // Subjects, under bus.QueryPrefix.
 const (
@@ -10,6 +14,9 @@ const (
 	Messages = "messages"
 	Latest   = "latest"
 	Series   = "series"
+	// Outcome asks for the outcomes earlier attempts of keyed events were
+	// answered with (see the Idempotency-Key guarantee).
+	Outcome = "outcome"
 )
 
 // Limits on what one query returns.
@@ -26,6 +33,8 @@ type Request struct {
 	FromMs int64  `json:"fromMs,omitempty"`
 	ToMs   int64  `json:"toMs,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
+	// EventIDs are the keyed events an Outcome query asks about.
+	EventIDs []string `json:"eventIds,omitempty"`
 }
 
 // Message is one row of a device's Messages view.
@@ -48,6 +57,8 @@ type Response struct {
 	Error    string    `json:"error,omitempty"`
 	Messages []Message `json:"messages,omitempty"`
 	Points   []Point   `json:"points,omitempty"`
+	// Outcomes holds, for an Outcome query, the answered events' outcomes.
+	Outcomes map[string]outcome.Code `json:"outcomes,omitempty"`
 }
 
 // TimeLayout renders timestamps: RFC 3339 in UTC with milliseconds.

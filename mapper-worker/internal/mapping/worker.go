@@ -83,12 +83,12 @@ func (w *Worker) loop(in <-chan jetstream.Msg, queue chan<- *envelope) {
 }
 
 // process maps a batch of events and publishes them as envelopes; events it
-// cannot map are answered and dropped here.
+// cannot map are answered and dropped here. Keyed events travel in envelopes
+// of their own: the writer retries those after a storage failure, and drops
+// the others.
 func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 	var now event.Replies
-	env := &envelope{}
-	var mapped []event.Mapped
-	size := 0
+	var open [2]building // by keyed
 	// An envelope stays well under the server's message size limit.
 	limit := int(w.nc.MaxPayload() / 2)
 	for _, m := range msgs {
@@ -123,26 +123,50 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 			continue
 		}
 		mp.MaybeStored = delivered > 1
+		mp.Keyed = ev.Keyed
+		b := &open[boolIndex(ev.Keyed)]
 		n := 2*len(ev.Payload) + 256
-		if len(mapped) > 0 && size+n > limit {
-			w.publish(env, mapped, queue)
-			env, mapped, size = &envelope{}, nil, 0
+		if len(b.mapped) > 0 && b.size+n > limit {
+			w.publish(b.env, b.mapped, queue)
+			*b = building{}
 		}
-		if mp.Outcome == outcome.Stored {
-			mp.Reply = ev.Reply // the writer answers once the values are stored
+		if b.env == nil {
+			b.env = &envelope{}
+		}
+		if mp.Outcome == outcome.Stored || mp.Keyed {
+			// The writer answers: once the values are stored, or, for a
+			// keyed event, once it knows no earlier attempt was answered
+			// differently.
+			mp.Reply = ev.Reply
 		} else {
-			env.answers.Add(ev.Reply, event.Reply{ID: ev.ID, Code: mp.Outcome})
+			b.env.answers.Add(ev.Reply, event.Reply{ID: ev.ID, Code: mp.Outcome})
 		}
-		mapped = append(mapped, mp)
-		env.inputs = append(env.inputs, m)
-		size += n
+		b.mapped = append(b.mapped, mp)
+		b.env.inputs = append(b.env.inputs, m)
+		b.size += n
 	}
-	if len(mapped) > 0 {
-		w.publish(env, mapped, queue)
+	for i := range open {
+		if len(open[i].mapped) > 0 {
+			w.publish(open[i].env, open[i].mapped, queue)
+		}
 	}
 	if err := now.Send(w.nc); err != nil {
 		w.log.Warn("send outcomes", zap.Error(err))
 	}
+}
+
+// building is an envelope being filled.
+type building struct {
+	env    *envelope
+	mapped []event.Mapped
+	size   int
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // publish sends one envelope. Its message id is derived from the events it

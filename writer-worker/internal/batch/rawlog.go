@@ -14,6 +14,7 @@ import (
 // and the messages to ack once they are stored.
 type rawBatch struct {
 	rows []chstore.MessageRow
+	keys []chstore.KeyRow // outcomes of keyed events, for their retries
 	acks []jetstream.Msg
 }
 
@@ -24,6 +25,7 @@ type rawBatch struct {
 func (w *Writer) rawLog(in <-chan rawBatch) {
 	var (
 		rows  []chstore.MessageRow
+		keys  []chstore.KeyRow
 		acks  []jetstream.Msg
 		timer *time.Timer
 		due   <-chan time.Time
@@ -33,12 +35,18 @@ func (w *Writer) rawLog(in <-chan rawBatch) {
 			timer.Stop()
 			timer, due = nil, nil
 		}
-		if len(rows) == 0 {
+		if len(rows) == 0 && len(acks) == 0 {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
 		err := w.store.InsertMessages(ctx, rows)
+		if err == nil {
+			err = w.store.InsertKeys(ctx, keys)
+		}
 		cancel()
+		// Stored, or the redelivery finds the values stored and answers
+		// the same again.
+		w.forget(keys)
 		for _, m := range acks {
 			if err != nil {
 				// Redelivered later: values are skipped as stored, the
@@ -51,7 +59,7 @@ func (w *Writer) rawLog(in <-chan rawBatch) {
 		if err != nil {
 			w.log.Warn("raw messages not stored, events will be redelivered", zap.Int("messages", len(rows)), zap.Error(err))
 		}
-		rows, acks = rows[:0], acks[:0]
+		rows, keys, acks = rows[:0], keys[:0], acks[:0]
 	}
 	for {
 		select {
@@ -61,6 +69,7 @@ func (w *Writer) rawLog(in <-chan rawBatch) {
 				return
 			}
 			rows = append(rows, b.rows...)
+			keys = append(keys, b.keys...)
 			acks = append(acks, b.acks...)
 			if len(rows) >= w.cfg.RawMaxRows {
 				flush()

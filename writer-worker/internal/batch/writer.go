@@ -5,6 +5,7 @@ package batch
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +23,9 @@ type Storage interface {
 	InsertValues(ctx context.Context, rows []chstore.ValueRow) error
 	InsertMessages(ctx context.Context, rows []chstore.MessageRow) error
 	StoredEvents(ctx context.Context, entities, ids []string, minNs, maxNs int64) (map[string]bool, error)
+	InsertKeys(ctx context.Context, rows []chstore.KeyRow) error
+	KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) (map[string]outcome.Code, error)
+	DropExpiredKeys(ctx context.Context, cutoff time.Time) (int, error)
 }
 
 var _ Storage = (*chstore.Store)(nil)
@@ -53,6 +57,12 @@ type Config struct {
 	MaxAckPending int
 	PullBatch     int
 	AckWait       time.Duration
+	// KeyWindow is how long the outcome of a keyed event (one sent with an
+	// Idempotency-Key) answers its retries.
+	KeyWindow time.Duration
+	// RetryDelay is how long a keyed envelope waits for redelivery after
+	// its values could not be stored.
+	RetryDelay time.Duration
 }
 
 // Writer consumes mapped events and stores them.
@@ -62,11 +72,16 @@ type Writer struct {
 	js    jetstream.JetStream
 	store Storage
 	log   *zap.Logger
+
+	// answered holds the outcomes of keyed events this writer answered
+	// whose event_keys rows are not inserted yet.
+	mu       sync.Mutex
+	answered map[string]outcome.Code
 }
 
 // New returns a writer; Run starts it.
 func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store Storage, log *zap.Logger) *Writer {
-	return &Writer{cfg: cfg, nc: nc, js: js, store: store, log: log}
+	return &Writer{cfg: cfg, nc: nc, js: js, store: store, log: log, answered: make(map[string]outcome.Code)}
 }
 
 // Run consumes until ctx ends, then stops pulling, flushes what it holds and
@@ -111,13 +126,17 @@ type item struct {
 	ev        event.Mapped
 	check     bool // its values may be stored already (a redelivery)
 	skipValue bool // they are
+	// repeat is set for a keyed event an earlier attempt already answered
+	// with prior: it is answered the same and stores nothing.
+	repeat bool
+	prior  outcome.Code
 }
 
 // flush stores one batch's values (the confirmation path) and answers; it
 // returns the raw messages and the envelopes to ack once those are stored.
 func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 	var items []item
-	var acks []jetstream.Msg
+	var acks, keyed []jetstream.Msg
 	for _, m := range msgs {
 		evs, err := event.DecodeEnvelope(m.Data())
 		if err != nil {
@@ -132,13 +151,20 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 		for _, ev := range evs {
 			items = append(items, item{ev: ev, check: redelivered || ev.MaybeStored})
 		}
-		acks = append(acks, m)
+		if len(evs) > 0 && evs[0].Keyed {
+			keyed = append(keyed, m)
+		} else {
+			acks = append(acks, m)
+		}
 	}
 	skipRepeats(items)
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
 	defer cancel()
 
 	valuesErr := w.markRedelivered(ctx, items)
+	if valuesErr == nil {
+		valuesErr = w.markKeyRepeats(ctx, items)
+	}
 	if valuesErr == nil {
 		valuesErr = w.store.InsertValues(ctx, valueRows(items))
 	}
@@ -151,31 +177,145 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 	for i := range items {
 		it := &items[i]
 		code := it.ev.Outcome
-		if code == outcome.Stored && valuesErr != nil {
+		switch {
+		case valuesErr != nil && (code == outcome.Stored || it.ev.Keyed):
 			code = outcome.StorageFailed
+		case it.repeat:
+			code = it.prior
 		}
-		if code == outcome.Stored || code == outcome.StorageFailed {
+		if code == outcome.Stored || code == outcome.StorageFailed || it.ev.Keyed {
 			answers.Add(it.ev.Reply, event.Reply{ID: it.ev.ID, Code: code, Detail: storageDetail(valuesErr)})
+		}
+		if it.ev.Keyed && (valuesErr != nil || it.repeat) {
+			// Retried until stored, or a retry of what is logged already.
+			continue
 		}
 		rb.rows = append(rb.rows, chstore.MessageRow{
 			Serial: it.ev.Serial, TsNs: it.ev.ReceivedNs, EventID: it.ev.ID, Payload: it.ev.Payload,
 			Outcome: outcome.Lookup(code).Message,
 		})
+		if it.ev.Keyed {
+			rb.keys = append(rb.keys, chstore.KeyRow{EventID: it.ev.ID, TsNs: it.ev.ReceivedNs, Outcome: code})
+		}
 	}
+	w.remember(rb.keys)
 	if err := answers.Send(w.nc); err != nil {
 		w.log.Warn("send outcomes", zap.Error(err))
 	}
 	if valuesErr != nil {
-		// The devices were told nothing was stored and will retry:
-		// storing these events later would store them twice. Their raw
-		// messages (outcome: failed to store) are best effort.
+		// Devices without a key were told nothing was stored and will
+		// retry: storing these events later would store them twice.
+		// Their raw messages (outcome: failed to store) are best effort.
+		// Keyed events are retried here until stored, and a device's
+		// retry learns their outcome.
 		for _, m := range acks {
 			_ = m.Term()
 		}
-		acks = nil
+		for _, m := range keyed {
+			_ = m.NakWithDelay(w.cfg.RetryDelay)
+		}
+		acks, keyed = nil, nil
 	}
-	rb.acks = acks
-	return rb, len(rb.rows) > 0
+	rb.acks = append(acks, keyed...)
+	return rb, len(rb.rows) > 0 || len(rb.acks) > 0
+}
+
+// markKeyRepeats finds keyed events an earlier attempt already answered:
+// those this writer answered moments ago, and those in event_keys within the
+// window.
+func (w *Writer) markKeyRepeats(ctx context.Context, items []item) error {
+	var ids []string
+	w.mu.Lock()
+	for i := range items {
+		it := &items[i]
+		if !it.ev.Keyed {
+			continue
+		}
+		if code, ok := w.answered[it.ev.ID]; ok {
+			it.repeat, it.prior, it.skipValue = true, code, true
+			continue
+		}
+		ids = append(ids, it.ev.ID)
+	}
+	w.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	found, err := w.store.KeyOutcomes(ctx, ids, time.Now().Add(-w.cfg.KeyWindow).UnixNano())
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		it := &items[i]
+		if code, ok := found[it.ev.ID]; ok && !it.repeat {
+			it.repeat, it.prior, it.skipValue = true, code, true
+		}
+	}
+	return nil
+}
+
+// remember notes keyed outcomes until their event_keys rows are stored.
+func (w *Writer) remember(keys []chstore.KeyRow) {
+	if len(keys) == 0 {
+		return
+	}
+	w.mu.Lock()
+	for _, k := range keys {
+		w.answered[k.EventID] = k.Outcome
+	}
+	w.mu.Unlock()
+}
+
+func (w *Writer) forget(keys []chstore.KeyRow) {
+	if len(keys) == 0 {
+		return
+	}
+	w.mu.Lock()
+	for _, k := range keys {
+		delete(w.answered, k.EventID)
+	}
+	w.mu.Unlock()
+}
+
+// Outcomes answers a device's retry with the outcomes earlier attempts of
+// keyed events were answered with, for those of ids that have one.
+func (w *Writer) Outcomes(ctx context.Context, ids []string) (map[string]outcome.Code, error) {
+	found, err := w.store.KeyOutcomes(ctx, ids, time.Now().Add(-w.cfg.KeyWindow).UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	for _, id := range ids {
+		if code, ok := w.answered[id]; ok {
+			found[id] = code
+		}
+	}
+	w.mu.Unlock()
+	return found, nil
+}
+
+// ExpireKeys drops days of event_keys that are past the window, every
+// interval until ctx ends. Lookups ignore expired rows anyway: this bounds
+// the table.
+func (w *Writer) ExpireKeys(ctx context.Context, interval time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		qctx, cancel := context.WithTimeout(ctx, w.cfg.InsertTimeout)
+		n, err := w.store.DropExpiredKeys(qctx, time.Now().Add(-w.cfg.KeyWindow))
+		cancel()
+		switch {
+		case err != nil:
+			w.log.Warn("expire event keys", zap.Error(err))
+		case n > 0:
+			w.log.Info("expired event keys", zap.Int("days", n))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // skipRepeats keeps one copy of an event that two envelopes of the same

@@ -50,7 +50,7 @@ func newRig(t *testing.T) *rig {
 	return &rig{nc: nc, js: js, store: store, db: db}
 }
 
-func (r *rig) run(t *testing.T, cfg Config) {
+func (r *rig) run(t *testing.T, cfg Config) *Writer {
 	t.Helper()
 	w := New(cfg, r.nc, r.js, r.store, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -62,6 +62,7 @@ func (r *rig) run(t *testing.T, cfg Config) {
 			t.Errorf("writer: %v", err)
 		}
 	})
+	return w
 }
 
 // publish sends one envelope of ms, as the mapper does, with message id.
@@ -97,7 +98,8 @@ func mapped(id string, code outcome.Code, values ...string) event.Mapped {
 	return m
 }
 
-var testCfg = Config{MaxBatch: 10, PacePerEvent: 10 * time.Microsecond, MaxInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second}
+var testCfg = Config{MaxBatch: 10, PacePerEvent: 10 * time.Microsecond, MaxInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second,
+	KeyWindow: time.Hour, RetryDelay: 100 * time.Millisecond}
 
 func TestWriterStoresThenAnswers(t *testing.T) {
 	r := newRig(t)
@@ -273,5 +275,155 @@ func TestWriterRetriesRawMessagesWithoutStoringValuesTwice(t *testing.T) {
 	}
 	if n := r.count(t, "input_values", ev.ID); n != 1 {
 		t.Fatalf("redelivery for the raw message stored the values %d times, want 1", n)
+	}
+}
+
+// nextReply returns the one reply of the next outcome message on sub.
+func nextReply(t *testing.T, sub *nats.Subscription) event.Reply {
+	t.Helper()
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps, err := event.DecodeReplies(msg.Data)
+	if err != nil || len(reps) != 1 {
+		t.Fatalf("replies %+v, %v", reps, err)
+	}
+	return reps[0]
+}
+
+func (r *rig) await(t *testing.T, table, id string, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for r.count(t, table, id) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s rows of %s: %d, want %d", table, id, r.count(t, table, id), want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func keyed(m event.Mapped) event.Mapped {
+	m.Keyed = true
+	return m
+}
+
+// A retry of a keyed event, whenever it comes, is answered with the first
+// attempt's outcome and stores nothing more: right after the first answer
+// (the key row not yet written) and once the key row is in ClickHouse.
+func TestWriterAnswersKeyedRetriesWithTheFirstOutcome(t *testing.T) {
+	r := newRig(t)
+	sub, err := r.nc.SubscribeSync("test.keyed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := r.run(t, testCfg)
+
+	first := withReply(keyed(mapped("k-1", outcome.Stored, `1`)), "test.keyed")
+	r.publish(t, "env-1", first)
+	if rep := nextReply(t, sub); rep.ID != "k-1" || rep.Code != outcome.Stored {
+		t.Fatalf("first attempt: %+v", rep)
+	}
+	soon := withReply(keyed(mapped("k-1", outcome.Stored, `2`)), "test.keyed")
+	r.publish(t, "env-2", soon)
+	if rep := nextReply(t, sub); rep.ID != "k-1" || rep.Code != outcome.Stored {
+		t.Fatalf("immediate retry: %+v", rep)
+	}
+	r.await(t, "event_keys", "k-1", 1)
+	late := withReply(keyed(mapped("k-1", outcome.Stored, `3`)), "test.keyed")
+	r.publish(t, "env-3", late)
+	if rep := nextReply(t, sub); rep.ID != "k-1" || rep.Code != outcome.Stored {
+		t.Fatalf("later retry: %+v", rep)
+	}
+	got, err := w.Outcomes(context.Background(), []string{"k-1", "k-unknown"})
+	if err != nil || len(got) != 1 || got["k-1"] != outcome.Stored {
+		t.Fatalf("Outcomes = %v, %v", got, err)
+	}
+	time.Sleep(3 * testCfg.RawInterval)
+	var stored string
+	if err := r.store.Conn().QueryRow(context.Background(), "SELECT value_json FROM "+r.db+".input_values WHERE event_id = 'k-1'").Scan(&stored); err != nil || stored != "1" {
+		t.Fatalf("stored value %q, %v; want the first attempt's 1", stored, err)
+	}
+	for _, table := range []string{"input_values", "device_messages", "event_keys"} {
+		if n := r.count(t, table, "k-1"); n != 1 {
+			t.Errorf("%s holds %d rows of k-1, want 1", table, n)
+		}
+	}
+
+	// No connections is final too: a retry after a mapping was added
+	// still gets it, and stores nothing.
+	r.publish(t, "env-4", withReply(keyed(mapped("k-2", outcome.NoConnections)), "test.keyed"))
+	if rep := nextReply(t, sub); rep.ID != "k-2" || rep.Code != outcome.NoConnections {
+		t.Fatalf("keyed no-connections: %+v", rep)
+	}
+	r.publish(t, "env-5", withReply(keyed(mapped("k-2", outcome.Stored, `4`)), "test.keyed"))
+	if rep := nextReply(t, sub); rep.ID != "k-2" || rep.Code != outcome.NoConnections {
+		t.Fatalf("retry of keyed no-connections: %+v", rep)
+	}
+	time.Sleep(3 * testCfg.RawInterval)
+	if n := r.count(t, "input_values", "k-2"); n != 0 {
+		t.Fatalf("retry stored %d values of a no-connections event", n)
+	}
+}
+
+// A keyed event whose values could not be stored is answered so and tried
+// again until it is stored; an unkeyed one is dropped (its device retries).
+func TestWriterRetriesKeyedEventsAfterAStorageFailure(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	if err := r.store.Conn().Exec(ctx, "DROP TABLE "+r.db+".input_values"); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := r.nc.SubscribeSync("test.fail.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.run(t, testCfg)
+	r.publish(t, "env-k", withReply(keyed(mapped("k-f", outcome.Stored, `5`)), "test.fail.k"))
+	r.publish(t, "env-u", withReply(mapped("u-f", outcome.Stored, `6`), "test.fail.u"))
+	seen := map[string]outcome.Code{}
+	for len(seen) < 2 {
+		rep := nextReply(t, sub)
+		seen[rep.ID] = rep.Code
+	}
+	if seen["k-f"] != outcome.StorageFailed || seen["u-f"] != outcome.StorageFailed {
+		t.Fatalf("answers during the failure: %v", seen)
+	}
+	if err := r.store.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Retried until stored; the answer goes to the same subject.
+	for {
+		rep := nextReply(t, sub)
+		if rep.ID == "k-f" && rep.Code == outcome.Stored {
+			break
+		}
+	}
+	r.await(t, "input_values", "k-f", 1)
+	r.await(t, "event_keys", "k-f", 1)
+	time.Sleep(3 * testCfg.RawInterval)
+	if n := r.count(t, "input_values", "u-f"); n != 0 {
+		t.Fatalf("an unkeyed event answered as failed was stored later (%d rows)", n)
+	}
+}
+
+func TestExpiredKeysAreIgnoredAndDropped(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	now := time.Now()
+	old := now.Add(-72 * time.Hour).UnixNano()
+	if err := r.store.InsertKeys(ctx, []chstore.KeyRow{{EventID: "old", TsNs: old}, {EventID: "new", TsNs: now.UnixNano(), Outcome: outcome.NoConnections}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.store.KeyOutcomes(ctx, []string{"old", "new"}, now.Add(-24*time.Hour).UnixNano())
+	if err != nil || len(got) != 1 || got["new"] != outcome.NoConnections {
+		t.Fatalf("KeyOutcomes = %v, %v", got, err)
+	}
+	n, err := r.store.DropExpiredKeys(ctx, now.Add(-24*time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("dropped %d days, %v; want 1", n, err)
+	}
+	if r.count(t, "event_keys", "old") != 0 || r.count(t, "event_keys", "new") != 1 {
+		t.Fatal("expiry dropped the wrong rows")
 	}
 }

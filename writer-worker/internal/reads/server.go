@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
@@ -28,18 +29,26 @@ type Store interface {
 
 var _ Store = (*chstore.Store)(nil)
 
+// Outcomes looks up the answered outcomes of keyed events (the writer does,
+// from what it just answered and from ClickHouse).
+type Outcomes func(ctx context.Context, ids []string) (map[string]outcome.Code, error)
+
+// maxOutcomeIDs bounds one Outcome query.
+const maxOutcomeIDs = 1000
+
 // Server answers queries with a fixed number of workers.
 type Server struct {
-	nc      *nats.Conn
-	store   Store
+	nc       *nats.Conn
+	store    Store
+	outcomes Outcomes
 	log     *zap.Logger
 	workers int
 	timeout time.Duration
 }
 
 // New returns a server; Run starts it.
-func New(nc *nats.Conn, store Store, workers int, timeout time.Duration, log *zap.Logger) *Server {
-	return &Server{nc: nc, store: store, log: log, workers: workers, timeout: timeout}
+func New(nc *nats.Conn, store Store, outcomes Outcomes, workers int, timeout time.Duration, log *zap.Logger) *Server {
+	return &Server{nc: nc, store: store, outcomes: outcomes, log: log, workers: workers, timeout: timeout}
 }
 
 // Run answers queries until ctx ends.
@@ -105,6 +114,11 @@ func (s *Server) answer(ctx context.Context, kind string, data []byte) (query.Re
 		resp.Points, err = s.store.Latest(ctx, req.Entity, req.Input)
 	case query.Series:
 		resp.Points, err = s.store.Series(ctx, req.Entity, req.Input, req.FromMs, req.ToMs, req.Limit)
+	case query.Outcome:
+		if len(req.EventIDs) > maxOutcomeIDs {
+			return resp, fmt.Errorf("at most %d event ids per query", maxOutcomeIDs)
+		}
+		resp.Outcomes, err = s.outcomes(ctx, req.EventIDs)
 	default:
 		err = fmt.Errorf("unknown query %q", kind)
 	}
