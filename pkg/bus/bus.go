@@ -44,6 +44,8 @@ type Config struct {
 	// while a stage is down; publishes beyond are refused, not dropped.
 	StreamMaxAge   time.Duration
 	StreamMaxBytes int64
+	// DedupeWindow is how long a stream remembers message ids.
+	DedupeWindow time.Duration
 }
 
 // Validate reports the first thing wrong with c.
@@ -59,6 +61,8 @@ func (c Config) Validate() error {
 		return errors.New("NATS_STREAM_MAX_AGE must be positive")
 	case c.StreamMaxBytes <= 0:
 		return errors.New("NATS_STREAM_MAX_BYTES must be positive")
+	case c.DedupeWindow <= 0 || c.DedupeWindow > c.StreamMaxAge:
+		return errors.New("NATS_DEDUPE_WINDOW must be positive and at most NATS_STREAM_MAX_AGE")
 	}
 	return nil
 }
@@ -129,7 +133,7 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 			MaxBytes:    cfg.StreamMaxBytes,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
-			Duplicates:  2 * time.Minute,
+			Duplicates:  cfg.DedupeWindow,
 		})
 		if err != nil {
 			return fmt.Errorf("ensure stream %s: %w", s.name, err)

@@ -15,5 +15,6 @@ func (c *Config) RegisterFlags(s *envflag.Set) {
 	s.String(&c.TLSKey, "nats-tls-key", "", "client key for NATS mutual TLS")
 	s.Int(&c.Replicas, "nats-replicas", 1, "replicas of streams and the registry bucket (3 in a cluster)")
 	s.Duration(&c.StreamMaxAge, "nats-stream-max-age", 24*time.Hour, "oldest event a stream keeps while a stage is down")
+	s.Duration(&c.DedupeWindow, "nats-dedupe-window", 2*time.Minute, "how long the events stream drops a second publish of one event id (a retry with the same Idempotency-Key while the first is in flight)")
 	s.Int64(&c.StreamMaxBytes, "nats-stream-max-bytes", 1<<30, "bytes a stream may hold before publishes are refused")
 }

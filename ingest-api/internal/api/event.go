@@ -2,6 +2,9 @@ package api
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,6 +15,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/query"
 )
 
 // postEvent is POST /api/v1/deviceapi/event: validate, authenticate against
@@ -50,8 +54,13 @@ func (s *Server) postEvent(c echo.Context) error {
 		return s.respond(c, outcome.RateLimited, req.Serial, "", "")
 	}
 
-	ev := event.Event{ID: uuid.NewString(), Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev,
+	ev := event.Event{Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev,
 		Reply: s.waiter.Subject(), Payload: req.Payload}
+	if key := strings.TrimSpace(c.Request().Header.Get(HeaderIdempotencyKey)); key != "" {
+		ev.ID, ev.Keyed = KeyedEventID(req.Serial, key), true
+	} else {
+		ev.ID = uuid.NewString()
+	}
 	data := event.AppendEvent(make([]byte, 0, len(req.Payload)+128), &ev)
 	// The event travels on inside an envelope beside its mapped values: it
 	// must fit twice in one NATS message.
@@ -67,19 +76,93 @@ func (s *Server) postEvent(c echo.Context) error {
 
 	// The stream's ack is not awaited on its own: the outcome follows it,
 	// and not waking for it saves a goroutine switch per request. A
-	// refusal by the stream does wake us, at once.
+	// refusal by the stream does wake us, at once; so does the ack of a
+	// keyed event, which may say the stream has the event already.
+	deadline := time.Now().Add(s.limits.OutcomeTimeout)
 	timer := time.NewTimer(s.limits.OutcomeTimeout)
 	defer timer.Stop()
+	var acked <-chan *jetstream.PubAck
+	if ev.Keyed {
+		acked = fut.Ok()
+	}
 	ctx := c.Request().Context()
-	select {
-	case r := <-replies:
-		return s.respond(c, r.Code, req.Serial, ev.ID, r.Detail)
-	case err := <-fut.Err():
-		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
-	case <-timer.C:
-		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "timed out waiting for the storage outcome")
-	case <-ctx.Done():
-		// The client is gone; nobody reads an answer.
-		return nil
+	for {
+		select {
+		case r := <-replies:
+			return s.respond(c, r.Code, req.Serial, ev.ID, r.Detail)
+		case ack := <-acked:
+			if ack.Duplicate {
+				// An earlier attempt with this key is in the stream or
+				// went through it: its outcome is the answer.
+				return s.awaitEarlier(c, req.Serial, ev.ID, replies, deadline)
+			}
+			acked = nil
+		case err := <-fut.Err():
+			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
+		case <-timer.C:
+			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "timed out waiting for the storage outcome")
+		case <-ctx.Done():
+			// The client is gone; nobody reads an answer.
+			return nil
+		}
+	}
+}
+
+// HeaderIdempotencyKey names the header that makes retries of one reading
+// safe: the same key for the same serial yields one stored reading.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// keyNamespace derives event ids from (serial, Idempotency-Key).
+var keyNamespace = uuid.MustParse("6f1c3a8e-2b7d-5e4f-9a10-d3e5c7b9a2f4")
+
+// KeyedEventID is the event id of a reading sent with an Idempotency-Key:
+// the same for every retry of it, and different for another device.
+func KeyedEventID(serial, key string) string {
+	return uuid.NewSHA1(keyNamespace, []byte(serial+"\x00"+key)).String()
+}
+
+const earlierTimeout = "timed out waiting for the outcome of an earlier attempt with this Idempotency-Key"
+
+// earlierPoll is how often a retry asks for an earlier attempt's outcome
+// while that attempt is still on its way.
+const earlierPoll = 100 * time.Millisecond
+
+// awaitEarlier answers a retry of a keyed event the stream already holds or
+// held: with the earlier attempt's outcome once a writer-worker has one,
+// polled until the request's deadline. If the earlier attempt waits on this
+// instance, its answer arrives on replies as well.
+func (s *Server) awaitEarlier(c echo.Context, serial, id string, replies <-chan event.Reply, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(c.Request().Context(), deadline)
+	defer cancel()
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	for {
+		select {
+		case r := <-replies:
+			return s.respond(c, r.Code, serial, id, r.Detail)
+		case <-poll.C:
+			resp, code, err := s.ask(ctx, query.Outcome, query.Request{EventIDs: []string{id}})
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				return s.respond(c, outcome.ProcessingFailed, serial, id, earlierTimeout)
+			case ctx.Err() != nil:
+				return nil // the client is gone
+			case err != nil:
+				if code == outcome.ProcessingFailed && !errors.Is(err, nats.ErrNoResponders) {
+					// The writer could not read ClickHouse.
+					code = outcome.StorageFailed
+				}
+				return s.respond(c, code, serial, id, err.Error())
+			}
+			if prior, ok := resp.Outcomes[id]; ok {
+				return s.respond(c, prior, serial, id, "")
+			}
+			poll.Reset(earlierPoll)
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return s.respond(c, outcome.ProcessingFailed, serial, id, earlierTimeout)
+			}
+			return nil
+		}
 	}
 }

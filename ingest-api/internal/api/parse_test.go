@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
@@ -108,4 +110,23 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("payload keeps accessToken: %s", r.Payload)
 		}
 	})
+}
+
+func TestKeyedEventID(t *testing.T) {
+	a := KeyedEventID("dev-1", "5b0e7c52-1f3a-4d8e-9a44-0c6f2a1b7d90")
+	if a != KeyedEventID("dev-1", "5b0e7c52-1f3a-4d8e-9a44-0c6f2a1b7d90") {
+		t.Fatal("the same serial and key give different ids")
+	}
+	for _, other := range []string{
+		KeyedEventID("dev-2", "5b0e7c52-1f3a-4d8e-9a44-0c6f2a1b7d90"),
+		KeyedEventID("dev-1", "5b0e7c52-1f3a-4d8e-9a44-0c6f2a1b7d91"),
+		KeyedEventID("dev-15b0e7c52", "-1f3a-4d8e-9a44-0c6f2a1b7d90"), // no ambiguity at the join
+	} {
+		if other == a {
+			t.Fatalf("distinct (serial, key) pairs share id %s", a)
+		}
+	}
+	if _, err := uuid.Parse(a); err != nil || len(a) != 36 {
+		t.Fatalf("id %q is not a UUID: %v", a, err)
+	}
 }

@@ -20,8 +20,11 @@ type Waiter struct {
 	sub     *nats.Subscription
 	log     *zap.Logger
 
-	mu      sync.Mutex
-	pending map[string]chan event.Reply
+	mu sync.Mutex
+	// pending holds the channels of the requests waiting for each event:
+	// usually one, more when a device retries a keyed event while the
+	// first attempt still waits on this instance.
+	pending map[string][]chan event.Reply
 }
 
 // NewWaiter subscribes to this instance's reply subject.
@@ -29,7 +32,7 @@ func NewWaiter(nc *nats.Conn, log *zap.Logger) (*Waiter, error) {
 	w := &Waiter{
 		subject: "devices.reply." + nuid.Next(),
 		log:     log,
-		pending: make(map[string]chan event.Reply),
+		pending: make(map[string][]chan event.Reply),
 	}
 	sub, err := nc.Subscribe(w.subject, w.deliver)
 	if err != nil {
@@ -53,12 +56,23 @@ func (w *Waiter) Subject() string { return w.subject }
 func (w *Waiter) Register(id string) (ch <-chan event.Reply, cancel func()) {
 	c := make(chan event.Reply, 1)
 	w.mu.Lock()
-	w.pending[id] = c
+	w.pending[id] = append(w.pending[id], c)
 	w.mu.Unlock()
 	return c, func() {
 		w.mu.Lock()
-		delete(w.pending, id)
-		w.mu.Unlock()
+		defer w.mu.Unlock()
+		cs := w.pending[id]
+		for i := range cs {
+			if cs[i] == c {
+				cs = append(cs[:i], cs[i+1:]...)
+				break
+			}
+		}
+		if len(cs) == 0 {
+			delete(w.pending, id)
+		} else {
+			w.pending[id] = cs
+		}
 	}
 }
 
@@ -71,10 +85,10 @@ func (w *Waiter) deliver(m *nats.Msg) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, r := range rs {
-		if c, ok := w.pending[r.ID]; ok {
-			delete(w.pending, r.ID)
+		for _, c := range w.pending[r.ID] {
 			c <- r // buffered, one reply per registration
 		}
+		delete(w.pending, r.ID)
 	}
 }
 

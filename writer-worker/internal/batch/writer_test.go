@@ -35,7 +35,7 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26}); err != nil {
+	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	addr, db := testenv.ClickHouseDB(t)

@@ -1,0 +1,157 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	chschema "github.com/devicehub/eventservice/deploy/clickhouse"
+)
+
+const storedMsg = "Message processed and data stored successfully"
+
+func keyHeader(tok, key string) map[string]string {
+	h := bearer(tok)
+	h["Idempotency-Key"] = key
+	return h
+}
+
+// onlyValue is the value_json stored for entity, which must hold one row.
+func (s *stack) onlyValue(t *testing.T, entity string) string {
+	t.Helper()
+	if n := s.count(t, "input_values WHERE entity = ?", entity); n != 1 {
+		t.Fatalf("entity %s holds %d values, want 1", entity, n)
+	}
+	var v string
+	if err := s.ch.QueryRow(context.Background(), "SELECT value_json FROM "+s.db+".input_values WHERE entity = ?", entity).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// retryUntilStored posts as a field device does: again on 503, for at most
+// ten seconds.
+func (s *stack) retryUntilStored(t *testing.T, body string, header map[string]string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := s.post(t, body, header)
+		if r.Status == 200 {
+			expect(t, r, 200, storedMsg, "")
+			return
+		}
+		if r.Status != 503 || time.Now().After(deadline) {
+			t.Fatalf("retry: %d %s", r.Status, r.Raw)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	s := startStack(t, "OUTCOME_TIMEOUT=1500ms", "KEYED_RETRY_DELAY=200ms")
+	put := func(serial, entity string) {
+		s.admin(t, http.MethodPut, "/devices/"+serial, `{"accessToken":"tok-`+serial+`","inputs":[{"name":"t","entity":"`+entity+`","entityInput":"t"}]}`)
+	}
+	put("dev-K", "ik")
+	put("dev-K2", "ik2")
+
+	t.Run("a retry gets the first outcome and stores nothing", func(t *testing.T) {
+		expect(t, s.post(t, `{"serial":"dev-K","data":{"t":1}}`, keyHeader("tok-dev-K", "key-1")), 200, storedMsg, "")
+		expect(t, s.post(t, `{"serial":"dev-K","data":{"t":2}}`, keyHeader("tok-dev-K", "key-1")), 200, storedMsg, "")
+		if v := s.onlyValue(t, "ik"); v != "1" {
+			t.Fatalf("stored %s, want the first attempt's 1", v)
+		}
+		// The same key from another device is another reading.
+		expect(t, s.post(t, `{"serial":"dev-K2","data":{"t":3}}`, keyHeader("tok-dev-K2", "key-1")), 200, storedMsg, "")
+		if v := s.onlyValue(t, "ik2"); v != "3" {
+			t.Fatalf("other device stored %s, want 3", v)
+		}
+		// A new key is a new reading.
+		expect(t, s.post(t, `{"serial":"dev-K","data":{"t":4}}`, keyHeader("tok-dev-K", "key-2")), 200, storedMsg, "")
+		if n := s.count(t, "input_values WHERE entity = 'ik'"); n != 2 {
+			t.Fatalf("%d values after a new key, want 2", n)
+		}
+	})
+
+	t.Run("concurrent retries store once", func(t *testing.T) {
+		put("dev-KC", "ikc")
+		var wg sync.WaitGroup
+		replies := make([]reply, 20)
+		for i := range replies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				replies[i] = s.post(t, `{"serial":"dev-KC","data":{"t":5}}`, keyHeader("tok-dev-KC", "key-c"))
+			}()
+		}
+		wg.Wait()
+		for _, r := range replies {
+			expect(t, r, 200, storedMsg, "")
+		}
+		s.onlyValue(t, "ikc")
+	})
+
+	t.Run("no connections is the answer to its retries", func(t *testing.T) {
+		s.admin(t, http.MethodPut, "/devices/dev-KN", `{"accessToken":"tok-dev-KN","inputs":[{"name":"t"}]}`)
+		expect(t, s.post(t, `{"serial":"dev-KN","data":{"t":6}}`, keyHeader("tok-dev-KN", "key-n")), 422, "No connections configured", "No connections found for this device")
+		put("dev-KN", "ikn")
+		expect(t, s.post(t, `{"serial":"dev-KN","data":{"t":6}}`, keyHeader("tok-dev-KN", "key-n")), 422, "No connections configured", "No connections found for this device")
+		if n := s.count(t, "input_values WHERE entity = 'ikn'"); n != 0 {
+			t.Fatalf("the retry stored %d values", n)
+		}
+	})
+
+	t.Run("a lost answer: the retry learns the event was stored", func(t *testing.T) {
+		put("dev-KL", "ikl")
+		s.kill(t, "writer-worker", os.Kill)
+		r := s.post(t, `{"serial":"dev-KL","data":{"t":7}}`, keyHeader("tok-dev-KL", "key-l"))
+		expect(t, r, 503, "Failed to process message", "timed out waiting for the storage outcome")
+		s.restart(t, "writer-worker")
+		s.retryUntilStored(t, `{"serial":"dev-KL","data":{"t":8}}`, keyHeader("tok-dev-KL", "key-l"))
+		if v := s.onlyValue(t, "ikl"); v != "7" {
+			t.Fatalf("stored %s, want the first attempt's 7", v)
+		}
+	})
+
+	t.Run("a storage failure: the event is stored once ClickHouse is back, and the retry says so", func(t *testing.T) {
+		put("dev-KF", "ikf")
+		ctx := context.Background()
+		if err := s.ch.Exec(ctx, "DROP TABLE "+s.db+".input_values"); err != nil {
+			t.Fatal(err)
+		}
+		r := s.post(t, `{"serial":"dev-KF","data":{"t":9}}`, keyHeader("tok-dev-KF", "key-f"))
+		if r.Status != 503 || r.Body["message"] != "Message processed but failed to store data" {
+			t.Fatalf("with the table gone: %d %s", r.Status, r.Raw)
+		}
+		for _, stmt := range chschema.Statements(s.db) {
+			if err := s.ch.Exec(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.retryUntilStored(t, `{"serial":"dev-KF","data":{"t":10}}`, keyHeader("tok-dev-KF", "key-f"))
+		if v := s.onlyValue(t, "ikf"); v != "9" {
+			t.Fatalf("stored %s, want the first attempt's 9", v)
+		}
+	})
+}
+
+// Past the stream's dedupe window a retry travels the whole pipeline: the
+// writer finds the first outcome in event_keys.
+func TestIdempotencyKeyPastTheDedupeWindow(t *testing.T) {
+	s := startStack(t, "NATS_DEDUPE_WINDOW=1s")
+	s.admin(t, http.MethodPut, "/devices/dev-KW", `{"accessToken":"tok-KW","inputs":[{"name":"t","entity":"ikw","entityInput":"t"}]}`)
+	expect(t, s.post(t, `{"serial":"dev-KW","data":{"t":1}}`, keyHeader("tok-KW", "key-w")), 200, storedMsg, "")
+	eventually(t, 10*time.Second, func() bool { return s.count(t, "event_keys") == 1 })
+	time.Sleep(1500 * time.Millisecond)
+	expect(t, s.post(t, `{"serial":"dev-KW","data":{"t":2}}`, keyHeader("tok-KW", "key-w")), 200, storedMsg, "")
+	time.Sleep(700 * time.Millisecond) // the raw log's interval
+	if v := s.onlyValue(t, "ikw"); v != "1" {
+		t.Fatalf("stored %s, want the first attempt's 1", v)
+	}
+	if n := s.count(t, "device_messages WHERE serial = 'dev-KW'"); n != 1 {
+		t.Fatalf("%d raw messages, want 1", n)
+	}
+}
