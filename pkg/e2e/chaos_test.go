@@ -43,12 +43,15 @@ func provisionChaos(t *testing.T, s *stack) {
 type load struct {
 	mu        sync.Mutex
 	sent      int
+	retries   int // keyed values sent again after an answer other than stored
 	succeeded map[int]bool
 	statuses  map[string]int
 }
 
-// run posts from conc clients until ctx ends; each value is sent once
-// (no retries), so any value stored twice is a duplicate of the service's.
+// run posts from conc clients until ctx ends. Even clients send each value
+// once, without a key; odd ones behave as field firmware does: an
+// Idempotency-Key per value, and the same value again until it is answered
+// stored. Either way a value stored twice is the service's duplicate.
 func (l *load) run(ctx context.Context, base string, conc int) {
 	l.succeeded, l.statuses = map[int]bool{}, map[string]int{}
 	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
@@ -57,12 +60,16 @@ func (l *load) run(ctx context.Context, base string, conc int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for n := 0; ctx.Err() == nil; n++ {
+			keyed := w%2 == 1
+			for n := 0; ctx.Err() == nil; {
 				v := w*1_000_000 + n
 				dev := v % chaosDevices
 				body := fmt.Sprintf(`{"serial":"chaos-%d","data":{"v":%d}}`, dev, v)
 				req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/deviceapi/event", bytes.NewBufferString(body))
 				req.Header.Set("Authorization", fmt.Sprintf("Bearer chaos-tok-%d", dev))
+				if keyed {
+					req.Header.Set("Idempotency-Key", fmt.Sprintf("chaos-key-%d", v))
+				}
 				resp, err := client.Do(req)
 				key := "conn_error"
 				ok := false
@@ -83,8 +90,13 @@ func (l *load) run(ctx context.Context, base string, conc int) {
 				l.statuses[key]++
 				if ok {
 					l.succeeded[v] = true
+				} else if keyed {
+					l.retries++
 				}
 				l.mu.Unlock()
+				if ok || !keyed {
+					n++
+				}
 			}
 		}()
 	}
@@ -116,10 +128,10 @@ func reconcile(t *testing.T, s *stack, fault string, l *load) {
 			dups++
 		}
 	}
-	t.Logf("chaos fault=%s sent=%d successes=%d stored=%d missing=%d duplicates=%d statuses=%v",
-		fault, l.sent, len(l.succeeded), len(counts), missing, dups, l.statuses)
-	fmt.Printf("chaos fault=%s sent=%d successes=%d stored=%d missing=%d duplicates=%d\n",
-		fault, l.sent, len(l.succeeded), len(counts), missing, dups)
+	t.Logf("chaos fault=%s sent=%d keyed_retries=%d successes=%d stored=%d missing=%d duplicates=%d statuses=%v",
+		fault, l.sent, l.retries, len(l.succeeded), len(counts), missing, dups, l.statuses)
+	fmt.Printf("chaos fault=%s sent=%d keyed_retries=%d successes=%d stored=%d missing=%d duplicates=%d\n",
+		fault, l.sent, l.retries, len(l.succeeded), len(counts), missing, dups)
 	if missing != 0 || dups != 0 {
 		t.Fatalf("%s: %d values answered stored are missing, %d values stored twice", fault, missing, dups)
 	}

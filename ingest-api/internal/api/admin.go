@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,23 +23,36 @@ const maxDeviceBody = 1 << 20
 
 func (s *Server) putDevice(c echo.Context) error {
 	serial := c.Param("serial")
-	var d registry.Device
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, maxDeviceBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
-		return s.respond(c, outcome.BadRequest, serial, "", "device must be a JSON object: "+err.Error())
-	}
-	if d.Serial != "" && d.Serial != serial {
-		return s.respond(c, outcome.BadRequest, serial, "", "serial in the body differs from the path")
-	}
-	d.Serial = serial
-	if err := d.Normalize(); err != nil {
+	d, err := decodeDevice(http.MaxBytesReader(c.Response(), c.Request().Body, maxDeviceBody), serial)
+	if err != nil {
 		return s.respond(c, outcome.BadRequest, serial, "", err.Error())
 	}
 	if err := s.registry.Put(c.Request().Context(), d); err != nil {
 		return s.respond(c, outcome.ProcessingFailed, serial, "", err.Error())
 	}
 	return c.JSON(http.StatusOK, d)
+}
+
+// decodeDevice reads the workspace record of the device at serial: one JSON
+// object of known fields, validated and given its defaults.
+func decodeDevice(body io.Reader, serial string) (registry.Device, error) {
+	var d registry.Device
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return d, fmt.Errorf("device must be a JSON object: %w", err)
+	}
+	if dec.More() {
+		return d, errors.New("device must be one JSON object")
+	}
+	if d.Serial != "" && d.Serial != serial {
+		return d, errors.New("serial in the body differs from the path")
+	}
+	d.Serial = serial
+	if err := d.Normalize(); err != nil {
+		return d, err
+	}
+	return d, nil
 }
 
 func (s *Server) getDevice(c echo.Context) error {
@@ -69,7 +83,7 @@ func (s *Server) deleteDevice(c echo.Context) error {
 func (s *Server) deviceMessages(c echo.Context) error {
 	req := query.Request{Serial: c.Param("serial")}
 	var err error
-	if req.Limit, err = limitParam(c); err != nil {
+	if req.Limit, err = parseLimit(c.QueryParam("limit")); err != nil {
 		return s.respond(c, outcome.BadRequest, "", "", err.Error())
 	}
 	resp, code, err := s.ask(c.Request().Context(), query.Messages, req)
@@ -99,27 +113,11 @@ func (s *Server) latest(c echo.Context) error {
 }
 
 func (s *Server) series(c echo.Context) error {
-	req := query.Request{Entity: c.Param("entity"), Input: c.Param("input")}
-	var err error
-	if req.Limit, err = limitParam(c); err != nil {
+	req, err := seriesRequest(c.QueryParam("limit"), c.QueryParam("from"), c.QueryParam("to"), time.Now())
+	if err != nil {
 		return s.respond(c, outcome.BadRequest, "", "", err.Error())
 	}
-	to := time.Now()
-	from := to.Add(-24 * time.Hour)
-	if v := c.QueryParam("from"); v != "" {
-		if from, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return s.respond(c, outcome.BadRequest, "", "", "from must be an RFC 3339 time")
-		}
-	}
-	if v := c.QueryParam("to"); v != "" {
-		if to, err = time.Parse(time.RFC3339Nano, v); err != nil {
-			return s.respond(c, outcome.BadRequest, "", "", "to must be an RFC 3339 time")
-		}
-	}
-	if to.Before(from) {
-		return s.respond(c, outcome.BadRequest, "", "", "to is before from")
-	}
-	req.FromMs, req.ToMs = from.UnixMilli(), to.UnixMilli()
+	req.Entity, req.Input = c.Param("entity"), c.Param("input")
 	resp, code, err := s.ask(c.Request().Context(), query.Series, req)
 	if err != nil {
 		return s.respond(c, code, "", "", err.Error())
@@ -134,8 +132,33 @@ func (s *Server) series(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"points": pts})
 }
 
-func limitParam(c echo.Context) (int, error) {
-	v := c.QueryParam("limit")
+// seriesRequest reads the series query parameters; the range defaults to the
+// 24 hours before now.
+func seriesRequest(limit, from, to string, now time.Time) (query.Request, error) {
+	var req query.Request
+	var err error
+	if req.Limit, err = parseLimit(limit); err != nil {
+		return req, err
+	}
+	end, start := now, now.Add(-24*time.Hour)
+	if from != "" {
+		if start, err = time.Parse(time.RFC3339Nano, from); err != nil {
+			return req, errors.New("from must be an RFC 3339 time")
+		}
+	}
+	if to != "" {
+		if end, err = time.Parse(time.RFC3339Nano, to); err != nil {
+			return req, errors.New("to must be an RFC 3339 time")
+		}
+	}
+	if end.Before(start) {
+		return req, errors.New("to is before from")
+	}
+	req.FromMs, req.ToMs = start.UnixMilli(), end.UnixMilli()
+	return req, nil
+}
+
+func parseLimit(v string) (int, error) {
 	if v == "" {
 		return query.DefaultLimit, nil
 	}

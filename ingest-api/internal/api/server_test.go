@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -78,5 +79,38 @@ func TestInFlightBoundAnswers503(t *testing.T) {
 	_ = json.Unmarshal(rec.Body.Bytes(), &b)
 	if rec.Code != 503 || b.Message != "Failed to process message" || rec.Header().Get("Retry-After") == "" {
 		t.Fatalf("over the bound: %d %+v %v", rec.Code, b, rec.Header())
+	}
+}
+
+// A failed admin authentication is logged with the serial and the peer
+// address (not a forwarded-for header), and never with the token tried.
+func TestFailedAdminAuthIsLoggedWithoutTheToken(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	e, _ := New(Deps{Log: zap.New(core), Registry: &registry.Store{}, AdminToken: "adm-secret",
+		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+	req := httptest.NewRequest("DELETE", "/api/v1/admin/devices/dev-9", nil)
+	req.Header.Set("Authorization", "Bearer adm-secreT-guess")
+	req.Header.Set("X-Forwarded-For", "203.0.113.9")
+	req.RemoteAddr = "192.0.2.7:5555"
+	rec := httptest.NewRecorder()
+	e.ServeHTTP(rec, req)
+	if rec.Code != 401 {
+		t.Fatalf("status %d", rec.Code)
+	}
+	lines := logs.All()
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines, want 1", len(lines))
+	}
+	f := lines[0].ContextMap()
+	if f["serial"] != "dev-9" || f["remote"] != "192.0.2.7" || f["outcome"] != "unauthorized" || f["status"] != int64(401) {
+		t.Fatalf("log fields %v", f)
+	}
+	for k, v := range f {
+		if s, _ := v.(string); strings.Contains(s, "adm-secre") {
+			t.Fatalf("field %s carries the token: %q", k, s)
+		}
+	}
+	if strings.Contains(lines[0].Message, "adm-secre") {
+		t.Fatal("the message carries the token")
 	}
 }
