@@ -16,6 +16,7 @@ const devAdminToken = "dev-admin-token"
 // Config is ingest-api's whole configuration.
 type Config struct {
 	HTTPAddr          string
+	MetricsAddr       string
 	TLSCert, TLSKey   string
 	AdminToken        string
 	Dev               bool
@@ -37,6 +38,7 @@ type Config struct {
 // Register adds every setting as a flag and environment variable.
 func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address")
+	s.String(&c.MetricsAddr, "metrics-addr", "127.0.0.1:8083", "address of the operations listener: /metrics, /healthz, /readyz (empty: off); keep it off the public network")
 	s.String(&c.TLSCert, "http-tls-cert", "", "certificate file: serve HTTPS when set")
 	s.String(&c.TLSKey, "http-tls-key", "", "key file for -http-tls-cert")
 	s.String(&c.AdminToken, "admin-token", "", "bearer token of the workspace API")

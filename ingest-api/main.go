@@ -16,6 +16,8 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/health"
+	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/program"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -42,7 +44,18 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer waiter.Close()
 
+	reg := metrics.NewRegistry()
+	metrics.WatchRegistry(reg, metrics.Ingest, store.Cache())
+	ops := health.New(cfg.MetricsAddr, func(context.Context) error {
+		if !nc.IsConnected() {
+			return errors.New("nats disconnected")
+		}
+		return nil
+	})
+	ops.Mux.Handle("GET /metrics", metrics.Handler(reg))
+
 	e, srv := api.New(api.Deps{
+		Metrics: reg,
 		Log: log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter,
 		Limiter:    ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst),
 		AdminToken: cfg.AdminToken,
@@ -60,6 +73,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	bg := program.NewGroup(2)
 	bg.Go(store.Run)
+	bg.Go(ops.Run)
 	defer bg.Stop()
 
 	select {

@@ -11,6 +11,7 @@ import (
 	"github.com/devicehub/eventservice/mapper-worker/internal/mapping"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/health"
+	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/program"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -41,7 +42,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return nil
 	})
-	worker := mapping.NewWorker(cfg.Mapping, nc, js, cache, log.With(zap.String("component", "mapper")))
+	reg := metrics.NewRegistry()
+	metrics.WatchRegistry(reg, metrics.Mapper, cache)
+	metrics.WatchConsumer(reg, metrics.Mapper, js, bus.EventsStream, bus.MapperDurable)
+	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
+	worker := mapping.NewWorker(cfg.Mapping, nc, js, cache, reg, log.With(zap.String("component", "mapper")))
 
 	// The registry watch and health server outlive the consumer, so that
 	// draining events still resolve against a live registry.

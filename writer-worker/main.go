@@ -11,6 +11,7 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/health"
+	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/program"
 	"github.com/devicehub/eventservice/writer-worker/internal/batch"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
@@ -53,7 +54,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return store.Ping(ctx)
 	})
-	writer := batch.New(cfg.Batch, nc, js, store, log.With(zap.String("component", "writer")))
+	reg := metrics.NewRegistry()
+	metrics.WatchConsumer(reg, metrics.Writer, js, bus.MappedStream, bus.WriterDurable)
+	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
+	writer := batch.New(cfg.Batch, nc, js, store, reg, log.With(zap.String("component", "writer")))
 	queries := reads.New(nc, store, writer.Outcomes, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
 
 	// The writer drains on ctx; reads and health stop after it, so that

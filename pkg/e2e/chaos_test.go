@@ -190,16 +190,6 @@ func (s *stack) kill(t *testing.T, name string, sig os.Signal) {
 	_ = cmd.Wait()
 }
 
-// restart starts a program again on the stack's settings.
-func (s *stack) restart(t *testing.T, name string) {
-	t.Helper()
-	if name == "ingest-api" {
-		s.start(name) // its address is in the stack's environment
-		return
-	}
-	s.start(name, "HEALTH_ADDR="+freeAddr(t))
-}
-
 // killUnderLoad SIGKILLs a program mid-load and starts it again a second later.
 func killUnderLoad(t *testing.T, name, fault string) {
 	s := startStack(t, chaosEnv...)
@@ -208,7 +198,7 @@ func killUnderLoad(t *testing.T, name, fault string) {
 	l := underLoad(t, s, total, at, func() {
 		s.kill(t, name, os.Kill)
 		time.Sleep(time.Second)
-		s.restart(t, name)
+		s.start(name)
 	})
 	reconcile(t, s, fault, l)
 }
@@ -226,7 +216,7 @@ func TestChaosGracefulRestarts(t *testing.T) {
 	l := underLoad(t, s, 20*time.Second, 3*time.Second, func() {
 		for _, name := range []string{"writer-worker", "mapper-worker", "ingest-api"} {
 			s.kill(t, name, os.Interrupt) // SIGINT: the same graceful path as SIGTERM
-			s.restart(t, name)
+			s.start(name)
 			time.Sleep(3 * time.Second)
 		}
 	})

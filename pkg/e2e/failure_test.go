@@ -67,7 +67,7 @@ func TestOutcomeTimeoutAndRestart(t *testing.T) {
 		t.Error("no Retry-After on a timeout")
 	}
 
-	s.start("mapper-worker", "HEALTH_ADDR="+freeAddr(t))
+	s.start("mapper-worker")
 	// The event already in the stream is processed once the mapper is back.
 	eventually(t, 20*time.Second, func() bool { return s.count(t, "input_values WHERE entity = 'tm'") == 2 })
 	expect(t, s.post(t, `{"serial":"dev-T","data":{"t":3}}`, bearer("tok-T-1")), 200, "Message processed and data stored successfully", "")

@@ -109,7 +109,7 @@ func TestIdempotencyKey(t *testing.T) {
 		s.kill(t, "writer-worker", os.Kill)
 		r := s.post(t, `{"serial":"dev-KL","data":{"t":7}}`, keyHeader("tok-dev-KL", "key-l"))
 		expect(t, r, 503, "Failed to process message", "timed out waiting for the storage outcome")
-		s.restart(t, "writer-worker")
+		s.start("writer-worker")
 		s.retryUntilStored(t, `{"serial":"dev-KL","data":{"t":8}}`, keyHeader("tok-dev-KL", "key-l"))
 		if v := s.onlyValue(t, "ikl"); v != "7" {
 			t.Fatalf("stored %s, want the first attempt's 7", v)

@@ -66,6 +66,7 @@ type stack struct {
 	nats   *testenv.NATSServer
 	logDir string
 	procs  map[string]*exec.Cmd
+	ops    map[string]string // program -> address of its /metrics and health listener
 	env    []string
 }
 
@@ -95,7 +96,7 @@ func startStackOn(t *testing.T, chAddr string, extraEnv ...string) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ch.Close() })
-	s := &stack{t: t, db: db, ch: ch, nats: ns, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}}
+	s := &stack{t: t, db: db, ch: ch, nats: ns, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}, ops: map[string]string{}}
 	ingestAddr := freeAddr(t)
 	s.base = "http://" + ingestAddr
 	s.env = append([]string{
@@ -107,15 +108,23 @@ func startStackOn(t *testing.T, chAddr string, extraEnv ...string) *stack {
 		"LOG_LEVEL=debug",
 		"PATH=" + os.Getenv("PATH"),
 	}, extraEnv...)
-	s.start("writer-worker", "HEALTH_ADDR="+freeAddr(t))
-	s.start("mapper-worker", "HEALTH_ADDR="+freeAddr(t))
+	s.start("writer-worker")
+	s.start("mapper-worker")
 	s.start("ingest-api")
 	s.waitReady()
 	return s
 }
 
+// start runs a program on the stack's settings, with its operations
+// listener (metrics, health) on a fresh loopback port.
 func (s *stack) start(name string, env ...string) {
 	s.t.Helper()
+	s.ops[name] = freeAddr(s.t)
+	if name == "ingest-api" {
+		env = append(env, "METRICS_ADDR="+s.ops[name])
+	} else {
+		env = append(env, "HEALTH_ADDR="+s.ops[name])
+	}
 	logf, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatal(err)

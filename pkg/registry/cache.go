@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"sync"
+	"time"
 )
 
 // Route is where the value of one connected device input is stored.
@@ -71,6 +72,7 @@ type Cache struct {
 	mu      sync.RWMutex
 	devices map[string]slot
 	live    int
+	changed time.Time // when a change last took effect
 	synced  chan struct{}
 	once    sync.Once
 }
@@ -104,6 +106,7 @@ func (c *Cache) Put(d Device, rev uint64) {
 		c.live++
 	}
 	c.devices[d.Serial] = slot{rev: rev, entry: e}
+	c.changed = time.Now()
 }
 
 // Remove deletes serial as of revision rev.
@@ -118,6 +121,14 @@ func (c *Cache) Remove(serial string, rev uint64) {
 		c.live--
 	}
 	c.devices[serial] = slot{rev: rev}
+	c.changed = time.Now()
+}
+
+// LastChange is when a record last changed in this copy (zero: never).
+func (c *Cache) LastChange() time.Time {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.changed
 }
 
 // Len is the number of devices held.

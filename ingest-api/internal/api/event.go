@@ -69,8 +69,10 @@ func (s *Server) postEvent(c echo.Context) error {
 	}
 	replies, cancel := s.waiter.Register(ev.ID)
 	defer cancel()
+	published := time.Now()
 	fut, err := s.js.PublishMsgAsync(&nats.Msg{Subject: bus.EventsSubject, Data: data}, jetstream.WithMsgID(ev.ID))
 	if err != nil {
+		s.metrics.publishErrors.Inc()
 		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
 	}
 
@@ -89,6 +91,7 @@ func (s *Server) postEvent(c echo.Context) error {
 	for {
 		select {
 		case r := <-replies:
+			s.metrics.outcomeWait.Observe(time.Since(published).Seconds())
 			return s.respond(c, r.Code, req.Serial, ev.ID, r.Detail)
 		case ack := <-acked:
 			if ack.Duplicate {
@@ -98,6 +101,7 @@ func (s *Server) postEvent(c echo.Context) error {
 			}
 			acked = nil
 		case err := <-fut.Err():
+			s.metrics.publishErrors.Inc()
 			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
 		case <-timer.C:
 			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "timed out waiting for the storage outcome")

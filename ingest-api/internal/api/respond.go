@@ -32,6 +32,7 @@ func BodyFor(code outcome.Code, serial, detail string) (int, Body) {
 // No token is ever passed in here, so none can reach the log.
 func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, detail string) error {
 	status, body := BodyFor(code, serial, detail)
+	s.metrics.countOutcome(code, status)
 	row := outcome.Lookup(code)
 	if row.RetryAfter > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(row.RetryAfter))
@@ -88,6 +89,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		s.log.Error("handler failed", zap.String("path", c.Path()), zap.Error(err))
 	}
 	status, body := BodyFor(code, "", detail)
+	s.metrics.countOutcome(code, status)
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return

@@ -16,10 +16,12 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
+	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -42,6 +44,7 @@ type Deps struct {
 	Limiter    *ratelimit.Limiter // nil: no per-device limit
 	AdminToken string
 	Limits     Limits
+	Metrics    prometheus.Registerer // nil: not exported
 }
 
 // Server holds the handlers' state.
@@ -59,6 +62,7 @@ type Server struct {
 	bufs     sync.Pool
 	lastTS   atomic.Int64
 	draining atomic.Bool
+	metrics  *serverMetrics
 }
 
 // New builds the Echo instance with every route.
@@ -76,13 +80,14 @@ func New(d Deps) (*echo.Echo, *Server) {
 		inflight: make(chan struct{}, d.Limits.MaxInFlight),
 		bufs:     sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}
+	s.metrics = newServerMetrics(metrics.Or(d.Metrics), s)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	// Log the peer's address, not a header a client can write; behind a
 	// proxy this is the proxy's address.
 	e.IPExtractor = echo.ExtractIPDirect()
 	e.HTTPErrorHandler = s.handleError
-	e.Use(middleware.Recover())
+	e.Use(s.metrics.timeRoutes, middleware.Recover())
 
 	e.POST("/api/v1/deviceapi/event", s.postEvent)
 	e.GET("/healthz", s.healthz)

@@ -9,10 +9,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -41,11 +43,13 @@ type Worker struct {
 	js    jetstream.JetStream
 	cache *registry.Cache
 	log   *zap.Logger
+	m     *workerMetrics
 }
 
-// NewWorker returns a worker; Run starts it.
-func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registry.Cache, log *zap.Logger) *Worker {
-	return &Worker{cfg: cfg, nc: nc, js: js, cache: cache, log: log}
+// NewWorker returns a worker; Run starts it. Its metrics go to reg (nil:
+// not exported).
+func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registry.Cache, reg prometheus.Registerer, log *zap.Logger) *Worker {
+	return &Worker{cfg: cfg, nc: nc, js: js, cache: cache, log: log, m: newWorkerMetrics(metrics.Or(reg))}
 }
 
 // envelope is a published batch awaiting its stream ack.
@@ -108,9 +112,11 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 			// Accepted under a record this copy has not seen yet: give
 			// the registry watch time to deliver it.
 			_ = m.NakWithDelay(w.cfg.StaleWait / staleRetries)
+			w.m.staleWaits.Inc()
 			continue
 		}
 		if !ok {
+			w.m.events.WithLabelValues(outcome.DeviceNotFound.String()).Inc()
 			now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.DeviceNotFound})
 			_ = m.Term()
 			continue
@@ -118,12 +124,14 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		mp, err := Resolve(ev, dev)
 		if errors.Is(err, errPayload) {
 			w.log.Error("dropping event", zap.String("event_id", ev.ID), zap.Error(err))
+			w.m.events.WithLabelValues(outcome.ProcessingFailed.String()).Inc()
 			now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.ProcessingFailed, Detail: "unreadable event payload"})
 			_ = m.Term()
 			continue
 		}
 		mp.MaybeStored = delivered > 1
 		mp.Keyed = ev.Keyed
+		w.m.events.WithLabelValues(mp.Outcome.String()).Inc()
 		b := &open[boolIndex(ev.Keyed)]
 		n := 2*len(ev.Payload) + 256
 		if len(b.mapped) > 0 && b.size+n > limit {
@@ -179,6 +187,7 @@ func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *env
 	id := hex.EncodeToString(h.Sum(nil)[:16])
 	fut, err := w.js.PublishMsgAsync(&nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, mapped)}, jetstream.WithMsgID(id))
 	if err != nil {
+		w.m.publishErrors.Inc()
 		w.log.Warn("publish envelope, will retry", zap.Int("events", len(mapped)), zap.Error(err))
 		for _, m := range env.inputs {
 			_ = m.NakWithDelay(250 * time.Millisecond)
@@ -195,6 +204,8 @@ func (w *Worker) settle(queue <-chan *envelope) {
 	for env := range queue {
 		select {
 		case <-env.fut.Ok():
+			w.m.envelopes.Inc()
+			w.m.envelopeSize.Observe(float64(len(env.inputs)))
 			if err := env.answers.Send(w.nc); err != nil {
 				w.log.Warn("send outcomes", zap.Error(err))
 			}
@@ -202,6 +213,7 @@ func (w *Worker) settle(queue <-chan *envelope) {
 				_ = m.Ack()
 			}
 		case err := <-env.fut.Err():
+			w.m.publishErrors.Inc()
 			w.log.Warn("envelope not stored in stream, will retry", zap.Error(err))
 			for _, m := range env.inputs {
 				_ = m.NakWithDelay(250 * time.Millisecond)

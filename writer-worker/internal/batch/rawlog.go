@@ -39,9 +39,13 @@ func (w *Writer) rawLog(in <-chan rawBatch) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
+		start := time.Now()
 		err := w.store.InsertMessages(ctx, rows)
+		w.m.observeInsert(tableMessages, len(rows), start, err)
 		if err == nil {
+			start = time.Now()
 			err = w.store.InsertKeys(ctx, keys)
+			w.m.observeInsert(tableKeys, len(keys), start, err)
 		}
 		cancel()
 		// Stored, or the redelivery finds the values stored and answers

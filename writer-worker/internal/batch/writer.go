@@ -10,10 +10,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
@@ -77,11 +79,15 @@ type Writer struct {
 	// whose event_keys rows are not inserted yet.
 	mu       sync.Mutex
 	answered map[string]outcome.Code
+
+	m *writerMetrics
 }
 
-// New returns a writer; Run starts it.
-func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store Storage, log *zap.Logger) *Writer {
-	return &Writer{cfg: cfg, nc: nc, js: js, store: store, log: log, answered: make(map[string]outcome.Code)}
+// New returns a writer; Run starts it. Its metrics go to reg (nil: not
+// exported).
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store Storage, reg prometheus.Registerer, log *zap.Logger) *Writer {
+	return &Writer{cfg: cfg, nc: nc, js: js, store: store, log: log, answered: make(map[string]outcome.Code),
+		m: newWriterMetrics(metrics.Or(reg))}
 }
 
 // Run consumes until ctx ends, then stops pulling, flushes what it holds and
@@ -165,9 +171,15 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 	if valuesErr == nil {
 		valuesErr = w.markKeyRepeats(ctx, items)
 	}
-	if valuesErr == nil {
-		valuesErr = w.store.InsertValues(ctx, valueRows(items))
+	if valuesErr != nil {
+		w.m.failures.WithLabelValues(tableValues).Inc()
+	} else {
+		rows := valueRows(items)
+		start := time.Now()
+		valuesErr = w.store.InsertValues(ctx, rows)
+		w.m.observeInsert(tableValues, len(rows), start, valuesErr)
 	}
+	w.m.batchEvents.Observe(float64(len(items)))
 	if valuesErr != nil {
 		w.log.Warn("values not stored", zap.Int("events", len(items)), zap.Error(valuesErr))
 	}
@@ -182,8 +194,10 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 			code = outcome.StorageFailed
 		case it.repeat:
 			code = it.prior
+			w.m.keyedRepeats.Inc()
 		}
 		if code == outcome.Stored || code == outcome.StorageFailed || it.ev.Keyed {
+			w.m.answered.WithLabelValues(code.String()).Inc()
 			answers.Add(it.ev.Reply, event.Reply{ID: it.ev.ID, Code: code, Detail: storageDetail(valuesErr)})
 		}
 		if it.ev.Keyed && (valuesErr != nil || it.repeat) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -52,7 +53,7 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) run(t *testing.T, cfg Config) *Writer {
 	t.Helper()
-	w := New(cfg, r.nc, r.js, r.store, zap.NewNop())
+	w := New(cfg, r.nc, r.js, r.store, nil, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -107,7 +108,7 @@ func TestWriterStoresThenAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.run(t, testCfg)
+	w := r.run(t, testCfg)
 	r.publish(t, "ev-1", withReply(mapped("ev-1", outcome.Stored, `1.5`, `"on"`), "test.reply.ev-1"))
 	r.publish(t, "ev-2", mapped("ev-2", outcome.NoConnections))
 
@@ -135,6 +136,15 @@ func TestWriterStoresThenAnswers(t *testing.T) {
 	}
 	if _, err := replies.NextMsg(200 * time.Millisecond); err == nil {
 		t.Fatal("the writer answered a raw-only record the mapper answers")
+	}
+	if n := testutil.ToFloat64(w.m.rows.WithLabelValues(tableValues)); n != 2 {
+		t.Errorf("rows_stored_total{table=input_values} = %v, want 2", n)
+	}
+	if n := testutil.ToFloat64(w.m.rows.WithLabelValues(tableMessages)); n != 2 {
+		t.Errorf("rows_stored_total{table=device_messages} = %v, want 2", n)
+	}
+	if n := testutil.ToFloat64(w.m.answered.WithLabelValues("stored")); n != 1 {
+		t.Errorf("outcomes_total{outcome=stored} = %v, want 1", n)
 	}
 }
 
@@ -364,6 +374,9 @@ func TestWriterAnswersKeyedRetriesWithTheFirstOutcome(t *testing.T) {
 	if n := r.count(t, "input_values", "k-2"); n != 0 {
 		t.Fatalf("retry stored %d values of a no-connections event", n)
 	}
+	if n := testutil.ToFloat64(w.m.keyedRepeats); n != 3 {
+		t.Errorf("keyed_repeats_total = %v, want 3", n)
+	}
 }
 
 // A keyed event whose values could not be stored is answered so and tried
@@ -378,10 +391,15 @@ func TestWriterRetriesKeyedEventsAfterAStorageFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.run(t, testCfg)
+	w := r.run(t, testCfg)
 	r.publish(t, "env-k", withReply(keyed(mapped("k-f", outcome.Stored, `5`)), "test.fail.k"))
 	r.publish(t, "env-u", withReply(mapped("u-f", outcome.Stored, `6`), "test.fail.u"))
 	seen := map[string]outcome.Code{}
+	defer func() {
+		if n := testutil.ToFloat64(w.m.failures.WithLabelValues(tableValues)); n < 1 {
+			t.Errorf("storage_failures_total{table=input_values} = %v, want at least 1", n)
+		}
+	}()
 	for len(seen) < 2 {
 		rep := nextReply(t, sub)
 		seen[rep.ID] = rep.Code

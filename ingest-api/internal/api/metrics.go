@@ -1,0 +1,73 @@
+package api
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/devicehub/eventservice/pkg/metrics"
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
+
+// serverMetrics are ingest-api's own series.
+type serverMetrics struct {
+	requests      *prometheus.CounterVec   // by outcome and status
+	duration      *prometheus.HistogramVec // by route
+	outcomeWait   prometheus.Histogram
+	publishErrors prometheus.Counter
+}
+
+// latencyBuckets reach from a quick rejection to the outcome timeout.
+var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .2, .5, 1, 2.5, 5, 10}
+
+func newServerMetrics(reg prometheus.Registerer, s *Server) *serverMetrics {
+	m := &serverMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Ingest, Name: "requests_total",
+			Help: "Answered requests by outcome (pkg/outcome names: stored, invalid_token, storage_failed, ...) and HTTP status.",
+		}, []string{"outcome", "status"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Ingest, Name: "request_duration_seconds",
+			Help: "Time from routing a request to its answer, by route template.", Buckets: latencyBuckets,
+		}, []string{"route"}),
+		outcomeWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Ingest, Name: "outcome_wait_seconds",
+			Help: "Time from publishing an event to receiving its outcome from a worker.", Buckets: latencyBuckets,
+		}),
+		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Ingest, Name: "publish_errors_total",
+			Help: "Events JetStream did not accept (NATS down, stream full, timeout).",
+		}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.outcomeWait, m.publishErrors,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Namespace: metrics.Ingest, Name: "in_flight_requests",
+			Help: "Event requests being handled now (MAX_IN_FLIGHT bounds it).",
+		}, func() float64 { return float64(len(s.inflight)) }),
+	)
+	return m
+}
+
+// countOutcome notes one answered request.
+func (m *serverMetrics) countOutcome(code outcome.Code, status int) {
+	m.requests.WithLabelValues(code.String(), strconv.Itoa(status)).Inc()
+}
+
+// timeRoutes observes every request's duration by route; errors are handled
+// here, so that the time includes writing the error answer.
+func (m *serverMetrics) timeRoutes(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		route := c.Path()
+		if route == "" {
+			route = "unmatched"
+		}
+		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		return nil
+	}
+}

@@ -1,0 +1,72 @@
+package batch
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/devicehub/eventservice/pkg/metrics"
+)
+
+// Tables, as metric labels.
+const (
+	tableValues   = "input_values"
+	tableMessages = "device_messages"
+	tableKeys     = "event_keys"
+)
+
+// writerMetrics are writer-worker's own series.
+type writerMetrics struct {
+	batchEvents    prometheus.Histogram
+	insertDuration *prometheus.HistogramVec // by table
+	rows           *prometheus.CounterVec   // by table
+	failures       *prometheus.CounterVec   // by table
+	keyedRepeats   prometheus.Counter
+	answered       *prometheus.CounterVec // by outcome
+}
+
+func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
+	m := &writerMetrics{
+		batchEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Writer, Name: "batch_events",
+			Help:    "Events per value flush (one INSERT into input_values).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		insertDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: metrics.Writer, Name: "insert_duration_seconds",
+			Help:    "Time one INSERT took, by table.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"table"}),
+		rows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Writer, Name: "rows_stored_total",
+			Help: "Rows inserted, by table.",
+		}, []string{"table"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Writer, Name: "storage_failures_total",
+			Help: "Failed INSERTs or lookups, by table.",
+		}, []string{"table"}),
+		keyedRepeats: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Writer, Name: "keyed_repeats_total",
+			Help: "Keyed events answered with an earlier attempt's outcome instead of being stored again.",
+		}),
+		answered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Writer, Name: "outcomes_total",
+			Help: "Outcomes this writer sent back to waiting requests, by outcome.",
+		}, []string{"outcome"}),
+	}
+	reg.MustRegister(m.batchEvents, m.insertDuration, m.rows, m.failures, m.keyedRepeats, m.answered)
+	return m
+}
+
+// observeInsert records one INSERT of n rows into table that started at start.
+func (m *writerMetrics) observeInsert(table string, n int, start time.Time, err error) {
+	if n == 0 && err == nil {
+		return
+	}
+	m.insertDuration.WithLabelValues(table).Observe(time.Since(start).Seconds())
+	if err != nil {
+		m.failures.WithLabelValues(table).Inc()
+		return
+	}
+	m.rows.WithLabelValues(table).Add(float64(n))
+}
