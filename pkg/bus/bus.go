@@ -168,9 +168,37 @@ func Open(ctx context.Context, cfg Config, name string, log *zap.Logger) (*nats.
 		nc.Close()
 		return nil, nil, err
 	}
-	if err := EnsureStreams(ctx, js, cfg); err != nil {
+	if err := UntilReady(ctx, log, func(ctx context.Context) error { return EnsureStreams(ctx, js, cfg) }); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
 	return nc, js, nil
+}
+
+// UntilReady runs a JetStream set-up call until it succeeds, ctx ends, or it
+// fails in a way that will not pass by itself. In a cluster the JetStream API
+// may not answer for a while (a leader election, several programs creating
+// the same stream at once): a program waits rather than exits.
+func UntilReady(ctx context.Context, log *zap.Logger, setup func(context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := setup(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !retryable(err) {
+			return err
+		}
+		log.Warn("jetstream not ready, retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// retryable reports whether a JetStream API error may pass by itself.
+func retryable(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoHeartbeat)
 }

@@ -33,8 +33,13 @@ func ConsumeUntil(ctx context.Context, js jetstream.JetStream, d Durable, log *z
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", d.Name, err)
 	}
+	// Short-lived pull requests: one sent while the consumer has no leader
+	// (a NATS node just failed) is lost, and this copy would idle until
+	// the request expired. The default of 30 s is too long to be idle.
 	cc, err := cons.Consume(handle,
 		jetstream.PullMaxMessages(d.PullBatch),
+		jetstream.PullExpiry(5*time.Second),
+		jetstream.PullHeartbeat(2*time.Second),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			log.Debug("consume", zap.String("consumer", d.Name), zap.Error(err))
 		}))

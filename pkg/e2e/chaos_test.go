@@ -52,7 +52,7 @@ type load struct {
 // once, without a key; odd ones behave as field firmware does: an
 // Idempotency-Key per value, and the same value again until it is answered
 // stored. Either way a value stored twice is the service's duplicate.
-func (l *load) run(ctx context.Context, base string, conc int) {
+func (l *load) run(ctx context.Context, bases []string, conc int) {
 	l.succeeded, l.statuses = map[int]bool{}, map[string]int{}
 	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: conc}}
 	var wg sync.WaitGroup
@@ -61,6 +61,7 @@ func (l *load) run(ctx context.Context, base string, conc int) {
 		go func() {
 			defer wg.Done()
 			keyed := w%2 == 1
+			base := bases[(w/2)%len(bases)]
 			for n := 0; ctx.Err() == nil; {
 				v := w*1_000_000 + n
 				dev := v % chaosDevices
@@ -167,7 +168,7 @@ func underLoad(t *testing.T, s *stack, d, at time.Duration, fault func()) *load 
 	defer cancel()
 	l := &load{}
 	done := make(chan struct{})
-	go func() { defer close(done); l.run(ctx, s.base, 24) }()
+	go func() { defer close(done); l.run(ctx, s.bases, 24) }()
 	time.Sleep(at)
 	fault()
 	<-done

@@ -60,7 +60,8 @@ func moduleRoot() (string, error) {
 // test run, and the three programs as child processes.
 type stack struct {
 	t      *testing.T
-	base   string // http://127.0.0.1:port of ingest-api
+	base   string   // http://127.0.0.1:port of ingest-api
+	bases  []string // of every ingest-api copy, base first
 	db     string
 	ch     driver.Conn
 	nats   *testenv.NATSServer
@@ -90,24 +91,8 @@ func startStack(t *testing.T, extraEnv ...string) *stack {
 func startStackOn(t *testing.T, chAddr string, extraEnv ...string) *stack {
 	t.Helper()
 	ns := testenv.NATSControl(t)
-	db := testenv.FreshDB(t, chAddr)
-	ch, err := clickhouse.Open(&clickhouse.Options{Addr: []string{chAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	s := &stack{t: t, db: db, ch: ch, nats: ns, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}, ops: map[string]string{}}
-	ingestAddr := freeAddr(t)
-	s.base = "http://" + ingestAddr
-	s.env = append([]string{
-		"NATS_URL=" + ns.Server().ClientURL(),
-		"CLICKHOUSE_ADDR=" + chAddr,
-		"CLICKHOUSE_DATABASE=" + db,
-		"ADMIN_TOKEN=" + adminToken,
-		"HTTP_ADDR=" + ingestAddr,
-		"LOG_LEVEL=debug",
-		"PATH=" + os.Getenv("PATH"),
-	}, extraEnv...)
+	s := newStack(t, chAddr, ns.Server().ClientURL(), extraEnv...)
+	s.nats = ns
 	s.start("writer-worker")
 	s.start("mapper-worker")
 	s.start("ingest-api")
@@ -115,12 +100,40 @@ func startStackOn(t *testing.T, chAddr string, extraEnv ...string) *stack {
 	return s
 }
 
+// newStack prepares a stack on the NATS servers at natsURL (comma
+// separated) without starting any program.
+func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
+	t.Helper()
+	db := testenv.FreshDB(t, chAddr)
+	ch, err := clickhouse.Open(&clickhouse.Options{Addr: []string{chAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ch.Close() })
+	s := &stack{t: t, db: db, ch: ch, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}, ops: map[string]string{}}
+	ingestAddr := freeAddr(t)
+	s.base = "http://" + ingestAddr
+	s.bases = []string{s.base}
+	s.env = append([]string{
+		"NATS_URL=" + natsURL,
+		"CLICKHOUSE_ADDR=" + chAddr,
+		"CLICKHOUSE_DATABASE=" + db,
+		"ADMIN_TOKEN=" + adminToken,
+		"HTTP_ADDR=" + ingestAddr,
+		"LOG_LEVEL=debug",
+		"PATH=" + os.Getenv("PATH"),
+	}, extraEnv...)
+	return s
+}
+
 // start runs a program on the stack's settings, with its operations
-// listener (metrics, health) on a fresh loopback port.
+// listener (metrics, health) on a fresh loopback port. A name may carry a
+// copy number ("mapper-worker.2") to run another copy of the program.
 func (s *stack) start(name string, env ...string) {
 	s.t.Helper()
+	program, _, _ := strings.Cut(name, ".")
 	s.ops[name] = freeAddr(s.t)
-	if name == "ingest-api" {
+	if program == "ingest-api" {
 		env = append(env, "METRICS_ADDR="+s.ops[name])
 	} else {
 		env = append(env, "HEALTH_ADDR="+s.ops[name])
@@ -129,7 +142,7 @@ func (s *stack) start(name string, env ...string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	cmd := exec.Command(filepath.Join(binDir, name))
+	cmd := exec.Command(filepath.Join(binDir, program))
 	cmd.Env = append(append([]string{}, s.env...), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
@@ -161,20 +174,25 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
+// waitReady waits for every ingest-api copy to be ready.
 func (s *stack) waitReady() {
 	s.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(s.base + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
+	for _, base := range s.bases {
+		for {
+			resp, err := http.Get(base + "/readyz")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
 			}
+			if time.Now().After(deadline) {
+				s.t.Fatalf("ingest-api at %s not ready within 30s", base)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
-	s.t.Fatal("ingest-api not ready within 30s")
 }
 
 // logs returns everything the programs logged so far.

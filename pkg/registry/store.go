@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/bus"
 )
 
 // ErrNotFound is returned by Get and Delete for a serial with no record.
@@ -33,13 +35,17 @@ type BucketConfig struct {
 // Open creates the bucket if it is missing and returns a Store over it.
 // Run must be called to fill and follow the cache.
 func Open(ctx context.Context, js jetstream.JetStream, cfg BucketConfig, cache *Cache, log *zap.Logger) (*Store, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:       cfg.Bucket,
-		Description:  "device registry: serial -> token, connection type, inputs, entity mapping",
-		History:      1,
-		MaxValueSize: 1 << 20,
-		Storage:      jetstream.FileStorage,
-		Replicas:     cfg.Replicas,
+	var kv jetstream.KeyValue
+	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:       cfg.Bucket,
+			Description:  "device registry: serial -> token, connection type, inputs, entity mapping",
+			History:      1,
+			MaxValueSize: 1 << 20,
+			Storage:      jetstream.FileStorage,
+			Replicas:     cfg.Replicas,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open registry bucket %q: %w", cfg.Bucket, err)

@@ -9,12 +9,15 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ClickHouseEnv names the variable holding the test server's native address.
@@ -50,8 +53,16 @@ func NATSControl(t testing.TB) *NATSServer {
 // Server is the running server.
 func (n *NATSServer) Server() *server.Server { return n.srv }
 
-// Start starts the server (again).
+// Start starts the server (again) and waits until it takes connections.
 func (n *NATSServer) Start() {
+	n.t.Helper()
+	n.StartAsync()
+	n.WaitReady()
+}
+
+// StartAsync starts the server without waiting: cluster nodes must all be
+// starting before any of them is ready.
+func (n *NATSServer) StartAsync() {
 	n.t.Helper()
 	opts := n.opts
 	s, err := server.NewServer(&opts)
@@ -59,10 +70,15 @@ func (n *NATSServer) Start() {
 		n.t.Fatalf("nats server: %v", err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	n.srv = s
+}
+
+// WaitReady waits until the server takes connections.
+func (n *NATSServer) WaitReady() {
+	n.t.Helper()
+	if !n.srv.ReadyForConnections(20 * time.Second) {
 		n.t.Fatal("nats server not ready")
 	}
-	n.srv = s
 }
 
 // Stop shuts the server down.
@@ -112,4 +128,75 @@ func FreshDB(t testing.TB, addr string) string {
 		}
 	})
 	return db
+}
+
+// NATSCluster starts n JetStream servers on loopback that form one cluster
+// (as a production R3 deployment does), each restartable on its own ports and
+// store, all stopped when the test ends. It returns once JetStream has a meta
+// leader, so that replicated streams can be created.
+func NATSCluster(t testing.TB, n int) []*NATSServer {
+	t.Helper()
+	clusterPorts := make([]int, n)
+	clientPorts := make([]int, n)
+	for i := range n {
+		clusterPorts[i], clientPorts[i] = freePort(t), freePort(t)
+	}
+	var routes []*url.URL
+	for _, p := range clusterPorts {
+		routes = append(routes, &url.URL{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", p)})
+	}
+	nodes := make([]*NATSServer, n)
+	for i := range n {
+		nodes[i] = &NATSServer{t: t, opts: server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1),
+			Host:       "127.0.0.1", Port: clientPorts[i], JetStream: true, StoreDir: t.TempDir(),
+			NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
+			Cluster: server.ClusterOpts{Name: "events", Host: "127.0.0.1", Port: clusterPorts[i]},
+			Routes:  routes,
+		}}
+	}
+	for _, node := range nodes {
+		node.StartAsync()
+	}
+	for _, node := range nodes {
+		node.WaitReady()
+		t.Cleanup(node.Stop)
+	}
+	// Ready means an R3 stream can be created: a meta leader alone is not
+	// enough, the first requests after the election can go unanswered.
+	nc, err := nats.Connect(nodes[0].ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "testenv_probe", Subjects: []string{"testenv.probe"}, Replicas: n})
+		if err == nil {
+			err = js.DeleteStream(ctx, "testenv_probe")
+		}
+		cancel()
+		if err == nil {
+			return nodes
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NATS cluster: no replicated stream within 60s: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// ClientURL is the server's client address.
+func (n *NATSServer) ClientURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

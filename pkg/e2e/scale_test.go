@@ -1,0 +1,96 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/testenv"
+)
+
+// The scale-out deployment on one machine: a 3-node NATS cluster with R3
+// streams and registry bucket, two copies of every program. The node leading
+// the events stream is stopped under load: ingestion goes on, and nothing
+// answered stored is lost or stored twice.
+func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
+	nodes := testenv.NATSCluster(t, 3)
+	var urls []string
+	for _, n := range nodes {
+		urls = append(urls, n.ClientURL())
+	}
+	s := newStack(t, testenv.ClickHouseAddr(t), strings.Join(urls, ","), append(chaosEnv, "NATS_REPLICAS=3")...)
+	second := freeAddr(t)
+	s.bases = append(s.bases, "http://"+second)
+	for _, p := range []string{"writer-worker", "writer-worker.2", "mapper-worker", "mapper-worker.2", "ingest-api"} {
+		s.start(p)
+	}
+	s.start("ingest-api.2", "HTTP_ADDR="+second)
+	s.waitReady()
+	provisionChaos(t, s)
+
+	nc, err := nats.Connect(strings.Join(urls, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	info, err := js.Stream(ctx, bus.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := info.CachedInfo().Cluster
+	if cl == nil || len(cl.Replicas) != 2 || cl.Leader == "" {
+		t.Fatalf("events stream is not R3: %+v", cl)
+	}
+
+	// Both copies of each worker have pull requests waiting.
+	for _, c := range []struct{ stream, name string }{{bus.EventsStream, bus.MapperDurable}, {bus.MappedStream, bus.WriterDurable}} {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			cons, err := js.Consumer(ctx, c.stream, c.name)
+			if err == nil {
+				var ci *jetstream.ConsumerInfo
+				if ci, err = cons.Info(ctx); err == nil && ci.NumWaiting >= 2 {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("consumer %s: fewer than two copies pulling (%v)", c.name, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	total, at := chaosDuration()
+	l := underLoad(t, s, total, at, func() {
+		for _, n := range nodes {
+			if n.Server().Name() == cl.Leader {
+				t.Logf("stopping %s, leader of %s", cl.Leader, bus.EventsStream)
+				n.Stop()
+			}
+		}
+	})
+	reconcile(t, s, "nats-node-stopped", l)
+
+	// Both copies of each worker did part of the work.
+	for _, c := range []struct{ program, series string }{
+		{"writer-worker", `writer_worker_rows_stored_total{table="input_values"}`},
+		{"writer-worker.2", `writer_worker_rows_stored_total{table="input_values"}`},
+		{"mapper-worker", `mapper_worker_events_total{outcome="stored"}`},
+		{"mapper-worker.2", `mapper_worker_events_total{outcome="stored"}`},
+		{"ingest-api", `ingest_api_requests_total{outcome="stored",status="200"}`},
+		{"ingest-api.2", `ingest_api_requests_total{outcome="stored",status="200"}`},
+	} {
+		if v := s.scrape(t, c.program)[c.series]; v == 0 {
+			t.Errorf("%s did none of the work (%s = 0)", c.program, c.series)
+		} else {
+			t.Logf("%s: %s = %v", c.program, c.series, v)
+		}
+	}
+}
