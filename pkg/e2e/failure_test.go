@@ -30,6 +30,7 @@ func TestStorageFailureIsReportedAndRecovers(t *testing.T) {
 	if r.Header.Get("Retry-After") == "" {
 		t.Error("no Retry-After on a retryable failure")
 	}
+	conformEvent(t, r)
 
 	// ClickHouse comes back (here: the table); no program is restarted.
 	for _, stmt := range chschema.Statements(s.db) {
@@ -89,6 +90,7 @@ func TestDeviceRateLimit(t *testing.T) {
 	if r.Header.Get("Retry-After") == "" {
 		t.Error("429 without Retry-After")
 	}
+	conformEvent(t, r)
 	// Failed authentication spends no device budget, and devices are apart.
 	expect(t, s.post(t, `{"serial":"dev-R2","data":{"t":1}}`, bearer("wrong")), 401, "Invalid access token", "Invalid access token for device with serial dev-R2")
 	expect(t, s.post(t, `{"serial":"dev-R2","data":{"t":1}}`, bearer("tok-dev-R2")), 200, "Message processed and data stored successfully", "")

@@ -22,6 +22,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/metrics"
+	"github.com/devicehub/eventservice/pkg/openapi"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -92,6 +93,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 	e.POST("/api/v1/deviceapi/event", s.postEvent)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	e.GET(openapi.Path, func(c echo.Context) error { return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Doc) })
 
 	admin := e.Group("/api/v1/admin", s.requireAdmin)
 	admin.PUT("/devices/:serial", s.putDevice)

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/devicehub/eventservice/pkg/openapi"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
 
@@ -112,5 +113,43 @@ func TestFailedAdminAuthIsLoggedWithoutTheToken(t *testing.T) {
 	}
 	if strings.Contains(lines[0].Message, "adm-secre") {
 		t.Fatal("the message carries the token")
+	}
+}
+
+// Every route of the router is in the OpenAPI document, and every
+// documented operation is a route.
+func TestEveryRouteIsDocumented(t *testing.T) {
+	doc, err := openapi.Parse(openapi.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, op := range doc.Operations() {
+		documented[op] = true
+	}
+	routed := map[string]bool{}
+	for _, r := range testServer(t).Routes() {
+		if strings.HasPrefix(r.Method, "echo_") { // Echo's own not-found routes of a group
+			continue
+		}
+		parts := strings.Split(r.Path, "/")
+		for i, p := range parts {
+			if name, ok := strings.CutPrefix(p, ":"); ok {
+				parts[i] = "{" + name + "}"
+			}
+		}
+		op := r.Method + " " + strings.Join(parts, "/")
+		routed[op] = true
+		if !documented[op] {
+			t.Errorf("route %s is not in the OpenAPI document", op)
+		}
+	}
+	for op := range documented {
+		if !routed[op] {
+			t.Errorf("documented %s is not a route", op)
+		}
+	}
+	if len(routed) < 10 {
+		t.Fatalf("only %d routes seen", len(routed))
 	}
 }

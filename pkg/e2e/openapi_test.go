@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/devicehub/eventservice/pkg/openapi"
+)
+
+// testDocumentedAnswers sends one request of every kind to the running
+// ingest-api and checks each answer against the document it serves.
+func testDocumentedAnswers(t *testing.T, s *stack) {
+	served := s.do(t, http.MethodGet, openapi.Path, nil, nil)
+	if served.Status != 200 {
+		t.Fatalf("%s: %d", openapi.Path, served.Status)
+	}
+	doc, err := openapi.Parse(served.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := map[string]string{"Authorization": "Bearer " + adminToken}
+	dev := bearer(tokA)
+	big := `{"serial":"dev-A","data":{"temp":"` + strings.Repeat("x", 1<<20) + `"}}`
+	statuses := map[int]bool{}
+	for _, c := range []struct {
+		method, path, body string
+		header             map[string]string
+	}{
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"dev-A","data":{"temp":40}}`, dev},
+		{"POST", "/api/v1/deviceapi/event", `[1]`, dev},
+		{"POST", "/api/v1/deviceapi/event", `{"data":{}}`, dev},
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"dev-A","data":{}}`, nil},
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"dev-A","data":3}`, dev},
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"nobody","data":{}}`, dev},
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"dev-A","data":{"temp":1}}`, bearer("wrong")},
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"dev-A","data":{"nothing":1}}`, dev},
+		{"POST", "/api/v1/deviceapi/event", big, dev},
+		{"GET", "/healthz", "", nil},
+		{"GET", "/readyz", "", nil},
+		{"PUT", "/api/v1/admin/devices/dev-O", `{"inputs":[{"name":"t","entity":"oa","entityInput":"t"}]}`, adm},
+		{"PUT", "/api/v1/admin/devices/dev-O2", `{"connectionType":"LoRa"}`, adm},
+		{"PUT", "/api/v1/admin/devices/dev-O", `{}`, nil},
+		{"GET", "/api/v1/admin/devices/dev-O", "", adm},
+		{"GET", "/api/v1/admin/devices/dev-none", "", adm},
+		{"GET", "/api/v1/admin/devices/dev-A/messages?limit=5", "", adm},
+		{"GET", "/api/v1/admin/devices/dev-A/messages?limit=0", "", adm},
+		{"GET", "/api/v1/admin/entities/boiler-1/inputs/temperature/latest", "", adm},
+		{"GET", "/api/v1/admin/entities/boiler-1/inputs/none/latest", "", adm},
+		{"GET", "/api/v1/admin/entities/boiler-1/inputs/temperature/series?limit=3", "", adm},
+		{"GET", "/api/v1/admin/entities/boiler-1/inputs/temperature/series?from=x", "", adm},
+		{"DELETE", "/api/v1/admin/devices/dev-O", "", adm},
+		{"DELETE", "/api/v1/admin/devices/dev-O", "", adm},
+	} {
+		r := s.do(t, c.method, c.path, []byte(c.body), c.header)
+		statuses[r.Status] = true
+		path, _, _ := strings.Cut(c.path, "?")
+		if err := doc.Conform(c.method, path, r.Status, r.Header, r.Raw); err != nil {
+			t.Errorf("%s %s: %v", c.method, c.path, err)
+		}
+	}
+	for _, want := range []int{200, 204, 400, 401, 404, 413, 422} {
+		if !statuses[want] {
+			t.Errorf("no answer with status %d was checked", want)
+		}
+	}
+}
+
+// conformEvent checks an answer of the event endpoint against the document.
+func conformEvent(t *testing.T, r reply) {
+	t.Helper()
+	doc, err := openapi.Parse(openapi.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Conform("POST", "/api/v1/deviceapi/event", r.Status, r.Header, r.Raw); err != nil {
+		t.Error(err)
+	}
+}
