@@ -8,6 +8,7 @@ state=${RUN_DIR:-$root/.run}
 bin=$root/bin
 : "${NATS_PORT:=4222}" "${CLICKHOUSE_PORT:=9000}" "${CLICKHOUSE_HTTP_PORT:=8123}"
 : "${INGEST_ADDR:=127.0.0.1:8080}" "${MAPPER_HEALTH_ADDR:=127.0.0.1:8081}" "${WRITER_HEALTH_ADDR:=127.0.0.1:8082}"
+: "${INGEST_METRICS_ADDR:=127.0.0.1:8083}"
 dev_flag=""
 if [ -z "${ADMIN_TOKEN:-}" ]; then
   ADMIN_TOKEN=dev-admin-token
@@ -44,7 +45,7 @@ CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" HEALTH_ADDR=$WRITER_HEALTH_ADDR env
 pids+=($!); echo $! > "$state/pids/writer"
 HEALTH_ADDR=$MAPPER_HEALTH_ADDR env ${PPROF:+PPROF_ADDR=127.0.0.1:6062} "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/mapper"
-HTTP_ADDR=$INGEST_ADDR ADMIN_TOKEN=$ADMIN_TOKEN env ${PPROF:+PPROF_ADDR=127.0.0.1:6061} "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
+HTTP_ADDR=$INGEST_ADDR METRICS_ADDR=$INGEST_METRICS_ADDR ADMIN_TOKEN=$ADMIN_TOKEN env ${PPROF:+PPROF_ADDR=127.0.0.1:6061} "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/api"
 wait_http "http://$WRITER_HEALTH_ADDR/readyz" writer-worker
 wait_http "http://$MAPPER_HEALTH_ADDR/readyz" mapper-worker
@@ -65,6 +66,9 @@ Post a reading:
 Read it back:
   curl -s http://$INGEST_ADDR/api/v1/admin/entities/boiler-1/inputs/temperature/latest -H "Authorization: Bearer $ADMIN_TOKEN"
   clickhouse-client --port $CLICKHOUSE_PORT -q 'SELECT * FROM device_events.input_values ORDER BY ts_ns DESC LIMIT 5'
+
+Metrics (Prometheus text): http://$INGEST_METRICS_ADDR/metrics http://$MAPPER_HEALTH_ADDR/metrics http://$WRITER_HEALTH_ADDR/metrics
+API document: http://$INGEST_ADDR/api/v1/openapi.json
 
 Ctrl-C stops everything.
 TXT

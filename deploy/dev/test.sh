@@ -21,5 +21,9 @@ for p in ingest-api mapper-worker writer-worker; do
 done
 if docker compose version >/dev/null 2>&1; then
   ADMIN_TOKEN=ci docker compose config --quiet
+  ADMIN_TOKEN=ci docker compose --profile monitoring config --quiet
+fi
+if command -v kubectl >/dev/null 2>&1; then
+  kubectl kustomize deploy/kubernetes >/dev/null
 fi
 go test -count=1 -timeout 20m ${GOTEST_FLAGS:-} ./...

@@ -3,6 +3,9 @@ package e2e
 import (
 	"bufio"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,5 +81,40 @@ func testMetrics(t *testing.T, s *stack) {
 				}
 			}
 		}
+	}
+}
+
+// testMonitoringNames checks that every metric the dashboard and the alert
+// rules under deploy/monitoring use is one the programs export.
+func testMonitoringNames(t *testing.T, s *stack) {
+	// One stored reading, so that the series of a request exist.
+	expect(t, s.post(t, `{"serial":"dev-A","data":{"temp":22}}`, bearer(tokA)), 200, storedMsg, "")
+	exported := map[string]bool{}
+	for _, p := range []string{"ingest-api", "mapper-worker", "writer-worker"} {
+		for series := range s.scrape(t, p) {
+			name, _, _ := strings.Cut(series, "{")
+			exported[name] = true
+		}
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := regexp.MustCompile(`\b(?:ingest_api|mapper_worker|writer_worker|process)_[a-z0-9_]+`)
+	checked := 0
+	for _, f := range []string{"deploy/monitoring/alerts.yml", "deploy/monitoring/grafana/dashboard.json"} {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range ref.FindAllString(string(b), -1) {
+			checked++
+			if !exported[name] {
+				t.Errorf("%s uses %s, which no program exports", f, name)
+			}
+		}
+	}
+	if checked < 20 {
+		t.Fatalf("only %d metric references found", checked)
 	}
 }

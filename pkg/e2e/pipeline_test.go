@@ -100,6 +100,7 @@ func TestPipeline(t *testing.T) {
 	t.Run("300 concurrent posts store 300 values", func(t *testing.T) { testConcurrent(t, s) })
 	t.Run("workspace API", func(t *testing.T) { testWorkspace(t, s) })
 	t.Run("metrics follow what happened", func(t *testing.T) { testMetrics(t, s) })
+	t.Run("dashboard and alerts use exported metrics", func(t *testing.T) { testMonitoringNames(t, s) })
 	t.Run("every answer matches the API document", func(t *testing.T) { testDocumentedAnswers(t, s) })
 	t.Run("tokens never reach logs or stored payloads", func(t *testing.T) {
 		logs := s.logs()

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/devicehub/eventservice/pkg/metrics"
+	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
 // workerMetrics are mapper-worker's own series.
@@ -40,5 +41,8 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 		}),
 	}
 	reg.MustRegister(m.events, m.envelopes, m.envelopeSize, m.publishErrors, m.staleWaits)
+	for _, c := range []outcome.Code{outcome.Stored, outcome.NoConnections, outcome.DeviceNotFound, outcome.ProcessingFailed} {
+		m.events.WithLabelValues(c.String())
+	}
 	return m
 }

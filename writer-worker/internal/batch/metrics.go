@@ -55,6 +55,13 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 		}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.batchEvents, m.insertDuration, m.rows, m.failures, m.keyedRepeats, m.answered)
+	// Every series exists from the start, so that rates and alerts see
+	// zero rather than nothing.
+	for _, t := range []string{tableValues, tableMessages, tableKeys} {
+		m.insertDuration.WithLabelValues(t)
+		m.rows.WithLabelValues(t)
+		m.failures.WithLabelValues(t)
+	}
 	return m
 }
 
