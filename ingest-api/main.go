@@ -38,7 +38,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	waiter, err := reply.NewWaiter(nc, log.With(zap.String("component", "reply")))
+	waiter, err := reply.NewWaiter(nc, cfg.NATS.Names.ReplyPrefix(), log.With(zap.String("component", "reply")))
 	if err != nil {
 		return err
 	}
@@ -56,9 +56,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
-		Log: log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter,
+		Log:     log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter,
 		Limiter:    ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst),
 		AdminToken: cfg.AdminToken,
+		Names:      cfg.NATS.Names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
 			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout},
 	})

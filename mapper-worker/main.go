@@ -44,7 +44,8 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	})
 	reg := metrics.NewRegistry()
 	metrics.WatchRegistry(reg, metrics.Mapper, cache)
-	metrics.WatchConsumer(reg, metrics.Mapper, js, bus.EventsStream, bus.MapperDurable)
+	metrics.WatchConsumer(reg, metrics.Mapper, js, cfg.NATS.Names.EventsStream, cfg.NATS.Names.MapperConsumer)
+	cfg.Mapping.Names = cfg.NATS.Names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	worker := mapping.NewWorker(cfg.Mapping, nc, js, cache, reg, log.With(zap.String("component", "mapper")))
 

@@ -55,10 +55,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return store.Ping(ctx)
 	})
 	reg := metrics.NewRegistry()
-	metrics.WatchConsumer(reg, metrics.Writer, js, bus.MappedStream, bus.WriterDurable)
+	metrics.WatchConsumer(reg, metrics.Writer, js, cfg.NATS.Names.MappedStream, cfg.NATS.Names.WriterConsumer)
+	cfg.Batch.Names = cfg.NATS.Names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	writer := batch.New(cfg.Batch, nc, js, store, reg, log.With(zap.String("component", "writer")))
-	queries := reads.New(nc, store, writer.Outcomes, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
+	queries := reads.New(nc, cfg.NATS.Names.QueryPrefix(), store, writer.Outcomes, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
 
 	// The writer drains on ctx; reads and health stop after it, so that
 	// the storage path stays visible while the last batch flushes.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -13,22 +14,57 @@ import (
 	"go.uber.org/zap"
 )
 
-// Subjects and stream names. Events carry the serial in the body, not in the
-// subject: serials may hold characters a subject cannot.
-const (
-	EventsStream  = "DEVICE_EVENTS"
-	EventsSubject = "devices.events.in"
-	MappedStream  = "DEVICE_MAPPED"
-	MappedSubject = "devices.mapped.in"
+// Names are the streams, consumers and subjects the programs share; every
+// copy of every program must use the same ones. Two deployments can share a
+// NATS account by giving each its own. Events carry the serial in the body,
+// not in the subject: serials may hold characters a subject cannot.
+type Names struct {
+	EventsStream   string // accepted events, consumed by mapper-worker
+	MappedStream   string // envelopes of mapped events, consumed by writer-worker
+	MapperConsumer string // durable consumer of EventsStream
+	WriterConsumer string // durable consumer of MappedStream
+	// SubjectPrefix starts every subject: <prefix>.events.in,
+	// <prefix>.mapped.in, <prefix>.query.<kind>, <prefix>.reply.<instance>.
+	SubjectPrefix string
+}
 
-	MapperDurable = "mapper"
-	WriterDurable = "writer"
+// DefaultNames are the names when none are configured.
+var DefaultNames = Names{
+	EventsStream: "DEVICE_EVENTS", MappedStream: "DEVICE_MAPPED",
+	MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "devices",
+}
 
-	// QueryPrefix is where writer-worker answers read requests, in the
-	// queue group QueryQueue so that any copy may answer.
-	QueryPrefix = "devices.query."
-	QueryQueue  = "writer"
-)
+// EventsSubject is where ingest-api publishes accepted events.
+func (n Names) EventsSubject() string { return n.SubjectPrefix + ".events.in" }
+
+// MappedSubject is where mapper-worker publishes envelopes.
+func (n Names) MappedSubject() string { return n.SubjectPrefix + ".mapped.in" }
+
+// QueryPrefix is where writer-worker answers read requests (any copy: they
+// share the queue group QueryQueue).
+func (n Names) QueryPrefix() string { return n.SubjectPrefix + ".query." }
+
+// ReplyPrefix starts the subject each ingest-api copy receives outcomes on.
+func (n Names) ReplyPrefix() string { return n.SubjectPrefix + ".reply." }
+
+// QueryQueue is the queue group of the read queries.
+const QueryQueue = "writer"
+
+func validName(s string) bool {
+	return s != "" && !strings.ContainsAny(s, " \t\r\n.*>")
+}
+
+func validPrefix(s string) bool {
+	if s == "" || strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") || strings.ContainsAny(s, " \t\r\n*>") {
+		return false
+	}
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" {
+			return false
+		}
+	}
+	return true
+}
 
 // Config is what a program needs to reach NATS.
 type Config struct {
@@ -46,6 +82,7 @@ type Config struct {
 	StreamMaxBytes int64
 	// DedupeWindow is how long a stream remembers message ids.
 	DedupeWindow time.Duration
+	Names        Names
 }
 
 // Validate reports the first thing wrong with c.
@@ -63,6 +100,12 @@ func (c Config) Validate() error {
 		return errors.New("NATS_STREAM_MAX_BYTES must be positive")
 	case c.DedupeWindow <= 0 || c.DedupeWindow > c.StreamMaxAge:
 		return errors.New("NATS_DEDUPE_WINDOW must be positive and at most NATS_STREAM_MAX_AGE")
+	case !validName(c.Names.EventsStream) || !validName(c.Names.MappedStream) || c.Names.EventsStream == c.Names.MappedStream:
+		return errors.New("NATS_EVENTS_STREAM and NATS_MAPPED_STREAM must be two different names without spaces, '.', '*' or '>'")
+	case !validName(c.Names.MapperConsumer) || !validName(c.Names.WriterConsumer):
+		return errors.New("NATS_MAPPER_CONSUMER and NATS_WRITER_CONSUMER must be names without spaces, '.', '*' or '>'")
+	case !validPrefix(c.Names.SubjectPrefix):
+		return errors.New("NATS_SUBJECT_PREFIX must be dot-separated subject tokens without wildcards")
 	}
 	return nil
 }
@@ -119,9 +162,10 @@ func Connect(cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.Je
 // EnsureStreams creates or updates the two work-queue streams. Every program
 // calls it at start, so the order in which they start does not matter.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	n := cfg.Names
 	for _, s := range []struct{ name, subject, desc string }{
-		{EventsStream, EventsSubject, "accepted device events, awaiting entity mapping"},
-		{MappedStream, MappedSubject, "mapped device events, awaiting the ClickHouse write"},
+		{n.EventsStream, n.EventsSubject(), "accepted device events, awaiting entity mapping"},
+		{n.MappedStream, n.MappedSubject(), "mapped device events, awaiting the ClickHouse write"},
 	} {
 		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:        s.name,

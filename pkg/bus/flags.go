@@ -16,5 +16,10 @@ func (c *Config) RegisterFlags(s *envflag.Set) {
 	s.Int(&c.Replicas, "nats-replicas", 1, "replicas of streams and the registry bucket (3 in a cluster)")
 	s.Duration(&c.StreamMaxAge, "nats-stream-max-age", 24*time.Hour, "oldest event a stream keeps while a stage is down")
 	s.Duration(&c.DedupeWindow, "nats-dedupe-window", 2*time.Minute, "how long the events stream drops a second publish of one event id (a retry with the same Idempotency-Key while the first is in flight)")
+	s.String(&c.Names.EventsStream, "nats-events-stream", DefaultNames.EventsStream, "stream of accepted events")
+	s.String(&c.Names.MappedStream, "nats-mapped-stream", DefaultNames.MappedStream, "stream of mapped events")
+	s.String(&c.Names.MapperConsumer, "nats-mapper-consumer", DefaultNames.MapperConsumer, "durable consumer every mapper-worker copy shares")
+	s.String(&c.Names.WriterConsumer, "nats-writer-consumer", DefaultNames.WriterConsumer, "durable consumer every writer-worker copy shares")
+	s.String(&c.Names.SubjectPrefix, "nats-subject-prefix", DefaultNames.SubjectPrefix, "first tokens of every subject the programs use")
 	s.Int64(&c.StreamMaxBytes, "nats-stream-max-bytes", 1<<30, "bytes a stream may hold before publishes are refused")
 }

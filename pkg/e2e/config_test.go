@@ -1,12 +1,19 @@
 package e2e
 
 import (
+	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Every setting of every program (its flags, each with an environment
@@ -56,6 +63,48 @@ func TestConfiguration(t *testing.T) {
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if err == nil || len(lines) != 1 || !strings.HasPrefix(lines[0], c.want) {
 			t.Errorf("%s with %v: exit %v, output %q; want one line starting %q", c.program, c.env, err, out, c.want)
+		}
+	}
+}
+
+// Two deployments can share a NATS server: with other stream, consumer and
+// subject names the pipeline works and uses only those.
+func TestCustomNATSNames(t *testing.T) {
+	s := startStack(t, "NATS_SUBJECT_PREFIX=fleet.eu", "NATS_EVENTS_STREAM=EU_EVENTS", "NATS_MAPPED_STREAM=EU_MAPPED",
+		"NATS_MAPPER_CONSUMER=eu-mapper", "NATS_WRITER_CONSUMER=eu-writer")
+	s.admin(t, http.MethodPut, "/devices/dev-EU", `{"accessToken":"tok-EU","inputs":[{"name":"t","entity":"eu","entityInput":"t"}]}`)
+	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":1}}`, bearer("tok-EU")), 200, storedMsg, "")
+	if r := s.admin(t, http.MethodGet, "/entities/eu/inputs/t/latest", ""); r.Status != 200 {
+		t.Fatalf("read through the renamed query subject: %d %s", r.Status, r.Raw)
+	}
+	nc, err := nats.Connect(s.nats.Server().ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := context.Background()
+	var streams []string
+	names := js.StreamNames(ctx)
+	for n := range names.Name() {
+		streams = append(streams, n)
+	}
+	sort.Strings(streams)
+	if want := []string{"EU_EVENTS", "EU_MAPPED", "KV_device_registry"}; !slices.Equal(streams, want) {
+		t.Fatalf("streams %v, want %v", streams, want)
+	}
+	for stream, consumer := range map[string]string{"EU_EVENTS": "eu-mapper", "EU_MAPPED": "eu-writer"} {
+		var got []string
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lister := st.ConsumerNames(ctx)
+		for n := range lister.Name() {
+			got = append(got, n)
+		}
+		if !slices.Equal(got, []string{consumer}) {
+			t.Errorf("consumers of %s: %v, want [%s]", stream, got, consumer)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	info, err := js.Stream(ctx, bus.EventsStream)
+	info, err := js.Stream(ctx, bus.DefaultNames.EventsStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	}
 
 	// Both copies of each worker have pull requests waiting.
-	for _, c := range []struct{ stream, name string }{{bus.EventsStream, bus.MapperDurable}, {bus.MappedStream, bus.WriterDurable}} {
+	for _, c := range []struct{ stream, name string }{{bus.DefaultNames.EventsStream, bus.DefaultNames.MapperConsumer}, {bus.DefaultNames.MappedStream, bus.DefaultNames.WriterConsumer}} {
 		deadline := time.Now().Add(20 * time.Second)
 		for {
 			cons, err := js.Consumer(ctx, c.stream, c.name)
@@ -71,7 +71,7 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	l := underLoad(t, s, total, at, func() {
 		for _, n := range nodes {
 			if n.Server().Name() == cl.Leader {
-				t.Logf("stopping %s, leader of %s", cl.Leader, bus.EventsStream)
+				t.Logf("stopping %s, leader of %s", cl.Leader, bus.DefaultNames.EventsStream)
 				n.Stop()
 			}
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
-// Subjects, under bus.QueryPrefix.
+// Subjects, under bus.Names.QueryPrefix.
 const (
 	Ping     = "ping"
 	Messages = "messages"

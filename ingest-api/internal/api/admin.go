@@ -12,7 +12,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
@@ -174,7 +173,7 @@ func (s *Server) ask(ctx context.Context, kind string, req query.Request) (query
 	ctx, cancel := context.WithTimeout(ctx, s.limits.QueryTimeout)
 	defer cancel()
 	b, _ := json.Marshal(req)
-	m, err := s.nc.RequestWithContext(ctx, bus.QueryPrefix+kind, b)
+	m, err := s.nc.RequestWithContext(ctx, s.names.QueryPrefix()+kind, b)
 	if err != nil {
 		return query.Response{}, outcome.ProcessingFailed, fmt.Errorf("query storage: %w", err)
 	}

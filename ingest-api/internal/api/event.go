@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
@@ -70,7 +69,7 @@ func (s *Server) postEvent(c echo.Context) error {
 	replies, cancel := s.waiter.Register(ev.ID)
 	defer cancel()
 	published := time.Now()
-	fut, err := s.js.PublishMsgAsync(&nats.Msg{Subject: bus.EventsSubject, Data: data}, jetstream.WithMsgID(ev.ID))
+	fut, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.names.EventsSubject(), Data: data}, jetstream.WithMsgID(ev.ID))
 	if err != nil {
 		s.metrics.publishErrors.Inc()
 		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())

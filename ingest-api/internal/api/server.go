@@ -21,6 +21,7 @@ import (
 
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
+	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/openapi"
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -44,6 +45,7 @@ type Deps struct {
 	Waiter     *reply.Waiter
 	Limiter    *ratelimit.Limiter // nil: no per-device limit
 	AdminToken string
+	Names      bus.Names // streams and subjects shared with the workers
 	Limits     Limits
 	Metrics    prometheus.Registerer // nil: not exported
 }
@@ -58,6 +60,7 @@ type Server struct {
 	waiter   *reply.Waiter
 	limiter  *ratelimit.Limiter
 	limits   Limits
+	names    bus.Names
 	adminSum [sha256.Size]byte
 	inflight chan struct{}
 	bufs     sync.Pool
@@ -77,6 +80,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 		waiter:   d.Waiter,
 		limiter:  d.Limiter,
 		limits:   d.Limits,
+		names:    d.Names,
 		adminSum: sha256.Sum256([]byte(d.AdminToken)),
 		inflight: make(chan struct{}, d.Limits.MaxInFlight),
 		bufs:     sync.Pool{New: func() any { return new(bytes.Buffer) }},

@@ -16,7 +16,7 @@ import (
 
 // Waiter owns the reply subscription of this process.
 type Waiter struct {
-	subject string // "devices.reply.<instance>"
+	subject string // "<prefix>.reply.<instance>"
 	sub     *nats.Subscription
 	log     *zap.Logger
 
@@ -27,10 +27,11 @@ type Waiter struct {
 	pending map[string][]chan event.Reply
 }
 
-// NewWaiter subscribes to this instance's reply subject.
-func NewWaiter(nc *nats.Conn, log *zap.Logger) (*Waiter, error) {
+// NewWaiter subscribes to this instance's reply subject, under prefix
+// (bus.Names.ReplyPrefix).
+func NewWaiter(nc *nats.Conn, prefix string, log *zap.Logger) (*Waiter, error) {
 	w := &Waiter{
-		subject: "devices.reply." + nuid.Next(),
+		subject: prefix + nuid.Next(),
 		log:     log,
 		pending: make(map[string][]chan event.Reply),
 	}

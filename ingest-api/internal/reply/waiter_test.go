@@ -22,7 +22,7 @@ func TestEveryWaiterOfAnEventIsAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	w, err := NewWaiter(nc, zap.NewNop())
+	w, err := NewWaiter(nc, "test.reply.", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

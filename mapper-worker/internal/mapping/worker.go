@@ -26,6 +26,9 @@ type Config struct {
 	AckWait       time.Duration
 	// EnvelopeMax is the most events one envelope carries.
 	EnvelopeMax int
+	// Names are the streams and subjects (main sets them from the NATS
+	// configuration).
+	Names bus.Names
 	// StaleWait is how long an event waits for this process's registry copy
 	// to reach the revision the event was accepted under.
 	StaleWait time.Duration
@@ -69,7 +72,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.settle(queue)
 	}()
 	err := bus.ConsumeInto(ctx, w.js, bus.Durable{
-		Stream: bus.EventsStream, Name: bus.MapperDurable, AckWait: w.cfg.AckWait,
+		Stream: w.cfg.Names.EventsStream, Name: w.cfg.Names.MapperConsumer, AckWait: w.cfg.AckWait,
 		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
 	}, w.log, func(in <-chan jetstream.Msg) { w.loop(in, queue) })
 	close(queue)
@@ -185,7 +188,7 @@ func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *env
 		h.Write([]byte(mapped[i].ID))
 	}
 	id := hex.EncodeToString(h.Sum(nil)[:16])
-	fut, err := w.js.PublishMsgAsync(&nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, mapped)}, jetstream.WithMsgID(id))
+	fut, err := w.js.PublishMsgAsync(&nats.Msg{Subject: w.cfg.Names.MappedSubject(), Data: event.AppendEnvelope(nil, mapped)}, jetstream.WithMsgID(id))
 	if err != nil {
 		w.m.publishErrors.Inc()
 		w.log.Warn("publish envelope, will retry", zap.Int("events", len(mapped)), zap.Error(err))

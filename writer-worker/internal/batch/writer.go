@@ -59,6 +59,9 @@ type Config struct {
 	MaxAckPending int
 	PullBatch     int
 	AckWait       time.Duration
+	// Names are the streams and subjects (main sets them from the NATS
+	// configuration).
+	Names bus.Names
 	// KeyWindow is how long the outcome of a keyed event (one sent with an
 	// Idempotency-Key) answers its retries.
 	KeyWindow time.Duration
@@ -100,7 +103,7 @@ func (w *Writer) Run(ctx context.Context) error {
 		w.rawLog(raw)
 	}()
 	err := bus.ConsumeInto(ctx, w.js, bus.Durable{
-		Stream: bus.MappedStream, Name: bus.WriterDurable, AckWait: w.cfg.AckWait,
+		Stream: w.cfg.Names.MappedStream, Name: w.cfg.Names.WriterConsumer, AckWait: w.cfg.AckWait,
 		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
 	}, w.log, func(in <-chan jetstream.Msg) { w.loop(in, raw) })
 	close(raw)

@@ -36,7 +36,7 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
-	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute}); err != nil {
+	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Names: bus.DefaultNames}); err != nil {
 		t.Fatal(err)
 	}
 	addr, db := testenv.ClickHouseDB(t)
@@ -69,7 +69,7 @@ func (r *rig) run(t *testing.T, cfg Config) *Writer {
 // publish sends one envelope of ms, as the mapper does, with message id.
 func (r *rig) publish(t *testing.T, id string, ms ...event.Mapped) {
 	t.Helper()
-	msg := &nats.Msg{Subject: bus.MappedSubject, Data: event.AppendEnvelope(nil, ms)}
+	msg := &nats.Msg{Subject: bus.DefaultNames.MappedSubject(), Data: event.AppendEnvelope(nil, ms)}
 	if _, err := r.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(id)); err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func mapped(id string, code outcome.Code, values ...string) event.Mapped {
 }
 
 var testCfg = Config{MaxBatch: 10, PacePerEvent: 10 * time.Microsecond, MaxInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second,
-	KeyWindow: time.Hour, RetryDelay: 100 * time.Millisecond}
+	Names: bus.DefaultNames, KeyWindow: time.Hour, RetryDelay: 100 * time.Millisecond}
 
 func TestWriterStoresThenAnswers(t *testing.T) {
 	r := newRig(t)
@@ -160,8 +160,8 @@ func TestWriterSkipsValuesOfARedeliveredStoredEvent(t *testing.T) {
 	}
 	r.publish(t, ev.ID, ev)
 	// That writer took the message (delivery 1) and never acked it.
-	cons, err := r.js.CreateOrUpdateConsumer(ctx, bus.MappedStream, jetstream.ConsumerConfig{
-		Durable: bus.WriterDurable, AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxAckPending: 1000, MaxDeliver: -1,
+	cons, err := r.js.CreateOrUpdateConsumer(ctx, bus.DefaultNames.MappedStream, jetstream.ConsumerConfig{
+		Durable: bus.DefaultNames.WriterConsumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxAckPending: 1000, MaxDeliver: -1,
 	})
 	if err != nil {
 		t.Fatal(err)

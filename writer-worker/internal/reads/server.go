@@ -39,22 +39,23 @@ const maxOutcomeIDs = 1000
 // Server answers queries with a fixed number of workers.
 type Server struct {
 	nc       *nats.Conn
+	prefix   string
 	store    Store
 	outcomes Outcomes
-	log     *zap.Logger
-	workers int
-	timeout time.Duration
+	log      *zap.Logger
+	workers  int
+	timeout  time.Duration
 }
 
 // New returns a server; Run starts it.
-func New(nc *nats.Conn, store Store, outcomes Outcomes, workers int, timeout time.Duration, log *zap.Logger) *Server {
-	return &Server{nc: nc, store: store, outcomes: outcomes, log: log, workers: workers, timeout: timeout}
+func New(nc *nats.Conn, prefix string, store Store, outcomes Outcomes, workers int, timeout time.Duration, log *zap.Logger) *Server {
+	return &Server{nc: nc, prefix: prefix, store: store, outcomes: outcomes, log: log, workers: workers, timeout: timeout}
 }
 
 // Run answers queries until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
 	ch := make(chan *nats.Msg, 256)
-	sub, err := s.nc.ChanQueueSubscribe(bus.QueryPrefix+"*", bus.QueryQueue, ch)
+	sub, err := s.nc.ChanQueueSubscribe(s.prefix+"*", bus.QueryQueue, ch)
 	if err != nil {
 		return fmt.Errorf("subscribe queries: %w", err)
 	}
@@ -82,7 +83,7 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) handle(ctx context.Context, m *nats.Msg) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	resp, err := s.answer(ctx, strings.TrimPrefix(m.Subject, bus.QueryPrefix), m.Data)
+	resp, err := s.answer(ctx, strings.TrimPrefix(m.Subject, s.prefix), m.Data)
 	if err != nil {
 		s.log.Warn("query failed", zap.String("subject", m.Subject), zap.Error(err))
 		resp = query.Response{Error: err.Error()}
