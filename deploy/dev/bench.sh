@@ -7,7 +7,8 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 export RUN_DIR=$root/.run/bench NATS_PORT=${BENCH_NATS_PORT:-14222} CLICKHOUSE_PORT=${BENCH_CLICKHOUSE_PORT:-19200} \
   CLICKHOUSE_HTTP_PORT=${BENCH_CLICKHOUSE_HTTP_PORT:-18223} INGEST_ADDR=127.0.0.1:${BENCH_INGEST_PORT:-18080} \
-  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 LOG_FORMAT=json LOG_LEVEL=warn
+  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 \
+  LOG_FORMAT=json LOG_LEVEL=warn
 export ADMIN_TOKEN=${ADMIN_TOKEN:-bench-admin-token-$RANDOM$RANDOM}
 go build -o bin/loadgen ./pkg/loadgen
 rm -rf "$RUN_DIR"
@@ -26,4 +27,10 @@ pids=""
 for n in api mapper writer nats clickhouse; do pids="$pids$n=$(cat "$RUN_DIR/pids/$n"),"; done
 bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
   -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_CONC:-16,64,256,1024}" -duration "${BENCH_DURATION:-10s}" \
-  -pids "${pids%,}" -out bench/results.txt
+  -pids "${pids%,}" -out bench/results.txt ${BENCH_KEYED:+-keyed}
+# What the programs' own metrics saw (the same numbers an operator's
+# Prometheus would scrape while the benchmark runs).
+echo "# metrics after the run"
+for m in "$INGEST_METRICS_ADDR" "$MAPPER_HEALTH_ADDR" "$WRITER_HEALTH_ADDR"; do
+  curl -sf "http://$m/metrics" | grep -E '^(ingest_api_requests_total|ingest_api_publish_errors_total|mapper_worker_envelopes_published_total|writer_worker_rows_stored_total|writer_worker_insert_duration_seconds_count|writer_worker_keyed_repeats_total|writer_worker_consumer_pending_messages)' || true
+done

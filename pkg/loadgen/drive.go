@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -32,7 +34,10 @@ func (r result) pct(p float64) float64 {
 // answer (and, after a 503, for its Retry-After, as field clients do); once
 // d passes no new request starts, and drive returns when the last answer is
 // in, so the confirmed count is exact.
-func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][]byte) (result, error) {
+// drive sends reqs round-robin from conc connections for d. With keyed set,
+// every request carries a unique Idempotency-Key starting with it, as field
+// firmware sends.
+func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][]byte, keyed string) (result, error) {
 	u, err := url.Parse(base)
 	if err != nil {
 		return result{}, err
@@ -64,9 +69,17 @@ func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][
 			w.lat = make([]time.Duration, 0, 4096)
 			c := conns[i]
 			defer func() { c.close() }()
+			var buf []byte
 			for n := i; time.Now().Before(deadline) && ctx.Err() == nil; n += conc {
+				req := reqs[n%len(reqs)]
+				if keyed != "" {
+					line := bytes.IndexByte(req, '\n') + 1
+					buf = append(append(buf[:0], req[:line]...), "Idempotency-Key: "...)
+					buf = append(strconv.AppendInt(append(append(buf, keyed...), '-'), int64(n), 10), "\r\n"...)
+					req = append(buf, req[line:]...)
+				}
 				t0 := time.Now()
-				a, err := c.do(reqs[n%len(reqs)], 30*time.Second)
+				a, err := c.do(req, 30*time.Second)
 				w.sent++
 				if err != nil {
 					w.errs++

@@ -26,6 +26,7 @@ type config struct {
 	duration, settle                         time.Duration
 	pids                                     map[string]int
 	out                                      string
+	keyed                                    bool
 }
 
 func main() {
@@ -55,6 +56,7 @@ func parseFlags(args []string) (config, error) {
 	fs.DurationVar(&c.settle, "settle", 2*time.Second, "pause between levels")
 	fs.StringVar(&pids, "pids", "", "processes to sample: name=pid,name=pid")
 	fs.StringVar(&c.out, "out", "", "append the result lines to this file")
+	fs.BoolVar(&c.keyed, "keyed", false, "send a unique Idempotency-Key with every request, as field firmware does")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}

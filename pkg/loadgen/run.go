@@ -55,16 +55,20 @@ func run(ctx context.Context, cfg config) error {
 		fmt.Println(s)
 		lines = append(lines, s)
 	}
-	emit(fmt.Sprintf("# run %s %s devices=%d duration=%s", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration))
+	emit(fmt.Sprintf("# run %s %s devices=%d duration=%s keyed=%v", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyed))
 	for _, conc := range cfg.levels {
-		cr, err := drive(ctx, "http://"+ceil.addr, conc, cfg.duration, ceilingReqs)
+		keyed := ""
+		if cfg.keyed {
+			keyed = fmt.Sprintf("%s-%d", runID, conc)
+		}
+		cr, err := drive(ctx, "http://"+ceil.addr, conc, cfg.duration, ceilingReqs, keyed)
 		if err != nil {
 			return err
 		}
 		sleep(ctx, cfg.settle)
 		startMs := time.Now().UnixMilli()
 		smp := startSampler(pids)
-		r, err := drive(ctx, cfg.target, conc, cfg.duration, serviceReqs)
+		r, err := drive(ctx, cfg.target, conc, cfg.duration, serviceReqs, keyed)
 		rss, cpu := smp.finish()
 		if err != nil {
 			return err
