@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS {db}.event_keys_local ON CLUSTER '{cluster}'
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{db}/event_keys', '{replica}')
 PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
 ORDER BY event_id
-TTL toDateTime(intDiv(ts_ns, 1000000000)) + INTERVAL 2 DAY;   -- keep at least IDEMPOTENCY_WINDOW + 1 day
+TTL toDateTime(intDiv(ts_ns, 1000000000)) + INTERVAL 2 DAY   -- keep at least IDEMPOTENCY_WINDOW + 1 day
+SETTINGS index_granularity = 256;
 
 CREATE TABLE IF NOT EXISTS {db}.event_keys ON CLUSTER '{cluster}' AS {db}.event_keys_local
 ENGINE = Distributed('{cluster}', {db}, event_keys_local, cityHash64(event_id));

