@@ -78,6 +78,9 @@ func Lookup(c Code) Row {
 	return table[Internal]
 }
 
+// NumCodes is the number of rows: codes 0 to NumCodes()-1 are valid.
+func NumCodes() int { return len(table) }
+
 // Valid reports whether c is a row of this table.
 func Valid(c Code) bool { return int(c) < len(table) }
 

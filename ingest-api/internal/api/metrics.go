@@ -14,6 +14,7 @@ import (
 // serverMetrics are ingest-api's own series.
 type serverMetrics struct {
 	requests      *prometheus.CounterVec   // by outcome and status
+	byCode        []prometheus.Counter     // requests' series of each outcome, resolved once
 	duration      *prometheus.HistogramVec // by route
 	outcomeWait   prometheus.Histogram
 	publishErrors prometheus.Counter
@@ -47,11 +48,21 @@ func newServerMetrics(reg prometheus.Registerer, s *Server) *serverMetrics {
 			Help: "Event requests being handled now (MAX_IN_FLIGHT bounds it).",
 		}, func() float64 { return float64(len(s.inflight)) }),
 	)
+	// Every outcome's series exists from the start (alerts see zeros), and
+	// the request path does no label lookup.
+	for i := range outcome.NumCodes() {
+		code := outcome.Code(i)
+		m.byCode = append(m.byCode, m.requests.WithLabelValues(code.String(), strconv.Itoa(outcome.Lookup(code).Status)))
+	}
 	return m
 }
 
 // countOutcome notes one answered request.
 func (m *serverMetrics) countOutcome(code outcome.Code, status int) {
+	if outcome.Valid(code) && status == outcome.Lookup(code).Status {
+		m.byCode[code].Inc()
+		return
+	}
 	m.requests.WithLabelValues(code.String(), strconv.Itoa(status)).Inc()
 }
 

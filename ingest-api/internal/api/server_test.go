@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/devicehub/eventservice/pkg/openapi"
+	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
 
@@ -151,5 +154,30 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 	}
 	if len(routed) < 10 {
 		t.Fatalf("only %d routes seen", len(routed))
+	}
+}
+
+// Every answer is counted under its outcome and status, and every outcome's
+// series exists before its first request.
+func TestRequestsAreCountedByOutcome(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e, s := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminToken: "adm", Metrics: reg,
+		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+	if n := testutil.CollectAndCount(s.metrics.requests); n != outcome.NumCodes() {
+		t.Fatalf("%d request series before any request, want %d", n, outcome.NumCodes())
+	}
+	call(e, "GET", "/api/v1/admin/devices/x", "", nil)
+	call(e, "GET", "/api/v1/admin/devices/x", "", nil)
+	call(e, "GET", "/nope", "", nil)
+	for _, c := range []struct {
+		outcome, status string
+		want            float64
+	}{{"unauthorized", "401", 2}, {"route_not_found", "404", 1}, {"stored", "200", 0}} {
+		if got := testutil.ToFloat64(s.metrics.requests.WithLabelValues(c.outcome, c.status)); got != c.want {
+			t.Errorf("requests{%s,%s} = %v, want %v", c.outcome, c.status, got, c.want)
+		}
+	}
+	if n := testutil.CollectAndCount(s.metrics.duration); n != 2 {
+		t.Errorf("%d latency series, want 2 (the admin route and unmatched)", n)
 	}
 }
