@@ -238,8 +238,9 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 }
 
 // markKeyRepeats finds keyed events an earlier attempt already answered:
-// those this writer answered moments ago, and those in event_keys within the
-// window.
+// those this writer answered moments ago, those in event_keys within the
+// window, and later copies of one event within this batch (a device retried
+// while the first attempt was still on its way).
 func (w *Writer) markKeyRepeats(ctx context.Context, items []item) error {
 	var ids []string
 	w.mu.Lock()
@@ -255,18 +256,29 @@ func (w *Writer) markKeyRepeats(ctx context.Context, items []item) error {
 		ids = append(ids, it.ev.ID)
 	}
 	w.mu.Unlock()
-	if len(ids) == 0 {
-		return nil
+	if len(ids) > 0 {
+		found, err := w.store.KeyOutcomes(ctx, ids, time.Now().Add(-w.cfg.KeyWindow).UnixNano())
+		if err != nil {
+			return err
+		}
+		for i := range items {
+			it := &items[i]
+			if code, ok := found[it.ev.ID]; ok && !it.repeat {
+				it.repeat, it.prior, it.skipValue = true, code, true
+			}
+		}
 	}
-	found, err := w.store.KeyOutcomes(ctx, ids, time.Now().Add(-w.cfg.KeyWindow).UnixNano())
-	if err != nil {
-		return err
-	}
+	first := make(map[string]*item)
 	for i := range items {
 		it := &items[i]
-		if code, ok := found[it.ev.ID]; ok && !it.repeat {
-			it.repeat, it.prior, it.skipValue = true, code, true
+		if !it.ev.Keyed || it.repeat {
+			continue
 		}
+		if f, ok := first[it.ev.ID]; ok {
+			it.repeat, it.prior, it.skipValue = true, f.ev.Outcome, true
+			continue
+		}
+		first[it.ev.ID] = it
 	}
 	return nil
 }

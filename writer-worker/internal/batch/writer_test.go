@@ -445,3 +445,32 @@ func TestExpiredKeysAreIgnoredAndDropped(t *testing.T) {
 		t.Fatal("expiry dropped the wrong rows")
 	}
 }
+
+// Two attempts of one keyed event in one batch, resolved differently (a
+// mapping was added in between): the first one's outcome holds for both.
+func TestWriterKeyedCopiesInOneBatchShareTheFirstOutcome(t *testing.T) {
+	r := newRig(t)
+	sub, err := r.nc.SubscribeSync("test.batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.publish(t, "env-a", withReply(keyed(mapped("k-b", outcome.NoConnections)), "test.batch"))
+	r.publish(t, "env-b", withReply(keyed(mapped("k-b", outcome.Stored, `9`)), "test.batch"))
+	r.run(t, testCfg)
+	msg, err := sub.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps, err := event.DecodeReplies(msg.Data)
+	if err != nil || len(reps) != 2 || reps[0].Code != outcome.NoConnections || reps[1].Code != outcome.NoConnections {
+		t.Fatalf("replies %+v, %v; want both no_connections in one message", reps, err)
+	}
+	r.await(t, "event_keys", "k-b", 1)
+	time.Sleep(3 * testCfg.RawInterval)
+	if n := r.count(t, "input_values", "k-b"); n != 0 {
+		t.Fatalf("%d values stored", n)
+	}
+	if n := r.count(t, "device_messages", "k-b"); n != 1 {
+		t.Fatalf("%d raw messages, want 1", n)
+	}
+}
