@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"os"
 	"os/exec"
@@ -11,7 +12,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/devicehub/eventservice/pkg/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -105,6 +108,31 @@ func TestCustomNATSNames(t *testing.T) {
 		}
 		if !slices.Equal(got, []string{consumer}) {
 			t.Errorf("consumers of %s: %v, want [%s]", stream, got, consumer)
+		}
+	}
+}
+
+// HTTP_TLS_CERT and HTTP_TLS_KEY serve the API over HTTPS.
+func TestHTTPS(t *testing.T) {
+	p := testenv.NewPKI(t)
+	ns := testenv.NATSControl(t)
+	s := newStack(t, testenv.ClickHouseAddr(t), ns.Server().ClientURL(), "HTTP_TLS_CERT="+p.ServerCert, "HTTP_TLS_KEY="+p.ServerKey)
+	s.nats = ns
+	addr := strings.TrimPrefix(s.base, "http://")
+	s.base, s.bases = "https://"+addr, []string{"https://" + addr}
+	s.http = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}}}
+	for _, prog := range []string{"writer-worker", "mapper-worker", "ingest-api"} {
+		s.start(prog)
+	}
+	s.waitReady()
+	s.admin(t, http.MethodPut, "/devices/dev-TLS", `{"accessToken":"tok-TLS","inputs":[{"name":"t","entity":"tls","entityInput":"t"}]}`)
+	r := s.post(t, `{"serial":"dev-TLS","data":{"t":1}}`, bearer("tok-TLS"))
+	expect(t, r, 200, storedMsg, "")
+	// Plain HTTP on the TLS port is not served.
+	if resp, err := client.Get("http://" + addr + "/healthz"); err == nil {
+		defer resp.Body.Close()
+		if resp.StatusCode == 200 {
+			t.Fatal("plain HTTP answered 200 on the HTTPS listener")
 		}
 	}
 }

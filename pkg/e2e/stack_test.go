@@ -69,6 +69,7 @@ type stack struct {
 	procs  map[string]*exec.Cmd
 	ops    map[string]string // program -> address of its /metrics and health listener
 	env    []string
+	http   *http.Client // talks to ingest-api
 }
 
 func freeAddr(t *testing.T) string {
@@ -110,7 +111,7 @@ func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = ch.Close() })
-	s := &stack{t: t, db: db, ch: ch, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}, ops: map[string]string{}}
+	s := &stack{t: t, db: db, ch: ch, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}, ops: map[string]string{}, http: client}
 	ingestAddr := freeAddr(t)
 	s.base = "http://" + ingestAddr
 	s.bases = []string{s.base}
@@ -180,7 +181,7 @@ func (s *stack) waitReady() {
 	deadline := time.Now().Add(30 * time.Second)
 	for _, base := range s.bases {
 		for {
-			resp, err := http.Get(base + "/readyz")
+			resp, err := s.http.Get(base + "/readyz")
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
@@ -224,7 +225,7 @@ func (s *stack) do(t testing.TB, method, path string, body []byte, header map[st
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := client.Do(req)
+	resp, err := s.http.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
