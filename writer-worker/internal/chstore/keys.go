@@ -18,23 +18,9 @@ type KeyRow struct {
 
 // InsertKeys writes rows in one INSERT.
 func (s *Store) InsertKeys(ctx context.Context, rows []KeyRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".event_keys (event_id, ts_ns, outcome)")
-	if err != nil {
-		return fmt.Errorf("prepare keys insert: %w", err)
-	}
-	defer func() { _ = b.Abort() }()
-	for i := range rows {
-		if err := b.Append(rows[i].EventID, rows[i].TsNs, uint8(rows[i].Outcome)); err != nil {
-			return fmt.Errorf("append key: %w", err)
-		}
-	}
-	if err := b.Send(); err != nil {
-		return fmt.Errorf("insert keys: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "event_keys", "event_id, ts_ns, outcome", len(rows), 3, func(i int, a []any) {
+		a[0], a[1], a[2] = rows[i].EventID, rows[i].TsNs, uint8(rows[i].Outcome)
+	})
 }
 
 // KeyOutcomes returns the recorded outcomes of those of ids answered at or

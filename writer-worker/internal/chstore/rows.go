@@ -37,48 +37,46 @@ func set(vs []string) clickhouse.GroupSet {
 	return g
 }
 
-// InsertValues writes rows in one INSERT.
-func (s *Store) InsertValues(ctx context.Context, rows []ValueRow) error {
-	if len(rows) == 0 {
+// insert writes n rows into table in one INSERT; fill puts row i's values,
+// in the order of columns, into args (reused from row to row).
+func (s *Store) insert(ctx context.Context, table, columns string, n, width int, fill func(i int, args []any)) error {
+	if n == 0 {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".input_values (entity, input, ts_ns, serial, device_input, event_id, value_json)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+"."+table+" ("+columns+")")
 	if err != nil {
-		return fmt.Errorf("prepare values insert: %w", err)
+		return fmt.Errorf("prepare %s insert: %w", table, err)
 	}
 	defer func() { _ = b.Abort() }()
-	for i := range rows {
-		r := &rows[i]
-		if err := b.Append(r.Entity, r.Input, r.TsNs, r.Serial, r.DeviceInput, r.EventID, string(r.JSON)); err != nil {
-			return fmt.Errorf("append value: %w", err)
+	args := make([]any, width)
+	for i := range n {
+		fill(i, args)
+		if err := b.Append(args...); err != nil {
+			return fmt.Errorf("append to %s: %w", table, err)
 		}
 	}
 	if err := b.Send(); err != nil {
-		return fmt.Errorf("insert values: %w", err)
+		return fmt.Errorf("insert %s: %w", table, err)
 	}
 	return nil
 }
 
+// InsertValues writes rows in one INSERT.
+func (s *Store) InsertValues(ctx context.Context, rows []ValueRow) error {
+	return s.insert(ctx, "input_values", "entity, input, ts_ns, serial, device_input, event_id, value_json", len(rows), 7,
+		func(i int, a []any) {
+			r := &rows[i]
+			a[0], a[1], a[2], a[3], a[4], a[5], a[6] = r.Entity, r.Input, r.TsNs, r.Serial, r.DeviceInput, r.EventID, string(r.JSON)
+		})
+}
+
 // InsertMessages writes rows in one INSERT.
 func (s *Store) InsertMessages(ctx context.Context, rows []MessageRow) error {
-	if len(rows) == 0 {
-		return nil
-	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+".device_messages (serial, ts_ns, event_id, payload, outcome)")
-	if err != nil {
-		return fmt.Errorf("prepare messages insert: %w", err)
-	}
-	defer func() { _ = b.Abort() }()
-	for i := range rows {
-		r := &rows[i]
-		if err := b.Append(r.Serial, r.TsNs, r.EventID, string(r.Payload), r.Outcome); err != nil {
-			return fmt.Errorf("append message: %w", err)
-		}
-	}
-	if err := b.Send(); err != nil {
-		return fmt.Errorf("insert messages: %w", err)
-	}
-	return nil
+	return s.insert(ctx, "device_messages", "serial, ts_ns, event_id, payload, outcome", len(rows), 5,
+		func(i int, a []any) {
+			r := &rows[i]
+			a[0], a[1], a[2], a[3], a[4] = r.Serial, r.TsNs, r.EventID, string(r.Payload), r.Outcome
+		})
 }
 
 // StoredEvents returns which of ids already have values in input_values,
