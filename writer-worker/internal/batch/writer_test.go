@@ -124,13 +124,7 @@ func TestWriterStoresThenAnswers(t *testing.T) {
 	if n := r.count(t, "input_values", "ev-1"); n != 2 {
 		t.Fatalf("ev-1 has %d values at answer time, want 2", n)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for r.count(t, "device_messages", "ev-2") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("raw-only record not stored")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.await(t, "device_messages", "ev-2", 1)
 	if n := r.count(t, "input_values", "ev-2"); n != 0 {
 		t.Fatalf("no-connections event stored %d values", n)
 	}
@@ -242,13 +236,7 @@ func TestWriterStoresAnEventOnceWhenTwoEnvelopesCarryItInOneBatch(t *testing.T) 
 	r.publish(t, "env-0", first)
 	r.publish(t, "env-1", again, other)
 	r.run(t, testCfg)
-	deadline := time.Now().Add(5 * time.Second)
-	for r.count(t, "input_values", other.ID) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("batch not stored")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	r.await(t, "input_values", other.ID, 1)
 	if n := r.count(t, "input_values", first.ID); n != 1 {
 		t.Fatalf("event carried by two envelopes has %d rows, want 1", n)
 	}
@@ -276,13 +264,7 @@ func TestWriterRetriesRawMessagesWithoutStoringValuesTwice(t *testing.T) {
 	if err := r.store.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for r.count(t, "device_messages", ev.ID) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("raw message never stored after its table came back")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	r.await(t, "device_messages", ev.ID, 1)
 	if n := r.count(t, "input_values", ev.ID); n != 1 {
 		t.Fatalf("redelivery for the raw message stored the values %d times, want 1", n)
 	}
@@ -302,6 +284,7 @@ func nextReply(t *testing.T, sub *nats.Subscription) event.Reply {
 	return reps[0]
 }
 
+// await waits up to 10 s for table to hold want rows of event id.
 func (r *rig) await(t *testing.T, table, id string, want uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
