@@ -79,7 +79,7 @@ func (s *Server) postEvent(c echo.Context) error {
 	// and not waking for it saves a goroutine switch per request. A
 	// refusal by the stream does wake us, at once; so does the ack of a
 	// keyed event, which may say the stream has the event already.
-	deadline := time.Now().Add(s.limits.OutcomeTimeout)
+	deadline := published.Add(s.limits.OutcomeTimeout)
 	timer := time.NewTimer(s.limits.OutcomeTimeout)
 	defer timer.Stop()
 	var acked <-chan *jetstream.PubAck
