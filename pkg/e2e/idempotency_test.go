@@ -116,6 +116,27 @@ func TestIdempotencyKey(t *testing.T) {
 		}
 	})
 
+	t.Run("a retry while the outcomes cannot be read is answered as a storage failure", func(t *testing.T) {
+		put("dev-KR", "ikr")
+		expect(t, s.post(t, `{"serial":"dev-KR","data":{"t":11}}`, keyHeader("tok-dev-KR", "key-r")), 200, storedMsg, "")
+		ctx := context.Background()
+		if err := s.ch.Exec(ctx, "DROP TABLE "+s.db+".event_keys"); err != nil {
+			t.Fatal(err)
+		}
+		r := s.post(t, `{"serial":"dev-KR","data":{"t":12}}`, keyHeader("tok-dev-KR", "key-r"))
+		if r.Status != 503 || r.Body["message"] != "Message processed but failed to store data" || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("retry with event_keys unreadable: %d %s", r.Status, r.Raw)
+		}
+		for _, stmt := range chschema.Statements(s.db) {
+			if err := s.ch.Exec(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if v := s.onlyValue(t, "ikr"); v != "11" {
+			t.Fatalf("stored %s, want the first attempt's 11", v)
+		}
+	})
+
 	t.Run("a storage failure: the event is stored once ClickHouse is back, and the retry says so", func(t *testing.T) {
 		put("dev-KF", "ikf")
 		ctx := context.Background()
