@@ -24,6 +24,8 @@ type Config struct {
 	MaxInFlight       int
 	DeviceRate        float64
 	DeviceBurst       int
+	PublishMaxEvents  int
+	PublishMaxPending int
 	OutcomeTimeout    time.Duration
 	QueryTimeout      time.Duration
 	ReadHeaderTimeout time.Duration
@@ -47,6 +49,8 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Int(&c.MaxInFlight, "max-in-flight", 512, "requests handled at once; 503 + Retry-After beyond (sized for 2 cores: more in flight only adds queueing)")
 	s.Float64(&c.DeviceRate, "device-rate", 100, "requests per second one device may post (0: no limit); 429 beyond")
 	s.Int(&c.DeviceBurst, "device-burst", 1000, "requests one device may post at once above its rate (buffered readings)")
+	s.Int(&c.PublishMaxEvents, "publish-max-events", 256, "most unkeyed events of concurrent requests gathered into one JetStream message (1: a message per event)")
+	s.Int(&c.PublishMaxPending, "publish-max-pending", 2, "messages awaiting the stream's ack at once; meanwhile new events gather into the next message")
 	s.Duration(&c.OutcomeTimeout, "outcome-timeout", 5*time.Second, "how long a request waits for the storage outcome")
 	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "how long a workspace read waits for writer-worker")
 	s.Duration(&c.ReadHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
@@ -76,6 +80,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("MAX_BODY_BYTES=%d is too small", c.MaxBodyBytes)
 	case c.MaxInFlight < 1:
 		return errors.New("MAX_IN_FLIGHT must be at least 1")
+	case c.PublishMaxEvents < 1 || c.PublishMaxPending < 1:
+		return errors.New("PUBLISH_MAX_EVENTS and PUBLISH_MAX_PENDING must be at least 1")
 	case c.DeviceRate < 0 || (c.DeviceRate > 0 && c.DeviceBurst < 1):
 		return errors.New("DEVICE_RATE must not be negative, and DEVICE_BURST must be at least 1 when it is set")
 	case c.OutcomeTimeout <= 0 || c.QueryTimeout <= 0:

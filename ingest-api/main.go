@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/api"
+	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -54,9 +55,21 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	})
 	ops.Mux.Handle("GET /metrics", metrics.Handler(reg))
 
+	sizes := api.NewPublishSizes(reg)
+	pub := publish.New(publish.Config{
+		Subject: cfg.NATS.Names.EventsSubject(), MaxEvents: cfg.PublishMaxEvents, MaxPending: cfg.PublishMaxPending,
+		MaxBytes: int(nc.MaxPayload() / 2), AckWait: cfg.OutcomeTimeout,
+	}, js, func(n int) { sizes.Observe(float64(n)) })
+	pubCtx, stopPub := context.WithCancel(context.Background())
+	pubDone := make(chan error, 1)
+	go func() { pubDone <- pub.Run(pubCtx) }()
+	// Stopped after the HTTP server: the requests it still answers may
+	// have events to publish.
+	defer func() { stopPub(); <-pubDone }()
+
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
-		Log:     log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter,
+		Log:     log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter, Publisher: pub,
 		Limiter:    ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst),
 		AdminToken: cfg.AdminToken,
 		Names:      cfg.NATS.Names,

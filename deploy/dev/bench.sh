@@ -11,7 +11,16 @@ export RUN_DIR=$root/.run/bench NATS_PORT=${BENCH_NATS_PORT:-14222} CLICKHOUSE_P
   LOG_FORMAT=json LOG_LEVEL=warn
 export ADMIN_TOKEN=${ADMIN_TOKEN:-bench-admin-token-$RANDOM$RANDOM}
 go build -o bin/loadgen ./pkg/loadgen
-rm -rf "$RUN_DIR"
+if [ -d "$RUN_DIR" ]; then
+  rm -rf "$RUN_DIR"
+  # On ext4 without a journal (these machines' root), a new file skips the
+  # inodes freed in the last ~30 s, scanning past each: ClickHouse creates ~20
+  # files per insert, and the previous run's tens of thousands of deleted
+  # files made its inserts several times dearer (seen in perf as
+  # recently_deleted in ext4_create). Measure after that window.
+  sync
+  sleep "${BENCH_SETTLE:-35}"
+fi
 mkdir -p "$RUN_DIR" bench
 setsid deploy/dev/run.sh >"$RUN_DIR/run.out" 2>&1 &
 runner=$!
@@ -32,5 +41,5 @@ bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CL
 # Prometheus would scrape while the benchmark runs).
 echo "# metrics after the run"
 for m in "$INGEST_METRICS_ADDR" "$MAPPER_HEALTH_ADDR" "$WRITER_HEALTH_ADDR"; do
-  curl -sf "http://$m/metrics" | grep -E '^(ingest_api_requests_total|ingest_api_publish_errors_total|mapper_worker_envelopes_published_total|writer_worker_rows_stored_total|writer_worker_insert_duration_seconds_count|writer_worker_keyed_repeats_total|writer_worker_consumer_pending_messages)' || true
+  curl -sf "http://$m/metrics" | grep -E '^(ingest_api_requests_total|ingest_api_publish_errors_total|mapper_worker_envelopes_published_total|writer_worker_rows_stored_total|writer_worker_insert_duration_seconds_count|writer_worker_keyed_repeats_total|writer_worker_consumer_pending_messages|writer_worker_event_age_seconds_(sum|count)|writer_worker_insert_duration_seconds_sum|ingest_api_outcome_wait_seconds_(sum|count)|ingest_api_publish_batch_events_(sum|count)|mapper_worker_envelope_events_(sum|count))' || true
 done

@@ -97,10 +97,22 @@ func (r *reader) done(what string) error {
 	return nil
 }
 
-// AppendEvent appends the encoding of e to b.
+// Messages on the events stream carry one or more events: ingest-api
+// gathers the unkeyed events of concurrent requests into one message, which
+// costs NATS and the mapper one message instead of one per event. Version 3
+// messages (one event each, from older ingest-api copies) are still read.
+const (
+	eventsVersion   = 4
+	oneEventVersion = 3
+)
+
+// AppendEvent appends e to the events message b; an empty b starts a new
+// message.
 func AppendEvent(b []byte, e *Event) []byte {
 	w := writer{b: b}
-	w.byte(wireVersion)
+	if len(w.b) == 0 {
+		w.byte(eventsVersion)
+	}
 	w.str(e.ID)
 	w.str(e.Serial)
 	w.uvarint(uint64(e.ReceivedNs))
@@ -130,14 +142,30 @@ func (r *reader) flag() bool {
 	return false
 }
 
-// DecodeEvent decodes an event; Payload aliases data.
-func DecodeEvent(data []byte) (Event, error) {
+// DecodeEvents decodes an events message (at least one event); Payload
+// fields alias data.
+func DecodeEvents(data []byte) ([]Event, error) {
 	r := reader{b: data}
-	r.version()
+	switch r.byte() {
+	case eventsVersion:
+	case oneEventVersion:
+		e := r.event()
+		return []Event{e}, r.done("event")
+	default:
+		r.fail()
+	}
+	var es []Event
+	for r.err == nil && (len(r.b) > 0 || len(es) == 0) {
+		es = append(es, r.event())
+	}
+	return es, r.done("events")
+}
+
+func (r *reader) event() Event {
 	e := Event{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint()), Rev: r.uvarint(), Reply: r.str()}
 	e.Keyed = r.flag()
 	e.Payload = r.bytes()
-	return e, r.done("event")
+	return e
 }
 
 func (w *writer) mapped(m *Mapped) {

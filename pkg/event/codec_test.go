@@ -11,9 +11,10 @@ import (
 
 func TestRoundTrips(t *testing.T) {
 	ev := Event{ID: "id-1", Serial: "sé rial", ReceivedNs: 1795322239123456789, Rev: 42, Reply: "devices.reply.x", Keyed: true, Payload: []byte(`{"serial":"s","data":{"a":1}}`)}
-	got, err := DecodeEvent(AppendEvent(nil, &ev))
-	if err != nil || !reflect.DeepEqual(got, ev) {
-		t.Fatalf("event round trip: %+v %v", got, err)
+	ev2 := Event{ID: "id-2", Serial: "s2", ReceivedNs: 1, Reply: "devices.reply.y", Payload: []byte(`{}`)}
+	got, err := DecodeEvents(AppendEvent(AppendEvent(nil, &ev), &ev2))
+	if err != nil || !reflect.DeepEqual(got, []Event{ev, ev2}) {
+		t.Fatalf("events round trip: %+v %v", got, err)
 	}
 	ms := []Mapped{
 		{ID: "a", Serial: "s", ReceivedNs: 7, Outcome: outcome.Stored, MaybeStored: true, Reply: "r", Payload: []byte(`{}`),
@@ -42,8 +43,19 @@ func TestTruncatedAndForeignInputIsRefused(t *testing.T) {
 	if _, err := DecodeEnvelope(append(bytes.Clone(full), 0)); !errors.Is(err, ErrMalformed) {
 		t.Fatal("trailing byte accepted")
 	}
-	if _, err := DecodeEvent([]byte(`{"id":"json"}`)); !errors.Is(err, ErrMalformed) {
+	if _, err := DecodeEvents([]byte(`{"id":"json"}`)); !errors.Is(err, ErrMalformed) {
 		t.Fatal("JSON accepted as an event")
+	}
+	if _, err := DecodeEvents([]byte{eventsVersion}); !errors.Is(err, ErrMalformed) {
+		t.Fatal("an events message without events accepted")
+	}
+	events := AppendEvent(nil, &Event{ID: "a", Serial: "s", Payload: []byte("{}")})
+	first := len(events) // a whole message of one event
+	events = AppendEvent(events, &Event{ID: "b", Serial: "s", Payload: []byte("{}")})
+	for i := range len(events) {
+		if _, err := DecodeEvents(events[:i]); i != first && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("prefix of %d bytes of an events message decoded: %v", i, err)
+		}
 	}
 	bad := AppendEnvelope(nil, []Mapped{{ID: "a", Outcome: 200}})
 	if _, err := DecodeEnvelope(bad); !errors.Is(err, ErrMalformed) {
@@ -55,12 +67,22 @@ func TestTruncatedAndForeignInputIsRefused(t *testing.T) {
 // re-encodes to the same bytes.
 func FuzzDecode(f *testing.F) {
 	f.Add(AppendEvent(nil, &Event{ID: "x", Serial: "s", Payload: []byte("{}")}))
+	f.Add(AppendEvent(AppendEvent(nil, &Event{ID: "x", Serial: "s"}), &Event{ID: "y", Keyed: true}))
 	f.Add(AppendEnvelope(nil, []Mapped{{ID: "a", Outcome: outcome.Stored, Values: []Value{{JSON: []byte("1")}}}}))
 	f.Add(AppendReplies(nil, []Reply{{ID: "a", Code: outcome.StorageFailed, Detail: "d"}}))
 	f.Add([]byte{wireVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if e, err := DecodeEvent(data); err == nil && !bytes.Equal(AppendEvent(nil, &e), data) {
-			t.Fatal("event does not re-encode to its bytes")
+		if es, err := DecodeEvents(data); err == nil {
+			var again []byte
+			for i := range es {
+				again = AppendEvent(again, &es[i])
+			}
+			if data[0] == oneEventVersion {
+				again[0] = oneEventVersion
+			}
+			if !bytes.Equal(again, data) {
+				t.Fatal("events do not re-encode to their bytes")
+			}
 		}
 		if ms, err := DecodeEnvelope(data); err == nil && !bytes.Equal(AppendEnvelope(nil, ms), data) {
 			t.Fatal("envelope does not re-encode to its bytes")
@@ -69,4 +91,19 @@ func FuzzDecode(f *testing.F) {
 			t.Fatal("replies do not re-encode to their bytes")
 		}
 	})
+}
+
+// An older ingest-api's message (version 3, one event) is still read, so
+// that mappers can be upgraded before the front ends.
+func TestOneEventMessagesOfTheOlderVersionAreRead(t *testing.T) {
+	ev := Event{ID: "id-1", Serial: "s", ReceivedNs: 5, Rev: 2, Reply: "r", Payload: []byte(`{}`)}
+	old := AppendEvent(nil, &ev)
+	old[0] = oneEventVersion
+	got, err := DecodeEvents(old)
+	if err != nil || !reflect.DeepEqual(got, []Event{ev}) {
+		t.Fatalf("version 3 event: %+v %v", got, err)
+	}
+	if _, err := DecodeEvents(AppendEvent(old, &ev)); !errors.Is(err, ErrMalformed) {
+		t.Fatal("a version 3 message with two events accepted")
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
@@ -60,16 +61,30 @@ func (s *Server) postEvent(c echo.Context) error {
 	} else {
 		ev.ID = uuid.NewString()
 	}
-	data := event.AppendEvent(make([]byte, 0, len(req.Payload)+128), &ev)
 	// The event travels on inside an envelope beside its mapped values: it
 	// must fit twice in one NATS message.
-	if 2*len(data)+512 > int(s.nc.MaxPayload()) {
+	if 2*(len(req.Payload)+len(ev.ID)+len(ev.Serial)+len(ev.Reply))+512 > int(s.nc.MaxPayload()) {
 		return s.respond(c, outcome.PayloadTooLarge, "", "", "")
 	}
 	replies, cancel := s.waiter.Register(ev.ID)
 	defer cancel()
 	published := time.Now()
-	fut, err := s.js.PublishMsgAsync(&nats.Msg{Subject: s.names.EventsSubject(), Data: data}, jetstream.WithMsgID(ev.ID))
+	// An unkeyed event shares a message with the events of concurrent
+	// requests. A keyed one goes alone, with its id as the message id, so
+	// that the stream drops a retry's copy and says so in the ack.
+	var refused <-chan struct{}
+	var acked <-chan *jetstream.PubAck
+	var fut jetstream.PubAckFuture
+	var batch *publish.Batch
+	var err error
+	if ev.Keyed {
+		fut, err = s.js.PublishMsgAsync(&nats.Msg{Subject: s.names.EventsSubject(), Data: event.AppendEvent(nil, &ev)}, jetstream.WithMsgID(ev.ID))
+		if err == nil {
+			acked = fut.Ok()
+		}
+	} else if batch, err = s.publisher.Add(&ev); err == nil {
+		refused = batch.Failed()
+	}
 	if err != nil {
 		s.metrics.publishErrors.Inc()
 		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
@@ -82,9 +97,9 @@ func (s *Server) postEvent(c echo.Context) error {
 	deadline := published.Add(s.limits.OutcomeTimeout)
 	timer := time.NewTimer(s.limits.OutcomeTimeout)
 	defer timer.Stop()
-	var acked <-chan *jetstream.PubAck
-	if ev.Keyed {
-		acked = fut.Ok()
+	var keyedErr <-chan error
+	if fut != nil {
+		keyedErr = fut.Err()
 	}
 	ctx := c.Request().Context()
 	for {
@@ -99,9 +114,12 @@ func (s *Server) postEvent(c echo.Context) error {
 				return s.awaitEarlier(c, req.Serial, ev.ID, replies, deadline)
 			}
 			acked = nil
-		case err := <-fut.Err():
+		case err := <-keyedErr:
 			s.metrics.publishErrors.Inc()
 			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
+		case <-refused:
+			s.metrics.publishErrors.Inc()
+			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+batch.Err().Error())
 		case <-timer.C:
 			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "timed out waiting for the storage outcome")
 		case <-ctx.Done():

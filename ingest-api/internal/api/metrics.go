@@ -20,6 +20,18 @@ type serverMetrics struct {
 	publishErrors prometheus.Counter
 }
 
+// NewPublishSizes is the histogram of events per JetStream message; its
+// Observe is the publisher's observer.
+func NewPublishSizes(reg prometheus.Registerer) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metrics.Ingest, Name: "publish_batch_events",
+		Help:    "Unkeyed events per JetStream message (the events of concurrent requests share one).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+	})
+	metrics.Or(reg).MustRegister(h)
+	return h
+}
+
 // latencyBuckets reach from a quick rejection to the outcome timeout.
 var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .2, .5, 1, 2.5, 5, 10}
 

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -43,6 +44,7 @@ type Deps struct {
 	JS         jetstream.JetStream
 	Registry   *registry.Store
 	Waiter     *reply.Waiter
+	Publisher  *publish.Publisher // unkeyed events go out through it
 	Limiter    *ratelimit.Limiter // nil: no per-device limit
 	AdminToken string
 	Names      bus.Names // streams and subjects shared with the workers
@@ -52,38 +54,40 @@ type Deps struct {
 
 // Server holds the handlers' state.
 type Server struct {
-	log      *zap.Logger
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	registry *registry.Store
-	cache    *registry.Cache
-	waiter   *reply.Waiter
-	limiter  *ratelimit.Limiter
-	limits   Limits
-	names    bus.Names
-	adminSum [sha256.Size]byte
-	inflight chan struct{}
-	bufs     sync.Pool
-	lastTS   atomic.Int64
-	draining atomic.Bool
-	metrics  *serverMetrics
+	log       *zap.Logger
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	registry  *registry.Store
+	cache     *registry.Cache
+	waiter    *reply.Waiter
+	publisher *publish.Publisher
+	limiter   *ratelimit.Limiter
+	limits    Limits
+	names     bus.Names
+	adminSum  [sha256.Size]byte
+	inflight  chan struct{}
+	bufs      sync.Pool
+	lastTS    atomic.Int64
+	draining  atomic.Bool
+	metrics   *serverMetrics
 }
 
 // New builds the Echo instance with every route.
 func New(d Deps) (*echo.Echo, *Server) {
 	s := &Server{
-		log:      d.Log,
-		nc:       d.NC,
-		js:       d.JS,
-		registry: d.Registry,
-		cache:    d.Registry.Cache(),
-		waiter:   d.Waiter,
-		limiter:  d.Limiter,
-		limits:   d.Limits,
-		names:    d.Names,
-		adminSum: sha256.Sum256([]byte(d.AdminToken)),
-		inflight: make(chan struct{}, d.Limits.MaxInFlight),
-		bufs:     sync.Pool{New: func() any { return new(bytes.Buffer) }},
+		log:       d.Log,
+		nc:        d.NC,
+		js:        d.JS,
+		registry:  d.Registry,
+		cache:     d.Registry.Cache(),
+		waiter:    d.Waiter,
+		publisher: d.Publisher,
+		limiter:   d.Limiter,
+		limits:    d.Limits,
+		names:     d.Names,
+		adminSum:  sha256.Sum256([]byte(d.AdminToken)),
+		inflight:  make(chan struct{}, d.Limits.MaxInFlight),
+		bufs:      sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}
 	s.metrics = newServerMetrics(metrics.Or(d.Metrics), s)
 	e := echo.New()

@@ -22,11 +22,11 @@ func BenchmarkResolve(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		ev, err := event.DecodeEvent(data)
+		evs, err := event.DecodeEvents(data)
 		if err != nil {
 			b.Fatal(err)
 		}
-		m, err := Resolve(ev, dev)
+		m, err := Resolve(evs[0], dev)
 		if err != nil || m.Outcome != outcome.Stored || len(m.Values) != 2 {
 			b.Fatalf("%+v %v", m, err)
 		}

@@ -89,19 +89,22 @@ func (w *Worker) loop(in <-chan jetstream.Msg, queue chan<- *envelope) {
 	}
 }
 
-// process maps a batch of events and publishes them as envelopes; events it
-// cannot map are answered and dropped here. Keyed events travel in envelopes
-// of their own: the writer retries those after a storage failure, and drops
-// the others.
+// process maps a batch of events messages and publishes them as envelopes;
+// events it cannot map are answered and dropped here. All events of one
+// message go into one envelope, so that the message is acked once that
+// envelope is stored. Keyed events travel in envelopes of their own (ingest-api
+// publishes each alone): the writer retries those after a storage failure,
+// and drops the others.
 func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 	var now event.Replies
 	var open [2]building // by keyed
 	// An envelope stays well under the server's message size limit.
 	limit := int(w.nc.MaxPayload() / 2)
+	var mapped []event.Mapped
 	for _, m := range msgs {
-		ev, err := event.DecodeEvent(m.Data())
+		evs, err := event.DecodeEvents(m.Data())
 		if err != nil {
-			w.log.Error("dropping unreadable event", zap.Error(err))
+			w.log.Error("dropping unreadable events message", zap.Error(err))
 			_ = m.Term()
 			continue
 		}
@@ -110,51 +113,46 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		if md != nil {
 			delivered = md.NumDelivered
 		}
-		dev, ok := w.cache.Lookup(ev.Serial)
-		if (!ok || dev.Rev < ev.Rev) && delivered < staleRetries {
+		if delivered < staleRetries && w.stale(evs) {
 			// Accepted under a record this copy has not seen yet: give
 			// the registry watch time to deliver it.
 			_ = m.NakWithDelay(w.cfg.StaleWait / staleRetries)
 			w.m.staleWaits.Inc()
 			continue
 		}
-		if !ok {
-			w.m.events.WithLabelValues(outcome.DeviceNotFound.String()).Inc()
-			now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.DeviceNotFound})
+		mapped, keyed, size := mapped[:0], false, 0
+		for _, ev := range evs {
+			mp, ok := w.resolve(ev, &now)
+			if !ok {
+				continue
+			}
+			mp.MaybeStored = delivered > 1
+			keyed = keyed || ev.Keyed
+			mapped = append(mapped, mp)
+			size += 2*len(ev.Payload) + 256
+		}
+		if len(mapped) == 0 {
 			_ = m.Term()
 			continue
 		}
-		mp, err := Resolve(ev, dev)
-		if errors.Is(err, errPayload) {
-			w.log.Error("dropping event", zap.String("event_id", ev.ID), zap.Error(err))
-			w.m.events.WithLabelValues(outcome.ProcessingFailed.String()).Inc()
-			now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.ProcessingFailed, Detail: "unreadable event payload"})
-			_ = m.Term()
-			continue
-		}
-		mp.MaybeStored = delivered > 1
-		mp.Keyed = ev.Keyed
-		w.m.events.WithLabelValues(mp.Outcome.String()).Inc()
-		b := &open[boolIndex(ev.Keyed)]
-		n := 2*len(ev.Payload) + 256
-		if len(b.mapped) > 0 && b.size+n > limit {
+		b := &open[boolIndex(keyed)]
+		if len(b.mapped) > 0 && (b.size+size > limit || len(b.mapped)+len(mapped) > w.cfg.EnvelopeMax) {
 			w.publish(b.env, b.mapped, queue)
 			*b = building{}
 		}
 		if b.env == nil {
 			b.env = &envelope{}
 		}
-		if mp.Outcome == outcome.Stored || mp.Keyed {
-			// The writer answers: once the values are stored, or, for a
-			// keyed event, once it knows no earlier attempt was answered
-			// differently.
-			mp.Reply = ev.Reply
-		} else {
-			b.env.answers.Add(ev.Reply, event.Reply{ID: ev.ID, Code: mp.Outcome})
+		for _, mp := range mapped {
+			if mp.Outcome != outcome.Stored && !mp.Keyed {
+				b.env.answers.Add(mp.Reply, event.Reply{ID: mp.ID, Code: mp.Outcome})
+				// The mapper answers it once the envelope is stored.
+				mp.Reply = ""
+			}
+			b.mapped = append(b.mapped, mp)
 		}
-		b.mapped = append(b.mapped, mp)
 		b.env.inputs = append(b.env.inputs, m)
-		b.size += n
+		b.size += size
 	}
 	for i := range open {
 		if len(open[i].mapped) > 0 {
@@ -164,6 +162,42 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 	if err := now.Send(w.nc); err != nil {
 		w.log.Warn("send outcomes", zap.Error(err))
 	}
+}
+
+// stale reports whether an event was accepted under a device record newer
+// than this copy's, or one it does not have yet.
+func (w *Worker) stale(evs []event.Event) bool {
+	for i := range evs {
+		dev, ok := w.cache.Lookup(evs[i].Serial)
+		if !ok || dev.Rev < evs[i].Rev {
+			return true
+		}
+	}
+	return false
+}
+
+// resolve maps one event. An event it cannot map is answered through now and
+// reported not ok. The writer answers a mapped event (Reply set) when its
+// values are stored or, if keyed, once it knows no earlier attempt was
+// answered differently; the others the mapper answers itself.
+func (w *Worker) resolve(ev event.Event, now *event.Replies) (event.Mapped, bool) {
+	dev, ok := w.cache.Lookup(ev.Serial)
+	if !ok {
+		w.m.events.WithLabelValues(outcome.DeviceNotFound.String()).Inc()
+		now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.DeviceNotFound})
+		return event.Mapped{}, false
+	}
+	mp, err := Resolve(ev, dev)
+	if errors.Is(err, errPayload) {
+		w.log.Error("dropping event", zap.String("event_id", ev.ID), zap.Error(err))
+		w.m.events.WithLabelValues(outcome.ProcessingFailed.String()).Inc()
+		now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.ProcessingFailed, Detail: "unreadable event payload"})
+		return event.Mapped{}, false
+	}
+	w.m.events.WithLabelValues(mp.Outcome.String()).Inc()
+	mp.Keyed = ev.Keyed
+	mp.Reply = ev.Reply
+	return mp, true
 }
 
 // building is an envelope being filled.

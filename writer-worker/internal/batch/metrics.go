@@ -22,6 +22,7 @@ type writerMetrics struct {
 	rows           *prometheus.CounterVec   // by table
 	failures       *prometheus.CounterVec   // by table
 	keyedRepeats   prometheus.Counter
+	taken, stored  prometheus.Observer    // event age by stage
 	answered       *prometheus.CounterVec // by outcome
 }
 
@@ -54,6 +55,14 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 			Help: "Outcomes this writer sent back to waiting requests, by outcome.",
 		}, []string{"outcome"}),
 	}
+	age := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: metrics.Writer, Name: "event_age_seconds",
+		Help: "Time since ingest-api received an event (its clock: keep the hosts' clocks in sync), when this writer " +
+			"took it into a batch (stage=taken) and when its values were stored (stage=stored).",
+		Buckets: latencyBuckets,
+	}, []string{"stage"})
+	m.taken, m.stored = age.WithLabelValues("taken"), age.WithLabelValues("stored")
+	reg.MustRegister(age)
 	reg.MustRegister(m.batchEvents, m.insertDuration, m.rows, m.failures, m.keyedRepeats, m.answered)
 	// Every series exists from the start, so that rates and alerts see
 	// zero rather than nothing.
@@ -63,6 +72,17 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 		m.failures.WithLabelValues(t)
 	}
 	return m
+}
+
+// latencyBuckets reach from a quick pass to the outcome timeout.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .015, .02, .025, .03, .04, .05, .075, .1, .2, .5, 1, 2.5, 5}
+
+// observeAges records the age of each event at the time given.
+func observeAges(o prometheus.Observer, items []item, at time.Time) {
+	ns := at.UnixNano()
+	for i := range items {
+		o.Observe(float64(ns-items[i].ev.ReceivedNs) / 1e9)
+	}
 }
 
 // observeInsert records one INSERT of n rows into table that started at start.

@@ -144,6 +144,7 @@ type item struct {
 // flush stores one batch's values (the confirmation path) and answers; it
 // returns the raw messages and the envelopes to ack once those are stored.
 func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
+	taken := time.Now()
 	var items []item
 	var acks, keyed []jetstream.Msg
 	for _, m := range msgs {
@@ -167,6 +168,7 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 		}
 	}
 	skipRepeats(items)
+	observeAges(w.m.taken, items, taken)
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
 	defer cancel()
 
@@ -181,6 +183,9 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, bool) {
 		start := time.Now()
 		valuesErr = w.store.InsertValues(ctx, rows)
 		w.m.observeInsert(tableValues, len(rows), start, valuesErr)
+		if valuesErr == nil {
+			observeAges(w.m.stored, items, time.Now())
+		}
 	}
 	w.m.batchEvents.Observe(float64(len(items)))
 	if valuesErr != nil {
