@@ -1,0 +1,141 @@
+package mapping
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/registry"
+	"github.com/devicehub/eventservice/pkg/testenv"
+)
+
+// One message carrying events of every kind: the mapper answers the ones it
+// cannot map and the raw-message-only one itself, puts the rest in one
+// envelope for the writer, and acks the message once that is stored.
+func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
+	ns := testenv.NATS(t)
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Replicas: 1,
+		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t"}}
+	if err := bus.EnsureStreams(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cache := registry.NewCache()
+	cache.Put(registry.Device{Serial: "boiler", ConnectionType: registry.ConnectionAPI, AccessToken: "x",
+		Inputs: []registry.Input{{Name: "temp", Entity: "house", EntityInput: "temperature"}, {Name: "volt"}}}, 1)
+	replies, err := nc.SubscribeSync("t.reply.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const reply = "t.reply.test"
+	var msg []byte
+	for _, ev := range []event.Event{
+		{ID: "stored", Serial: "boiler", Rev: 1, Reply: reply, Payload: []byte(`{"serial":"boiler","data":{"temp":21.5}}`)},
+		{ID: "unknown", Serial: "nobody", Reply: reply, Payload: []byte(`{"serial":"nobody","data":{}}`)},
+		{ID: "unconnected", Serial: "boiler", Rev: 1, Reply: reply, Payload: []byte(`{"serial":"boiler","data":{"volt":3}}`)},
+		{ID: "unreadable", Serial: "boiler", Rev: 1, Reply: reply, Payload: []byte(`{"data":`)},
+	} {
+		msg = event.AppendEvent(msg, &ev)
+	}
+	if _, err := js.Publish(ctx, cfg.Names.EventsSubject(), msg); err != nil {
+		t.Fatal(err)
+	}
+
+	w := NewWorker(Config{MaxAckPending: 100, PullBatch: 10, AckWait: 5 * time.Second, EnvelopeMax: 100, Names: cfg.Names,
+		StaleWait: time.Second}, nc, js, cache, nil, zap.NewNop())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+
+	got := map[string]outcome.Code{}
+	for len(got) < 3 {
+		m, err := replies.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("answers so far %v: %v", got, err)
+		}
+		rs, err := event.DecodeReplies(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			got[r.ID] = r.Code
+		}
+	}
+	want := map[string]outcome.Code{"unknown": outcome.DeviceNotFound, "unconnected": outcome.NoConnections, "unreadable": outcome.ProcessingFailed}
+	for id, code := range want {
+		if got[id] != code {
+			t.Fatalf("answers %v, want %v", got, want)
+		}
+	}
+
+	mapped, err := js.Stream(ctx, "MP")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := mapped.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatalf("no envelope: %v", err)
+	}
+	ms, err := event.DecodeEnvelope(env.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range ms {
+		ids = append(ids, m.ID)
+		switch m.ID {
+		case "stored":
+			if m.Reply != reply || m.Outcome != outcome.Stored || len(m.Values) != 1 || m.Values[0].Entity != "house" {
+				t.Fatalf("stored event mapped as %+v", m)
+			}
+		case "unconnected":
+			if m.Reply != "" || m.Outcome != outcome.NoConnections {
+				t.Fatalf("raw-message-only event mapped as %+v (the writer must not answer it)", m)
+			}
+		}
+	}
+	sort.Strings(ids)
+	if len(ids) != 2 || ids[0] != "stored" || ids[1] != "unconnected" {
+		t.Fatalf("envelope holds %v", ids)
+	}
+	if info, _ := mapped.Info(ctx); info.State.Msgs != 1 {
+		t.Fatalf("%d envelopes, want 1", info.State.Msgs)
+	}
+	events, _ := js.Stream(ctx, "EV")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := events.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the events message was not acked")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
