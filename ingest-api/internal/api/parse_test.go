@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -129,4 +130,59 @@ func TestKeyedEventID(t *testing.T) {
 	if _, err := uuid.Parse(a); err != nil || len(a) != 36 {
 		t.Fatalf("id %q is not a UUID: %v", a, err)
 	}
+}
+
+// parseWithMaps is the straightforward reading of the body the scanner in
+// parse replaced: decode into a map, decode its members again.
+func parseWithMaps(body []byte, headerToken string) (request, outcome.Code) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return request{}, outcome.InvalidFormat
+	}
+	var r request
+	if raw, ok := fields["serial"]; !ok || json.Unmarshal(raw, &r.Serial) != nil || r.Serial == "" {
+		return request{}, outcome.MissingSerial
+	}
+	if raw, ok := fields["accessToken"]; ok {
+		_ = json.Unmarshal(raw, &r.BodyToken)
+	}
+	if headerToken == "" && r.BodyToken == "" {
+		return request{}, outcome.MissingToken
+	}
+	if data, ok := fields["data"]; !ok || len(data) == 0 || data[0] != '{' {
+		return request{}, outcome.InvalidData
+	}
+	delete(fields, "accessToken")
+	r.Payload, _ = json.Marshal(fields)
+	return r, outcome.Stored
+}
+
+// FuzzParseAgreesWithMaps: the scanner decides every body as decoding into
+// maps does, and keeps the same members in the payload.
+func FuzzParseAgreesWithMaps(f *testing.F) {
+	for _, s := range []string{
+		`{"serial":"a","data":{"x":1}}`, `{"serial":"a","accessToken":"t","data":{}}`, `[]`, `null`, `{`, `{}`,
+		`{"seri\u0061l":"a","data":{}}`, `{"serial":"a\"b","data":{"k":"}{"}, "serial":"c"}`, ` { "data" : { "a" : [ 1 , { } ] } , "serial" : "s" } `,
+		`{"accessToken":{"a":1},"serial":"s","data":{"k":[true,false,"s",1e9]},"accessToken":"x"}`,
+	} {
+		f.Add([]byte(s), "tok")
+		f.Add([]byte(s), "")
+	}
+	f.Fuzz(func(t *testing.T, body []byte, header string) {
+		got, code := parse(body, header)
+		want, wantCode := parseWithMaps(body, header)
+		if code != wantCode {
+			t.Fatalf("code %v, maps say %v", code, wantCode)
+		}
+		if code != outcome.Stored {
+			return
+		}
+		if got.Serial != want.Serial || got.BodyToken != want.BodyToken {
+			t.Fatalf("serial, token %q %q; maps say %q %q", got.Serial, got.BodyToken, want.Serial, want.BodyToken)
+		}
+		var a, b map[string]any
+		if json.Unmarshal(got.Payload, &a) != nil || json.Unmarshal(want.Payload, &b) != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("payload %s; maps say %s", got.Payload, want.Payload)
+		}
+	})
 }

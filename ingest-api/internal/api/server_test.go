@@ -181,3 +181,16 @@ func TestRequestsAreCountedByOutcome(t *testing.T) {
 		t.Errorf("%d latency series, want 2 (the admin route and unmatched)", n)
 	}
 }
+
+// The pre-rendered success answer is what Echo renders for it.
+func TestStoredAnswerIsRenderedAsEchoWould(t *testing.T) {
+	rec := httptest.NewRecorder()
+	c := echo.New().NewContext(httptest.NewRequest("POST", "/", nil), rec)
+	status, body := BodyFor(outcome.Stored, "", "")
+	if err := c.JSON(status, body); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Body.String() != string(storedJSON) {
+		t.Fatalf("Echo renders %q, pre-rendered %q", rec.Body.String(), storedJSON)
+	}
+}
