@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
@@ -43,6 +44,7 @@ func (s *Store) insert(ctx context.Context, table, columns string, n, width int,
 	if n == 0 {
 		return nil
 	}
+	ctx = lingering(ctx)
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+"."+table+" ("+columns+")")
 	if err != nil {
 		return fmt.Errorf("prepare %s insert: %w", table, err)
@@ -59,6 +61,25 @@ func (s *Store) insert(ctx context.Context, table, columns string, n, width int,
 		return fmt.Errorf("insert %s: %w", table, err)
 	}
 	return nil
+}
+
+// lingering returns a context with ctx's values and deadline that is not
+// cancelled with it. clickhouse-go (v2.50) watches a batch's context from a
+// goroutine that, on a busy machine, may still be waiting to run when Send
+// has returned and the connection is back in the pool; if the context is
+// cancelled by then, that goroutine closes the connection under its next
+// user ("use of closed network connection", a whole batch failed). An
+// insert's context therefore ends only at its deadline, long after the
+// watcher is gone. Without a deadline the driver's read timeout bounds it.
+func lingering(ctx context.Context) context.Context {
+	detached := context.WithoutCancel(ctx)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return detached
+	}
+	dctx, cancel := context.WithDeadline(detached, deadline)
+	time.AfterFunc(time.Until(deadline), cancel)
+	return dctx
 }
 
 // InsertValues writes rows in one INSERT.
