@@ -54,19 +54,43 @@ func run(addr string, pid int, runs string, dur time.Duration) error {
 	// Dropping is left to the user: on ext4 without a journal, deleting
 	// many part files makes the next ~30 s of file creation dearer.
 	fmt.Printf("# database %s (drop it when done)\n", db)
-	for _, spec := range strings.Split(runs, ",") {
+	for i, spec := range strings.Split(runs, ",") {
 		var rows, rate int
 		if _, err := fmt.Sscanf(spec, "%dx%d", &rows, &rate); err != nil || rows < 1 || rate < 1 {
 			return fmt.Errorf("run %q: want ROWSxRATE", spec)
 		}
-		if err := measure(ctx, conn, db, pid, rows, rate, dur); err != nil {
+		// A table of its own per run, and the previous run's merges
+		// finished first: each line prices its own parts only.
+		table := fmt.Sprintf("%s.input_values_%d", db, i)
+		if err := conn.Exec(ctx, "CREATE TABLE "+table+" AS "+db+".input_values"); err != nil {
+			return err
+		}
+		if err := settle(ctx, conn, db); err != nil {
+			return err
+		}
+		if err := measure(ctx, conn, table, pid, rows, rate, dur); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func measure(ctx context.Context, conn clickhouse.Conn, db string, pid, rows, rate int, dur time.Duration) error {
+// settle waits, up to a minute, until no merge runs in db.
+func settle(ctx context.Context, conn clickhouse.Conn, db string) error {
+	for range 120 {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.merges WHERE database = ?", db).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return nil
+}
+
+func measure(ctx context.Context, conn clickhouse.Conn, table string, pid, rows, rate int, dur time.Duration) error {
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	user0, sys0, err := cpu(pid)
@@ -79,7 +103,7 @@ func measure(ctx context.Context, conn clickhouse.Conn, db string, pid, rows, ra
 	for time.Since(start) < dur {
 		<-tick.C
 		t0 := time.Now()
-		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".input_values (entity, input, ts_ns, serial, device_input, event_id, value_json)")
+		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+table+" (entity, input, ts_ns, serial, device_input, event_id, value_json)")
 		if err != nil {
 			return err
 		}
