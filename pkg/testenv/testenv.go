@@ -29,6 +29,22 @@ func NATS(t testing.TB) *server.Server {
 	return NATSControl(t).Server()
 }
 
+// Connect starts a server as NATS does and returns a connection to it and
+// its JetStream context; the connection closes when the test ends.
+func Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(NATS(t).ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
 // NATSServer is an in-process server that a test can stop and start again on
 // the same port and store, as an operator restarts one.
 type NATSServer struct {

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/devicehub/eventservice/pkg/event"
@@ -19,16 +18,7 @@ import (
 // context and a function that reads every message's events, in order.
 func stream(t *testing.T) (jetstream.JetStream, func(want int) [][]string) {
 	t.Helper()
-	ns := testenv.NATS(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := testenv.Connect(t)
 	ctx := context.Background()
 	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/event"
@@ -16,12 +15,7 @@ import (
 // while the first attempt waits) both get its outcome; a cancelled one
 // does not hold the others back.
 func TestEveryWaiterOfAnEventIsAnswered(t *testing.T) {
-	ns := testenv.NATS(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, _ := testenv.Connect(t)
 	w, err := NewWaiter(nc, "test.reply.", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -21,16 +19,7 @@ import (
 // cannot map and the raw-message-only one itself, puts the rest in one
 // envelope for the writer, and acks the message once that is stored.
 func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
-	ns := testenv.NATS(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := testenv.Connect(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Replicas: 1,

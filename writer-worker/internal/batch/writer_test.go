@@ -28,13 +28,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	ns := testenv.NATS(t)
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	nc, js := testenv.Connect(t)
 	ctx := context.Background()
 	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Names: bus.DefaultNames}); err != nil {
 		t.Fatal(err)
