@@ -137,13 +137,13 @@ func (w *Writer) loop(in <-chan jetstream.Msg, raw chan<- rawBatch) {
 		}
 		start := time.Now()
 		if open {
+			counted := len(batch)
 			batch = bus.Gather(in, batch, w.cfg.MaxBatch, w.cfg.Linger)
+			for _, m := range batch[counted:] {
+				pending += event.EnvelopeEvents(m.Data())
+			}
 		}
-		events := 0
-		for _, m := range batch {
-			events += event.EnvelopeEvents(m.Data())
-		}
-		p.started(start, events)
+		p.started(start, pending)
 		if rb, ok := w.flush(batch); ok {
 			raw <- rb
 		}
