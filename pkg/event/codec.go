@@ -218,18 +218,6 @@ func AppendEnvelope(b []byte, ms []Mapped) []byte {
 	return w.b
 }
 
-// EnvelopeEvents reads how many events an envelope holds without decoding
-// it; 0 for what is not an envelope.
-func EnvelopeEvents(data []byte) int {
-	r := reader{b: data}
-	r.version()
-	n := r.uvarint()
-	if r.err != nil || n > uint64(len(r.b)) {
-		return 0
-	}
-	return int(n)
-}
-
 // DecodeEnvelope decodes a batch of mapped events; byte fields alias data.
 func DecodeEnvelope(data []byte) ([]Mapped, error) {
 	r := reader{b: data}
