@@ -29,6 +29,12 @@ type Event struct {
 	Payload []byte
 }
 
+// EnvelopeCost is what an event counts against an envelope's size limit:
+// it travels on beside its mapped values, so twice its payload, plus room
+// for ids and names. ingest-api bounds its shared messages by the same
+// count, so that one message's events always fit in one envelope.
+func EnvelopeCost(e *Event) int { return 2*len(e.Payload) + 256 }
+
 // Value is one reading routed to an entity input.
 type Value struct {
 	DeviceInput string

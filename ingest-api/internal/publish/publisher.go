@@ -21,9 +21,9 @@ type Config struct {
 	// MaxEvents is the most events one message carries (1: one message
 	// per event).
 	MaxEvents int
-	// MaxBytes bounds a message's events, counted as the mapper counts
-	// them into an envelope (twice the payload plus 256 bytes each), so
-	// that one message always fits in one envelope.
+	// MaxBytes bounds a message's events, counted by event.EnvelopeCost as
+	// the mapper counts them, so that one message always fits in one
+	// envelope.
 	MaxBytes int
 	// MaxPending is how many messages may await the stream's ack at once.
 	// While they do, new events join the next message: batches grow with
@@ -90,12 +90,9 @@ func New(cfg Config, js jetstream.JetStream, observe Observer) *Publisher {
 	}
 }
 
-// Cost is what an event counts against MaxBytes.
-func Cost(ev *event.Event) int { return 2*len(ev.Payload) + 256 }
-
 // Add puts ev into the message being filled and returns that message.
 func (p *Publisher) Add(ev *event.Event) (*Batch, error) {
-	cost := Cost(ev)
+	cost := event.EnvelopeCost(ev)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

@@ -68,7 +68,7 @@ func ev(id string, payload int) *event.Event {
 func TestEventsGatherWhileThePublisherIsBusyAndGoAloneWhenIdle(t *testing.T) {
 	js, read := stream(t)
 	var sizes []int
-	p := New(Config{Subject: "ev.in", MaxEvents: 3, MaxBytes: 3 * Cost(ev("", 10)), MaxPending: 1, AckWait: time.Second}, js,
+	p := New(Config{Subject: "ev.in", MaxEvents: 3, MaxBytes: 3 * event.EnvelopeCost(ev("", 10)), MaxPending: 1, AckWait: time.Second}, js,
 		func(n int) { sizes = append(sizes, n) })
 	var batches []*Batch
 	add := func(e *event.Event) {

@@ -129,7 +129,7 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 			mp.MaybeStored = delivered > 1
 			keyed = keyed || ev.Keyed
 			mapped = append(mapped, mp)
-			size += 2*len(ev.Payload) + 256
+			size += event.EnvelopeCost(&ev)
 		}
 		if len(mapped) == 0 {
 			_ = m.Term()
