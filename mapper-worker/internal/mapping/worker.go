@@ -101,6 +101,7 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 	// An envelope stays well under the server's message size limit.
 	limit := int(w.nc.MaxPayload() / 2)
 	var mapped []event.Mapped
+	var devs []*registry.Entry
 	for _, m := range msgs {
 		evs, err := event.DecodeEvents(m.Data())
 		if err != nil {
@@ -113,7 +114,9 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		if md != nil {
 			delivered = md.NumDelivered
 		}
-		if delivered < staleRetries && w.stale(evs) {
+		var stale bool
+		devs, stale = w.lookup(evs, devs[:0])
+		if delivered < staleRetries && stale {
 			// Accepted under a record this copy has not seen yet: give
 			// the registry watch time to deliver it.
 			_ = m.NakWithDelay(w.cfg.StaleWait / staleRetries)
@@ -121,8 +124,8 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 			continue
 		}
 		mapped, keyed, size := mapped[:0], false, 0
-		for _, ev := range evs {
-			mp, ok := w.resolve(ev, &now)
+		for i, ev := range evs {
+			mp, ok := w.resolve(ev, devs[i], &now)
 			if !ok {
 				continue
 			}
@@ -164,25 +167,24 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 	}
 }
 
-// stale reports whether an event was accepted under a device record newer
-// than this copy's, or one it does not have yet.
-func (w *Worker) stale(evs []event.Event) bool {
+// lookup appends to devs each event's device record from this copy of the
+// registry (nil: none), and reports whether any event was accepted under a
+// record newer than this copy's, or one it does not have yet.
+func (w *Worker) lookup(evs []event.Event, devs []*registry.Entry) (_ []*registry.Entry, stale bool) {
 	for i := range evs {
-		dev, ok := w.cache.Lookup(evs[i].Serial)
-		if !ok || dev.Rev < evs[i].Rev {
-			return true
-		}
+		dev, _ := w.cache.Lookup(evs[i].Serial) // nil when absent
+		stale = stale || dev == nil || dev.Rev < evs[i].Rev
+		devs = append(devs, dev)
 	}
-	return false
+	return devs, stale
 }
 
-// resolve maps one event. An event it cannot map is answered through now and
-// reported not ok. The writer answers a mapped event (Reply set) when its
+// resolve maps one event with its device record (nil: none). An event it
+// cannot map is answered through now and reported not ok. The writer answers a mapped event (Reply set) when its
 // values are stored or, if keyed, once it knows no earlier attempt was
 // answered differently; the others the mapper answers itself.
-func (w *Worker) resolve(ev event.Event, now *event.Replies) (event.Mapped, bool) {
-	dev, ok := w.cache.Lookup(ev.Serial)
-	if !ok {
+func (w *Worker) resolve(ev event.Event, dev *registry.Entry, now *event.Replies) (event.Mapped, bool) {
+	if dev == nil {
 		w.m.events.WithLabelValues(outcome.DeviceNotFound.String()).Inc()
 		now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.DeviceNotFound})
 		return event.Mapped{}, false
