@@ -128,3 +128,77 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// An events message stays in its stream until its envelope is stored: with
+// the writer's stream gone, the mapper keeps it (and answers nothing), and
+// maps it once the stream is back.
+func TestAMessageIsKeptUntilItsEnvelopeIsStored(t *testing.T) {
+	nc, js := testenv.Connect(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Replicas: 1,
+		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t"}}
+	if err := bus.EnsureStreams(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "MP"); err != nil {
+		t.Fatal(err)
+	}
+	cache := registry.NewCache()
+	cache.Put(registry.Device{Serial: "boiler", ConnectionType: registry.ConnectionAPI, AccessToken: "x",
+		Inputs: []registry.Input{{Name: "temp", Entity: "house", EntityInput: "temperature"}, {Name: "volt"}}}, 1)
+	replies, err := nc.SubscribeSync("t.reply.kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg []byte
+	for _, ev := range []event.Event{
+		{ID: "a", Serial: "boiler", Rev: 1, Reply: "t.reply.kept", Payload: []byte(`{"serial":"boiler","data":{"temp":1}}`)},
+		{ID: "b", Serial: "boiler", Rev: 1, Reply: "t.reply.kept", Payload: []byte(`{"serial":"boiler","data":{"volt":3}}`)},
+	} {
+		msg = event.AppendEvent(msg, &ev)
+	}
+	if _, err := js.Publish(ctx, cfg.Names.EventsSubject(), msg); err != nil {
+		t.Fatal(err)
+	}
+	w := NewWorker(Config{MaxAckPending: 100, PullBatch: 10, AckWait: 5 * time.Second, EnvelopeMax: 100, Names: cfg.Names,
+		StaleWait: time.Second}, nc, js, cache, nil, zap.NewNop())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+
+	events, err := js.Stream(ctx, "EV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Several publish attempts (each retried 250 ms later) fail meanwhile.
+	time.Sleep(time.Second)
+	if info, err := events.Info(ctx); err != nil || info.State.Msgs != 1 {
+		t.Fatalf("events stream holds %v messages (%v) while the envelope cannot be stored, want 1", info.State.Msgs, err)
+	}
+	if m, err := replies.NextMsg(10 * time.Millisecond); err == nil {
+		t.Fatalf("answered before anything was stored: %q", m.Data)
+	}
+
+	if err := bus.EnsureStreams(ctx, js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	m, err := replies.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatalf("no answer once the stream is back: %v", err)
+	}
+	if rs, err := event.DecodeReplies(m.Data); err != nil || len(rs) != 1 || rs[0].ID != "b" || rs[0].Code != outcome.NoConnections {
+		t.Fatalf("answer %+v %v; want b no_connections", rs, err)
+	}
+	mapped, _ := js.Stream(ctx, "MP")
+	env, err := mapped.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := event.DecodeEnvelope(env.Data); err != nil || len(ms) != 2 {
+		t.Fatalf("envelope %+v %v", ms, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
