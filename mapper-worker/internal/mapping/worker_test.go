@@ -13,23 +13,48 @@ import (
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 	"github.com/devicehub/eventservice/pkg/testenv"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
+
+// streams starts NATS with the two streams under test names.
+func streams(t *testing.T) (*nats.Conn, jetstream.JetStream, bus.Config) {
+	t.Helper()
+	nc, js := testenv.Connect(t)
+	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Replicas: 1,
+		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t"}}
+	if err := bus.EnsureStreams(context.Background(), js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return nc, js, cfg
+}
+
+// boilerRegistry holds one device: input temp goes to house.temperature,
+// volt is not connected.
+func boilerRegistry() *registry.Cache {
+	c := registry.NewCache()
+	c.Put(registry.Device{Serial: "boiler", ConnectionType: registry.ConnectionAPI, AccessToken: "x",
+		Inputs: []registry.Input{{Name: "temp", Entity: "house", EntityInput: "temperature"}, {Name: "volt"}}}, 1)
+	return c
+}
+
+// startWorker runs a mapper until ctx ends; its result arrives on the channel.
+func startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg bus.Config, cache *registry.Cache) <-chan error {
+	w := NewWorker(Config{MaxAckPending: 100, PullBatch: 10, AckWait: 5 * time.Second, EnvelopeMax: 100, Names: cfg.Names,
+		StaleWait: time.Second}, nc, js, cache, nil, zap.NewNop())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	return done
+}
 
 // One message carrying events of every kind: the mapper answers the ones it
 // cannot map and the raw-message-only one itself, puts the rest in one
 // envelope for the writer, and acks the message once that is stored.
 func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
-	nc, js := testenv.Connect(t)
+	nc, js, cfg := streams(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Replicas: 1,
-		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t"}}
-	if err := bus.EnsureStreams(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
-	cache := registry.NewCache()
-	cache.Put(registry.Device{Serial: "boiler", ConnectionType: registry.ConnectionAPI, AccessToken: "x",
-		Inputs: []registry.Input{{Name: "temp", Entity: "house", EntityInput: "temperature"}, {Name: "volt"}}}, 1)
+	cache := boilerRegistry()
 	replies, err := nc.SubscribeSync("t.reply.test")
 	if err != nil {
 		t.Fatal(err)
@@ -49,10 +74,7 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w := NewWorker(Config{MaxAckPending: 100, PullBatch: 10, AckWait: 5 * time.Second, EnvelopeMax: 100, Names: cfg.Names,
-		StaleWait: time.Second}, nc, js, cache, nil, zap.NewNop())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
+	done := startWorker(ctx, nc, js, cfg, cache)
 
 	got := map[string]outcome.Code{}
 	for len(got) < 3 {
@@ -133,20 +155,13 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 // the writer's stream gone, the mapper keeps it (and answers nothing), and
 // maps it once the stream is back.
 func TestAMessageIsKeptUntilItsEnvelopeIsStored(t *testing.T) {
-	nc, js := testenv.Connect(t)
+	nc, js, cfg := streams(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Replicas: 1,
-		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t"}}
-	if err := bus.EnsureStreams(ctx, js, cfg); err != nil {
-		t.Fatal(err)
-	}
 	if err := js.DeleteStream(ctx, "MP"); err != nil {
 		t.Fatal(err)
 	}
-	cache := registry.NewCache()
-	cache.Put(registry.Device{Serial: "boiler", ConnectionType: registry.ConnectionAPI, AccessToken: "x",
-		Inputs: []registry.Input{{Name: "temp", Entity: "house", EntityInput: "temperature"}, {Name: "volt"}}}, 1)
+	cache := boilerRegistry()
 	replies, err := nc.SubscribeSync("t.reply.kept")
 	if err != nil {
 		t.Fatal(err)
@@ -161,10 +176,7 @@ func TestAMessageIsKeptUntilItsEnvelopeIsStored(t *testing.T) {
 	if _, err := js.Publish(ctx, cfg.Names.EventsSubject(), msg); err != nil {
 		t.Fatal(err)
 	}
-	w := NewWorker(Config{MaxAckPending: 100, PullBatch: 10, AckWait: 5 * time.Second, EnvelopeMax: 100, Names: cfg.Names,
-		StaleWait: time.Second}, nc, js, cache, nil, zap.NewNop())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
+	done := startWorker(ctx, nc, js, cfg, cache)
 
 	events, err := js.Stream(ctx, "EV")
 	if err != nil {
