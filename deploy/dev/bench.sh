@@ -10,7 +10,7 @@ export RUN_DIR=$root/.run/bench NATS_PORT=${BENCH_NATS_PORT:-14222} CLICKHOUSE_P
   MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 \
   LOG_FORMAT=json LOG_LEVEL=warn
 export ADMIN_TOKEN=${ADMIN_TOKEN:-bench-admin-token-$RANDOM$RANDOM}
-go build -o bin/loadgen ./pkg/loadgen
+go build -o bin/loadgen ./bench/loadgen
 if [ -d "$RUN_DIR" ]; then
   rm -rf "$RUN_DIR"
   # On ext4 without a journal (these machines' root), a new file skips the

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devicehub/eventservice/pkg/testenv"
+	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/nats-io/nats-server/v2/server"
 	"go.uber.org/zap"
 )

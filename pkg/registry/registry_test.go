@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
-	"github.com/devicehub/eventservice/pkg/testenv"
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

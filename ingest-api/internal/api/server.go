@@ -19,12 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/openapi"
 	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/metrics"
-	"github.com/devicehub/eventservice/pkg/openapi"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )

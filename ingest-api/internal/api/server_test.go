@@ -14,7 +14,8 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/devicehub/eventservice/pkg/openapi"
+	"github.com/devicehub/eventservice/ingest-api/internal/openapi"
+	"github.com/devicehub/eventservice/integration/conform"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -122,7 +123,7 @@ func TestFailedAdminAuthIsLoggedWithoutTheToken(t *testing.T) {
 // Every route of the router is in the OpenAPI document, and every
 // documented operation is a route.
 func TestEveryRouteIsDocumented(t *testing.T) {
-	doc, err := openapi.Parse(openapi.Doc)
+	doc, err := conform.Parse(openapi.Doc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/event"
-	"github.com/devicehub/eventservice/pkg/testenv"
 )
 
 // stream starts a server with a stream on "ev.>" and returns a JetStream

@@ -6,9 +6,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
-	"github.com/devicehub/eventservice/pkg/testenv"
 )
 
 // Two requests waiting for one event (a device retried a keyed reading

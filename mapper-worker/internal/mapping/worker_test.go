@@ -8,11 +8,11 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
-	"github.com/devicehub/eventservice/pkg/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )

@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
-	"github.com/devicehub/eventservice/pkg/testenv"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
 

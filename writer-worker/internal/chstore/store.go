@@ -11,8 +11,6 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	chschema "github.com/devicehub/eventservice/deploy/clickhouse"
 )
 
 // Config is how to reach ClickHouse.
@@ -72,7 +70,7 @@ func Open(cfg Config) (*Store, error) {
 
 // Migrate applies the schema; every statement is idempotent.
 func (s *Store) Migrate(ctx context.Context) error {
-	for _, stmt := range chschema.Statements(s.db) {
+	for _, stmt := range schemaStatements(s.db) {
 		if err := s.conn.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("apply schema: %w", err)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devicehub/eventservice/pkg/testenv"
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 func openTest(t *testing.T) *Store {

@@ -1,6 +1,6 @@
-// Package clickhouse embeds the service's ClickHouse schema so that
+// schema.go embeds the service's ClickHouse schema, applied by Migrate.
 // writer-worker applies exactly the file operators read under deploy/.
-package clickhouse
+package chstore
 
 import (
 	_ "embed"
@@ -12,7 +12,7 @@ var schema string
 
 // Statements returns the schema's statements for database db, in order,
 // with "--" comments removed (the schema holds no "--" inside a string).
-func Statements(db string) []string {
+func schemaStatements(db string) []string {
 	var b strings.Builder
 	for _, l := range strings.Split(schema, "\n") {
 		if i := strings.Index(l, "--"); i >= 0 {

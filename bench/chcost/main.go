@@ -4,7 +4,7 @@
 // CPU time from /proc. The writer's pacing (BATCH_MIN_INTERVAL and friends)
 // rests on these figures; rerun it on other hardware or ClickHouse releases.
 //
-//	go run ./pkg/chcost -addr 127.0.0.1:19000 -pid $(cat .run/clickhouse/pid) -runs 20x200,1x200,100x50,500x20
+//	go run ./bench/chcost -addr 127.0.0.1:19000 -pid $(cat .run/clickhouse/pid) -runs 20x200,1x200,100x50,500x20
 package main
 
 import (
@@ -18,8 +18,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-
-	chschema "github.com/devicehub/eventservice/deploy/clickhouse"
 )
 
 func main() {
@@ -46,7 +44,11 @@ func run(addr string, pid int, runs string, dur time.Duration) error {
 	}
 	defer conn.Close()
 	db := fmt.Sprintf("chcost_%d", time.Now().Unix())
-	for _, stmt := range chschema.Statements(db) {
+	stmts, err := schemaStatements(schemaFile, db)
+	if err != nil {
+		return err
+	}
+	for _, stmt := range stmts {
 		if err := conn.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("schema: %w", err)
 		}
@@ -152,4 +154,29 @@ func cpu(pid int) (user, sys float64, err error) {
 		return 0, 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
 	}
 	return u / 100, k / 100, nil // clock ticks: 100 per second on Linux
+}
+
+// schemaFile is the schema writer-worker embeds and applies; chcost prices
+// inserts into exactly those tables.
+const schemaFile = "writer-worker/internal/chstore/schema.sql"
+
+// schemaStatements reads the schema's statements for database db: "--"
+// comments dropped, split at ";", {db} filled in.
+func schemaStatements(path, db string) ([]string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read schema (run from the repository root): %w", err)
+	}
+	var kept []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		l, _, _ = strings.Cut(l, "--")
+		kept = append(kept, l)
+	}
+	var out []string
+	for _, stmt := range strings.Split(strings.Join(kept, "\n"), ";") {
+		if stmt = strings.TrimSpace(stmt); stmt != "" {
+			out = append(out, strings.ReplaceAll(stmt, "{db}", db))
+		}
+	}
+	return out, nil
 }

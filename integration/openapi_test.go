@@ -1,21 +1,23 @@
-package e2e
+package integration
 
 import (
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/devicehub/eventservice/pkg/openapi"
+	"github.com/devicehub/eventservice/integration/conform"
 )
 
 // testDocumentedAnswers sends one request of every kind to the running
 // ingest-api and checks each answer against the document it serves.
 func testDocumentedAnswers(t *testing.T, s *stack) {
-	served := s.do(t, http.MethodGet, openapi.Path, nil, nil)
+	served := s.do(t, http.MethodGet, docPath, nil, nil)
 	if served.Status != 200 {
-		t.Fatalf("%s: %d", openapi.Path, served.Status)
+		t.Fatalf("%s: %d", docPath, served.Status)
 	}
-	doc, err := openapi.Parse(served.Raw)
+	doc, err := conform.Parse(served.Raw)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,11 +71,29 @@ func testDocumentedAnswers(t *testing.T, s *stack) {
 // conformEvent checks an answer of the event endpoint against the document.
 func conformEvent(t *testing.T, r reply) {
 	t.Helper()
-	doc, err := openapi.Parse(openapi.Doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := repoDoc(t)
 	if err := doc.Conform("POST", "/api/v1/deviceapi/event", r.Status, r.Header, r.Raw); err != nil {
 		t.Error(err)
 	}
+}
+
+// docPath is where ingest-api serves its OpenAPI document.
+const docPath = "/api/v1/openapi.json"
+
+// repoDoc parses the OpenAPI document as committed.
+func repoDoc(t *testing.T) *conform.Document {
+	t.Helper()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "ingest-api/internal/openapi/openapi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := conform.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
 }

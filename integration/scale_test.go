@@ -1,4 +1,4 @@
-package e2e
+package integration
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
-	"github.com/devicehub/eventservice/pkg/testenv"
 )
 
 // The scale-out deployment on one machine: a 3-node NATS cluster with R3

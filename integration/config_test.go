@@ -1,4 +1,4 @@
-package e2e
+package integration
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devicehub/eventservice/pkg/testenv"
+	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )

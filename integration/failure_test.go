@@ -1,4 +1,4 @@
-package e2e
+package integration
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	chschema "github.com/devicehub/eventservice/deploy/clickhouse"
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 func TestStorageFailureIsReportedAndRecovers(t *testing.T) {
@@ -33,7 +33,7 @@ func TestStorageFailureIsReportedAndRecovers(t *testing.T) {
 	conformEvent(t, r)
 
 	// ClickHouse comes back (here: the table); no program is restarted.
-	for _, stmt := range chschema.Statements(s.db) {
+	for _, stmt := range testenv.SchemaStatements(t, s.db) {
 		if err := s.ch.Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}

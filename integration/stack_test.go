@@ -1,4 +1,4 @@
-package e2e
+package integration
 
 import (
 	"bytes"
@@ -18,7 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/devicehub/eventservice/pkg/testenv"
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 const adminToken = "e2e-admin-token-7f3a"

@@ -1,4 +1,4 @@
-package openapi
+package conform
 
 import (
 	"encoding/json"

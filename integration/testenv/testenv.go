@@ -11,6 +11,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,4 +218,31 @@ func freePort(t testing.TB) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// SchemaStatements returns writer-worker's ClickHouse schema for database
+// db, statement by statement, read from the file it embeds: tests that break
+// a table put it back with these.
+func SchemaStatements(t testing.TB, db string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), "writer-worker/internal/chstore/schema.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		l, _, _ = strings.Cut(l, "--")
+		kept = append(kept, l)
+	}
+	var stmts []string
+	for _, s := range strings.Split(strings.Join(kept, "\n"), ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			stmts = append(stmts, strings.ReplaceAll(s, "{db}", db))
+		}
+	}
+	return stmts
 }
