@@ -21,6 +21,7 @@ type Config struct {
 	AdminToken        string
 	Dev               bool
 	MaxBodyBytes      int64
+	DiscardBodyBytes  int64
 	MaxInFlight       int
 	DeviceRate        float64
 	DeviceBurst       int
@@ -46,6 +47,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.AdminToken, "admin-token", "", "bearer token of the workspace API")
 	s.Bool(&c.Dev, "dev", false, "development mode: allow the built-in admin token")
 	s.Int64(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 beyond)")
+	s.Int64(&c.DiscardBodyBytes, "discard-body-bytes", 16<<20, "how much of a refused body is read and dropped so that clients that write before they read get the 413 (beyond it the connection is closed)")
 	s.Int(&c.MaxInFlight, "max-in-flight", 512, "requests handled at once; 503 + Retry-After beyond (sized for 2 cores: more in flight only adds queueing)")
 	s.Float64(&c.DeviceRate, "device-rate", 100, "requests per second one device may post (0: no limit); 429 beyond")
 	s.Int(&c.DeviceBurst, "device-burst", 1000, "requests one device may post at once above its rate (buffered readings)")
@@ -78,6 +80,8 @@ func (c *Config) Validate() error {
 		return errors.New("HTTP_TLS_CERT and HTTP_TLS_KEY go together")
 	case c.MaxBodyBytes < 64:
 		return fmt.Errorf("MAX_BODY_BYTES=%d is too small", c.MaxBodyBytes)
+	case c.DiscardBodyBytes < 0:
+		return errors.New("DISCARD_BODY_BYTES must not be negative")
 	case c.MaxInFlight < 1:
 		return errors.New("MAX_IN_FLIGHT must be at least 1")
 	case c.PublishMaxEvents < 1 || c.PublishMaxPending < 1:

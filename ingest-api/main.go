@@ -47,13 +47,6 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	reg := metrics.NewRegistry()
 	metrics.WatchRegistry(reg, metrics.Ingest, store.Cache())
-	ops := health.New(cfg.MetricsAddr, func(context.Context) error {
-		if !nc.IsConnected() {
-			return errors.New("nats disconnected")
-		}
-		return nil
-	})
-	ops.Mux.Handle("GET /metrics", metrics.Handler(reg))
 
 	sizes := api.NewPublishSizes(reg)
 	pub := publish.New(publish.Config{
@@ -73,9 +66,12 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Limiter:    ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst),
 		AdminToken: cfg.AdminToken,
 		Names:      cfg.NATS.Names,
-		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
+		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: cfg.DiscardBodyBytes, MaxInFlight: cfg.MaxInFlight,
 			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout},
 	})
+	// The operations listener's /readyz checks what the API's does.
+	ops := health.New(cfg.MetricsAddr, srv.Ready)
+	ops.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	hs := &http.Server{
 		Handler:           e,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,

@@ -25,7 +25,7 @@ func chaosFull() bool { return os.Getenv("CHAOS_FULL") != "" }
 
 // chaosEnv shortens redelivery so that a killed worker's events come back
 // within the test.
-var chaosEnv = []string{"ACK_WAIT=2s", "INSERT_TIMEOUT=1s", "LOG_LEVEL=info", "DEVICE_RATE=0"}
+var chaosEnv = []string{"ACK_WAIT=2s", "INSERT_TIMEOUT=1s", "LOG_LEVEL=info", "DEVICE_RATE=0", "RETRY_MAX_DELAY=2s"}
 
 const chaosDevices = 8
 

@@ -20,22 +20,18 @@ import (
 )
 
 // Every setting of every program (its flags, each with an environment
-// variable of the same name) is in the README's configuration table, and
+// variable of the same name) is in docs/configuration.md's table, and
 // invalid configuration stops a program at start with one line.
 func TestConfiguration(t *testing.T) {
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	doc, err := os.ReadFile(filepath.Join(root, "docs/configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, table, ok := strings.Cut(string(readme), "\n## Configuration\n")
-	if !ok {
-		t.Fatal("README has no Configuration section")
-	}
-	table, _, _ = strings.Cut(table, "\n## ")
+	table := string(doc)
 	envName := regexp.MustCompile(`\(env ([A-Z0-9_]+)\)`)
 	for _, p := range []string{"ingest-api", "mapper-worker", "writer-worker"} {
 		out, _ := exec.Command(filepath.Join(binDir, p), "-h").CombinedOutput()
@@ -45,7 +41,7 @@ func TestConfiguration(t *testing.T) {
 		}
 		for _, m := range names {
 			if !strings.Contains(table, "`"+m[1]+"`") {
-				t.Errorf("%s setting %s is not in the README's configuration table", p, m[1])
+				t.Errorf("%s setting %s is not in docs/configuration.md", p, m[1])
 			}
 		}
 	}
@@ -57,7 +53,7 @@ func TestConfiguration(t *testing.T) {
 	}{
 		{"ingest-api", []string{"ADMIN_TOKEN="}, "ingest-api: ADMIN_TOKEN"},
 		{"ingest-api", []string{"ADMIN_TOKEN=x", "MAX_IN_FLIGHT=abc"}, `ingest-api: MAX_IN_FLIGHT="abc"`},
-		{"writer-worker", []string{"IDEMPOTENCY_WINDOW=0s"}, "writer-worker: IDEMPOTENCY_WINDOW and KEYED_RETRY_DELAY must be positive"},
+		{"writer-worker", []string{"IDEMPOTENCY_WINDOW=0s"}, "writer-worker: IDEMPOTENCY_WINDOW must be positive"},
 		{"mapper-worker", []string{"NATS_DEDUPE_WINDOW=48h"}, "mapper-worker: NATS_DEDUPE_WINDOW must be positive and at most NATS_STREAM_MAX_AGE"},
 	} {
 		cmd := exec.Command(filepath.Join(binDir, c.program))
@@ -74,7 +70,7 @@ func TestConfiguration(t *testing.T) {
 // subject names the pipeline works and uses only those.
 func TestCustomNATSNames(t *testing.T) {
 	s := startStack(t, "NATS_SUBJECT_PREFIX=fleet.eu", "NATS_EVENTS_STREAM=EU_EVENTS", "NATS_MAPPED_STREAM=EU_MAPPED",
-		"NATS_MAPPER_CONSUMER=eu-mapper", "NATS_WRITER_CONSUMER=eu-writer")
+		"NATS_MAPPER_CONSUMER=eu-mapper", "NATS_WRITER_CONSUMER=eu-writer", "NATS_DEADLETTER_STREAM=EU_DEADLETTER")
 	s.admin(t, http.MethodPut, "/devices/dev-EU", `{"accessToken":"tok-EU","inputs":[{"name":"t","entity":"eu","entityInput":"t"}]}`)
 	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":1}}`, bearer("tok-EU")), 200, storedMsg, "")
 	if r := s.admin(t, http.MethodGet, "/entities/eu/inputs/t/latest", ""); r.Status != 200 {
@@ -93,7 +89,7 @@ func TestCustomNATSNames(t *testing.T) {
 		streams = append(streams, n)
 	}
 	sort.Strings(streams)
-	if want := []string{"EU_EVENTS", "EU_MAPPED", "KV_device_registry"}; !slices.Equal(streams, want) {
+	if want := []string{"EU_DEADLETTER", "EU_EVENTS", "EU_MAPPED", "KV_device_registry"}; !slices.Equal(streams, want) {
 		t.Fatalf("streams %v, want %v", streams, want)
 	}
 	for stream, consumer := range map[string]string{"EU_EVENTS": "eu-mapper", "EU_MAPPED": "eu-writer"} {

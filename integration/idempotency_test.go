@@ -51,7 +51,7 @@ func (s *stack) retryUntilStored(t *testing.T, body string, header map[string]st
 }
 
 func TestIdempotencyKey(t *testing.T) {
-	s := startStack(t, "OUTCOME_TIMEOUT=1500ms", "KEYED_RETRY_DELAY=200ms")
+	s := startStack(t, "OUTCOME_TIMEOUT=1500ms", "RETRY_DELAY=200ms", "RETRY_MAX_DELAY=400ms")
 	put := func(serial, entity string) {
 		s.admin(t, http.MethodPut, "/devices/"+serial, `{"accessToken":"tok-`+serial+`","inputs":[{"name":"t","entity":"`+entity+`","entityInput":"t"}]}`)
 	}

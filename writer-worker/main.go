@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -15,10 +16,14 @@ import (
 	"github.com/devicehub/eventservice/pkg/program"
 	"github.com/devicehub/eventservice/writer-worker/internal/batch"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/idem"
 	"github.com/devicehub/eventservice/writer-worker/internal/reads"
 )
 
 func main() {
+	if subcommand(os.Args[1:]) {
+		return
+	}
 	var cfg Config
 	program.Main("writer-worker", &cfg, func(ctx context.Context, log *zap.Logger) error { return run(ctx, cfg, log) })
 }
@@ -58,14 +63,15 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	metrics.WatchConsumer(reg, metrics.Writer, js, cfg.NATS.Names.MappedStream, cfg.NATS.Names.WriterConsumer)
 	cfg.Batch.Names = cfg.NATS.Names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
-	writer := batch.New(cfg.Batch, nc, js, store, reg, log.With(zap.String("component", "writer")))
-	queries := reads.New(nc, cfg.NATS.Names.QueryPrefix(), store, writer.Outcomes, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
+	keys := idem.New(store, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
+	writer := batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
+	queries := reads.New(nc, cfg.NATS.Names.QueryPrefix(), store, keys.Lookup, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
 
 	// The writer drains on ctx; reads and health stop after it, so that
 	// the storage path stays visible while the last batch flushes.
 	bg := program.NewGroup(3)
 	bg.Go(queries.Run)
-	bg.Go(func(ctx context.Context) error { return writer.ExpireKeys(ctx, time.Hour) })
+	bg.Go(func(ctx context.Context) error { return keys.Expire(ctx, time.Hour, cfg.Batch.InsertTimeout) })
 	bg.Go(hs.Run)
 	defer bg.Stop()
 	log.Info("writer-worker consuming", zap.String("clickhouse", cfg.ClickHouse.Addr), zap.String("database", cfg.ClickHouse.Database))

@@ -23,6 +23,9 @@ type Names struct {
 	MappedStream   string // envelopes of mapped events, consumed by writer-worker
 	MapperConsumer string // durable consumer of EventsStream
 	WriterConsumer string // durable consumer of MappedStream
+	// DeadLetterStream keeps the messages either worker gave up on, for
+	// operators to list and replay.
+	DeadLetterStream string
 	// SubjectPrefix starts every subject: <prefix>.events.in,
 	// <prefix>.mapped.in, <prefix>.query.<kind>, <prefix>.reply.<instance>.
 	SubjectPrefix string
@@ -32,6 +35,7 @@ type Names struct {
 var DefaultNames = Names{
 	EventsStream: "DEVICE_EVENTS", MappedStream: "DEVICE_MAPPED",
 	MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "devices",
+	DeadLetterStream: "DEVICE_DEADLETTER",
 }
 
 // EventsSubject is where ingest-api publishes accepted events.
@@ -39,6 +43,9 @@ func (n Names) EventsSubject() string { return n.SubjectPrefix + ".events.in" }
 
 // MappedSubject is where mapper-worker publishes envelopes.
 func (n Names) MappedSubject() string { return n.SubjectPrefix + ".mapped.in" }
+
+// DeadLetterSubject is where the workers publish dead letters.
+func (n Names) DeadLetterSubject() string { return n.SubjectPrefix + ".deadletter" }
 
 // QueryPrefix is where writer-worker answers read requests (any copy: they
 // share the queue group QueryQueue).
@@ -82,7 +89,11 @@ type Config struct {
 	StreamMaxBytes int64
 	// DedupeWindow is how long a stream remembers message ids.
 	DedupeWindow time.Duration
-	Names        Names
+	// DeadLetterMaxAge and DeadLetterMaxBytes bound the dead letters;
+	// beyond them the oldest letters go first.
+	DeadLetterMaxAge   time.Duration
+	DeadLetterMaxBytes int64
+	Names              Names
 }
 
 // Validate reports the first thing wrong with c.
@@ -100,8 +111,11 @@ func (c Config) Validate() error {
 		return errors.New("NATS_STREAM_MAX_BYTES must be positive")
 	case c.DedupeWindow <= 0 || c.DedupeWindow > c.StreamMaxAge:
 		return errors.New("NATS_DEDUPE_WINDOW must be positive and at most NATS_STREAM_MAX_AGE")
-	case !validName(c.Names.EventsStream) || !validName(c.Names.MappedStream) || c.Names.EventsStream == c.Names.MappedStream:
-		return errors.New("NATS_EVENTS_STREAM and NATS_MAPPED_STREAM must be two different names without spaces, '.', '*' or '>'")
+	case c.DeadLetterMaxAge <= 0 || c.DeadLetterMaxBytes <= 0:
+		return errors.New("NATS_DEADLETTER_MAX_AGE and NATS_DEADLETTER_MAX_BYTES must be positive")
+	case !validName(c.Names.EventsStream) || !validName(c.Names.MappedStream) || !validName(c.Names.DeadLetterStream) ||
+		c.Names.EventsStream == c.Names.MappedStream || c.Names.DeadLetterStream == c.Names.EventsStream || c.Names.DeadLetterStream == c.Names.MappedStream:
+		return errors.New("NATS_EVENTS_STREAM, NATS_MAPPED_STREAM and NATS_DEADLETTER_STREAM must be three different names without spaces, '.', '*' or '>'")
 	case !validName(c.Names.MapperConsumer) || !validName(c.Names.WriterConsumer):
 		return errors.New("NATS_MAPPER_CONSUMER and NATS_WRITER_CONSUMER must be names without spaces, '.', '*' or '>'")
 	case !validPrefix(c.Names.SubjectPrefix):
@@ -159,8 +173,9 @@ func Connect(cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.Je
 	return nc, js, nil
 }
 
-// EnsureStreams creates or updates the two work-queue streams. Every program
-// calls it at start, so the order in which they start does not matter.
+// EnsureStreams creates or updates the two work-queue streams and the
+// dead-letter stream. Every program calls it at start, so the order in which
+// they start does not matter.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	n := cfg.Names
 	for _, s := range []struct{ name, subject, desc string }{
@@ -182,6 +197,24 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		if err != nil {
 			return fmt.Errorf("ensure stream %s: %w", s.name, err)
 		}
+	}
+	// Dead letters are kept for reading and replay (not a work queue), and
+	// when full the oldest go: a full dead-letter stream must not stop
+	// ingestion. The dead-letter alert fires long before.
+	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        n.DeadLetterStream,
+		Description: "messages the workers gave up on (permanent failures, delivery limit): list and replay with writer-worker dead-letters",
+		Subjects:    []string{n.DeadLetterSubject()},
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      cfg.DeadLetterMaxAge,
+		MaxBytes:    orUnlimited(cfg.DeadLetterMaxBytes),
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  cfg.DedupeWindow,
+	})
+	if err != nil {
+		return fmt.Errorf("ensure stream %s: %w", n.DeadLetterStream, err)
 	}
 	return nil
 }
@@ -245,4 +278,11 @@ func retryable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrNoHeartbeat)
+}
+
+func orUnlimited(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }

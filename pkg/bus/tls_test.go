@@ -34,7 +34,7 @@ func TestConnectWithMutualTLS(t *testing.T) {
 		t.Fatal("server not ready")
 	}
 	cfg := Config{URL: "tls://" + srv.Addr().String(), TLSCAFile: p.CAFile, TLSCert: p.ClientCert, TLSKey: p.ClientKey,
-		Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 20, DedupeWindow: time.Minute, Names: DefaultNames}
+		Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 20, DedupeWindow: time.Minute, DeadLetterMaxAge: time.Hour, DeadLetterMaxBytes: 1 << 20, Names: DefaultNames}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -173,7 +173,7 @@ func (w *writer) mapped(m *Mapped) {
 	w.str(m.Serial)
 	w.uvarint(uint64(m.ReceivedNs))
 	w.byte(byte(m.Outcome))
-	w.byte(boolByte(m.MaybeStored) | boolByte(m.Keyed)<<1)
+	w.byte(boolByte(m.MaybeStored) | boolByte(m.Keyed)<<1 | boolByte(m.Replay)<<2)
 	w.str(m.Reply)
 	w.bytes(m.Payload)
 	w.uvarint(uint64(len(m.Values)))
@@ -189,8 +189,8 @@ func (w *writer) mapped(m *Mapped) {
 func (r *reader) mapped() Mapped {
 	m := Mapped{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint()), Outcome: outcome.Code(r.byte())}
 	flags := r.byte()
-	m.MaybeStored, m.Keyed = flags&1 != 0, flags&2 != 0
-	if flags > 3 {
+	m.MaybeStored, m.Keyed, m.Replay = flags&1 != 0, flags&2 != 0, flags&4 != 0
+	if flags > 7 {
 		r.fail()
 	}
 	m.Reply = r.str()

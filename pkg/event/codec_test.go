@@ -19,7 +19,7 @@ func TestRoundTrips(t *testing.T) {
 	ms := []Mapped{
 		{ID: "a", Serial: "s", ReceivedNs: 7, Outcome: outcome.Stored, MaybeStored: true, Reply: "r", Payload: []byte(`{}`),
 			Values: []Value{{DeviceInput: "t", Entity: "e", Input: "i", JSON: []byte(`21.5`)}, {DeviceInput: "u", Entity: "e", Input: "j", JSON: []byte(`"x"`)}}},
-		{ID: "b", Serial: "s2", ReceivedNs: 8, Outcome: outcome.NoConnections, Keyed: true, Payload: []byte(`{"x":null}`)},
+		{ID: "b", Serial: "s2", ReceivedNs: 8, Outcome: outcome.NoConnections, Keyed: true, Replay: true, Payload: []byte(`{"x":null}`)},
 		{ID: "c", Serial: "s3", ReceivedNs: 9, Outcome: outcome.Stored, MaybeStored: true, Keyed: true, Payload: []byte(`{}`)},
 	}
 	back, err := DecodeEnvelope(AppendEnvelope(nil, ms))

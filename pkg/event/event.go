@@ -3,11 +3,7 @@
 // outcome replies; codec.go is their encoding.
 package event
 
-import (
-	"github.com/nats-io/nats.go"
-
-	"github.com/devicehub/eventservice/pkg/outcome"
-)
+import "github.com/devicehub/eventservice/pkg/outcome"
 
 // Event is what ingest-api publishes once a request is authenticated and
 // well-formed. Payload is the request body with accessToken removed: it is
@@ -44,22 +40,26 @@ type Value struct {
 }
 
 // Mapped is one event as mapper-worker hands it to writer-worker, many to an
-// envelope. Outcome is Stored when the values are to be written and the
-// request answered after the insert, or NoConnections for a raw-message-only
-// record whose request the mapper answers itself.
+// envelope. Outcome is Stored when the values are to be written, or
+// NoConnections for a raw-message-only record. The writer answers every
+// event it receives (at Reply, when someone waits), as pkg/settle decides.
 type Mapped struct {
 	ID         string
 	Serial     string
 	ReceivedNs int64
 	Outcome    outcome.Code
-	// MaybeStored is set when the event was delivered to the mapper more
-	// than once: an earlier envelope may have carried it to storage, so
-	// the writer checks before inserting its values.
+	// MaybeStored is set when an earlier delivery may have carried the
+	// event to storage (the mapper saw it more than once, or it is a
+	// replay): the writer checks before inserting its values.
 	MaybeStored bool
-	// Keyed events (see Event.Keyed) are answered by the writer whatever
-	// their outcome, after it checked for an earlier attempt's outcome;
-	// they travel in envelopes of their own.
-	Keyed   bool
+	// Keyed events (see Event.Keyed) are retried after a transient
+	// storage failure, and a retry is answered with the first attempt's
+	// outcome; they travel in envelopes of their own.
+	Keyed bool
+	// Replay is set for an event an operator replayed from the dead
+	// letters: an earlier attempt was answered "failed to store", and this
+	// one may store it.
+	Replay  bool
 	Reply   string
 	Payload []byte
 	Values  []Value
@@ -70,34 +70,4 @@ type Reply struct {
 	ID     string
 	Code   outcome.Code
 	Detail string
-}
-
-// Replies gathers outcomes by the subject they go to, so that a batch's
-// answers cost one message per waiting instance rather than one per event.
-type Replies struct {
-	by map[string][]Reply
-}
-
-// Add queues r for subject; an empty subject means nobody waits.
-func (rs *Replies) Add(subject string, r Reply) {
-	if subject == "" {
-		return
-	}
-	if rs.by == nil {
-		rs.by = make(map[string][]Reply)
-	}
-	rs.by[subject] = append(rs.by[subject], r)
-}
-
-// Send publishes every queued group (core NATS: an instance that is gone
-// simply misses its answers) and empties rs.
-func (rs *Replies) Send(nc *nats.Conn) error {
-	var first error
-	for subject, group := range rs.by {
-		if err := nc.Publish(subject, AppendReplies(nil, group)); err != nil && first == nil {
-			first = err
-		}
-	}
-	clear(rs.by)
-	return first
 }

@@ -20,6 +20,22 @@ func readBody(r *http.Request, limit int64, buf *bytes.Buffer) (outcome.Code, er
 	if r.ContentLength > limit {
 		return outcome.PayloadTooLarge, errTooLarge
 	}
+	return readLimited(r, limit, buf)
+}
+
+// discardRest reads and drops what is left of a refused body, up to max
+// bytes, as nginx's lingering close does: many clients (Python's urllib,
+// embedded HTTP stacks) write their whole body before they read, and an
+// answer sent while the body still arrives, followed by a close, reaches
+// them as a broken pipe or a reset instead of the 413. It reports whether
+// the body was read to its end; if not, the connection is closed after the
+// answer (HTTP_READ_TIMEOUT bounds the time a slow sender gets).
+func discardRest(r *http.Request, max int64) bool {
+	n, err := io.CopyN(io.Discard, r.Body, max+1)
+	return n <= max && err == io.EOF
+}
+
+func readLimited(r *http.Request, limit int64, buf *bytes.Buffer) (outcome.Code, error) {
 	var src io.Reader = r.Body
 	if enc := strings.TrimSpace(r.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
 		if !strings.EqualFold(enc, "gzip") {

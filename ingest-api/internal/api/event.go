@@ -33,6 +33,9 @@ func (s *Server) postEvent(c echo.Context) error {
 	buf.Reset()
 	defer s.bufs.Put(buf)
 	if code, err := readBody(c.Request(), s.limits.MaxBodyBytes, buf); err != nil {
+		if !discardRest(c.Request(), s.limits.DiscardBytes) {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
 		return s.respond(c, code, "", "", "")
 	}
 

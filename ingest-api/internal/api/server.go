@@ -7,6 +7,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -31,7 +33,10 @@ import (
 
 // Limits bound the work one process takes on.
 type Limits struct {
-	MaxBodyBytes   int64
+	MaxBodyBytes int64
+	// DiscardBytes is how much of a refused body is read and dropped so
+	// that a client writing its whole body first still reads the answer.
+	DiscardBytes   int64
 	MaxInFlight    int
 	OutcomeTimeout time.Duration
 	QueryTimeout   time.Duration
@@ -146,24 +151,29 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, Body{Success: true, Message: "alive"})
 }
 
-// readyz reports ready when NATS is connected, the registry is loaded, and a
-// writer answers on the storage path.
-func (s *Server) readyz(c echo.Context) error {
-	notReady := func(why string) error {
-		return c.JSON(http.StatusServiceUnavailable, Body{Message: "not ready", Error: why})
-	}
+// Ready reports nil when NATS is connected, the registry is loaded, a
+// writer answers on the storage path, and the server is not draining. Both
+// /readyz listeners (the API's and METRICS_ADDR's) answer with it.
+func (s *Server) Ready(ctx context.Context) error {
 	switch {
 	case s.draining.Load():
-		return notReady("shutting down")
+		return errors.New("shutting down")
 	case !s.nc.IsConnected():
-		return notReady("nats disconnected")
+		return errors.New("nats disconnected")
 	case !s.cache.IsSynced():
-		return notReady("registry not loaded")
+		return errors.New("registry not loaded")
 	}
-	ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := s.ping(ctx); err != nil {
-		return notReady("storage path: " + err.Error())
+		return fmt.Errorf("storage path: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	if err := s.Ready(c.Request().Context()); err != nil {
+		return c.JSON(http.StatusServiceUnavailable, Body{Message: "not ready", Error: err.Error()})
 	}
 	return c.JSON(http.StatusOK, Body{Success: true, Message: "ready"})
 }

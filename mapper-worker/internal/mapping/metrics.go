@@ -9,38 +9,38 @@ import (
 
 // workerMetrics are mapper-worker's own series.
 type workerMetrics struct {
-	events        *prometheus.CounterVec // by outcome
-	envelopes     prometheus.Counter
-	envelopeSize  prometheus.Histogram
-	publishErrors prometheus.Counter
-	staleWaits    prometheus.Counter
+	events         *prometheus.CounterVec // by outcome
+	envelopes      prometheus.Counter
+	envelopeEvents prometheus.Histogram
+	publishErrors  prometheus.Counter
+	staleWaits     prometheus.Counter
 }
 
 func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 	m := &workerMetrics{
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: metrics.Mapper, Name: "events_total",
-			Help: "Events resolved, by outcome (stored: has connected inputs; no_connections; device_not_found and processing_failed are dropped here).",
+			Help: "Events resolved, by outcome (stored: has connected inputs; no_connections; device_not_found and processing_failed end here).",
 		}, []string{"outcome"}),
 		envelopes: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Mapper, Name: "envelopes_published_total",
 			Help: "Envelopes (batches of mapped events) published to the writer's stream.",
 		}),
-		envelopeSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+		envelopeEvents: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: metrics.Mapper, Name: "envelope_events",
-			Help:    "Events per published envelope.",
+			Help:    "Mapped events per published envelope.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 10),
 		}),
 		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Mapper, Name: "publish_errors_total",
-			Help: "Envelopes the stream did not accept; their events are redelivered.",
+			Help: "Envelopes the stream did not accept; their messages are retried as the settlement policy says.",
 		}),
 		staleWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Mapper, Name: "registry_stale_waits_total",
 			Help: "Events put back because this copy of the registry had not yet seen the record they were accepted under.",
 		}),
 	}
-	reg.MustRegister(m.events, m.envelopes, m.envelopeSize, m.publishErrors, m.staleWaits)
+	reg.MustRegister(m.events, m.envelopes, m.envelopeEvents, m.publishErrors, m.staleWaits)
 	for _, c := range []outcome.Code{outcome.Stored, outcome.NoConnections, outcome.DeviceNotFound, outcome.ProcessingFailed} {
 		m.events.WithLabelValues(c.String())
 	}

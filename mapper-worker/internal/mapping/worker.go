@@ -5,7 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"time"
+	"fmt"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,22 +17,8 @@ import (
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
+	"github.com/devicehub/eventservice/pkg/settle"
 )
-
-// Config tunes the mapper's consumer.
-type Config struct {
-	MaxAckPending int
-	PullBatch     int
-	AckWait       time.Duration
-	// EnvelopeMax is the most events one envelope carries.
-	EnvelopeMax int
-	// Names are the streams and subjects (main sets them from the NATS
-	// configuration).
-	Names bus.Names
-	// StaleWait is how long an event waits for this process's registry copy
-	// to reach the revision the event was accepted under.
-	StaleWait time.Duration
-}
 
 // staleRetries is how many times an event is put back while the registry
 // copy lags, StaleWait/staleRetries apart, before it is resolved anyway.
@@ -41,25 +27,35 @@ const staleRetries = 20
 // Worker consumes accepted events, maps them and publishes them onward, all
 // that arrived together in one envelope message.
 type Worker struct {
-	cfg   Config
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	cache *registry.Cache
-	log   *zap.Logger
-	m     *workerMetrics
+	cfg    Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	cache  *registry.Cache
+	settle *settle.Settler
+	log    *zap.Logger
+	m      *workerMetrics
 }
 
 // NewWorker returns a worker; Run starts it. Its metrics go to reg (nil:
 // not exported).
 func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registry.Cache, reg prometheus.Registerer, log *zap.Logger) *Worker {
-	return &Worker{cfg: cfg, nc: nc, js: js, cache: cache, log: log, m: newWorkerMetrics(metrics.Or(reg))}
+	reg = metrics.Or(reg)
+	limits := cfg.Limits
+	limits.NotReadyDelay = cfg.StaleWait / staleRetries
+	return &Worker{cfg: cfg, nc: nc, js: js, cache: cache, log: log, m: newWorkerMetrics(reg),
+		settle: settle.New(js, cfg.Names, limits, metrics.Mapper, reg, log)}
 }
 
 // envelope is a published batch awaiting its stream ack.
 type envelope struct {
-	fut     jetstream.PubAckFuture
-	inputs  []jetstream.Msg
-	answers event.Replies // outcomes the mapper gives itself, sent once stored
+	fut    jetstream.PubAckFuture
+	inputs []input
+}
+
+// input is one events message that went into an envelope.
+type input struct {
+	msg   jetstream.Msg
+	keyed bool
 }
 
 // Run consumes until ctx ends, then stops taking messages and finishes
@@ -69,7 +65,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	settled := make(chan struct{})
 	go func() {
 		defer close(settled)
-		w.settle(queue)
+		w.awaitAcks(queue)
 	}()
 	err := bus.ConsumeInto(ctx, w.js, bus.Durable{
 		Stream: w.cfg.Names.EventsStream, Name: w.cfg.Names.MapperConsumer, AckWait: w.cfg.AckWait,
@@ -89,53 +85,70 @@ func (w *Worker) loop(in <-chan jetstream.Msg, queue chan<- *envelope) {
 	}
 }
 
-// process maps a batch of events messages and publishes them as envelopes;
-// events it cannot map are answered and dropped here. All events of one
-// message go into one envelope, so that the message is acked once that
-// envelope is stored. Keyed events travel in envelopes of their own (ingest-api
-// publishes each alone): the writer retries those after a storage failure,
-// and drops the others.
+// process maps a batch of events messages and publishes them as envelopes.
+// All events of one message go into one envelope, so that the message is
+// settled once that envelope is stored. Keyed events travel in envelopes of
+// their own (ingest-api publishes each alone). Events the mapper finishes
+// itself (device gone, unreadable payload) it answers; the writer answers
+// every event it is handed.
 func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
-	var now event.Replies
+	var now settle.Replies
 	var open [2]building // by keyed
 	// An envelope stays well under the server's message size limit.
 	limit := int(w.nc.MaxPayload() / 2)
 	var mapped []event.Mapped
 	var devs []*registry.Entry
 	for _, m := range msgs {
-		evs, err := event.DecodeEvents(m.Data())
-		if err != nil {
-			w.log.Error("dropping unreadable events message", zap.Error(err))
-			_ = m.Term()
+		if w.settle.Limits().Exhausted(settle.Delivered(m)) {
+			// Its earlier deliveries were never settled: a poison message.
+			answerAll(&now, m.Data(), outcome.ProcessingFailed, "delivery limit reached")
+			w.settle.Apply(m, settle.Decision{Answer: settle.AnswerFailure, Action: settle.DeadLetter, Reason: settle.ReasonDeliveryLimit},
+				errors.New("delivered more often than MAX_DELIVER without being settled"), false)
 			continue
 		}
-		md, _ := m.Metadata()
-		delivered := uint64(1)
-		if md != nil {
-			delivered = md.NumDelivered
+		evs, err := event.DecodeEvents(m.Data())
+		if err != nil {
+			err = settle.AsPermanent(err)
+			w.settle.Apply(m, w.settle.Decide(m, settle.HandoffFailed, err, false), err, false)
+			continue
 		}
+		keyed := len(evs) == 1 && evs[0].Keyed
+		delivered := settle.Delivered(m)
 		var stale bool
 		devs, stale = w.lookup(evs, devs[:0])
-		if delivered < staleRetries && stale {
+		if stale && delivered < staleRetries {
 			// Accepted under a record this copy has not seen yet: give
 			// the registry watch time to deliver it.
-			_ = m.NakWithDelay(w.cfg.StaleWait / staleRetries)
+			w.settle.Apply(m, w.settle.Decide(m, settle.NotReady, nil, keyed), nil, keyed)
 			w.m.staleWaits.Inc()
 			continue
 		}
-		mapped, keyed, size := mapped[:0], false, 0
-		for i, ev := range evs {
-			mp, ok := w.resolve(ev, devs[i], &now)
+		replay := settle.IsReplay(m)
+		var unreadable []byte
+		mapped, size := mapped[:0], 0
+		for i := range evs {
+			ev := &evs[i]
+			mp, ok, err := w.resolve(ev, devs[i], &now)
+			if err != nil {
+				unreadable = event.AppendEvent(unreadable, ev)
+				continue
+			}
 			if !ok {
 				continue
 			}
-			mp.MaybeStored = delivered > 1
-			keyed = keyed || ev.Keyed
+			mp.MaybeStored, mp.Replay = delivered > 1 || replay, replay
 			mapped = append(mapped, mp)
-			size += event.EnvelopeCost(&ev)
+			size += event.EnvelopeCost(ev)
+		}
+		if unreadable != nil {
+			// Kept for operators; the rest of the message goes on.
+			err := settle.AsPermanent(errPayload)
+			if w.settle.DeadLetterPart(m, unreadable, err, keyed) != nil {
+				continue // retried as a whole
+			}
 		}
 		if len(mapped) == 0 {
-			_ = m.Term()
+			w.settle.Apply(m, w.settle.Decide(m, settle.Done, nil, keyed), nil, keyed)
 			continue
 		}
 		b := &open[boolIndex(keyed)]
@@ -146,15 +159,8 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		if b.env == nil {
 			b.env = &envelope{}
 		}
-		for _, mp := range mapped {
-			if mp.Outcome != outcome.Stored && !mp.Keyed {
-				b.env.answers.Add(mp.Reply, event.Reply{ID: mp.ID, Code: mp.Outcome})
-				// The mapper answers it once the envelope is stored.
-				mp.Reply = ""
-			}
-			b.mapped = append(b.mapped, mp)
-		}
-		b.env.inputs = append(b.env.inputs, m)
+		b.mapped = append(b.mapped, mapped...)
+		b.env.inputs = append(b.env.inputs, input{msg: m, keyed: keyed})
 		b.size += size
 	}
 	for i := range open {
@@ -179,27 +185,25 @@ func (w *Worker) lookup(evs []event.Event, devs []*registry.Entry) (_ []*registr
 	return devs, stale
 }
 
-// resolve maps one event with its device record (nil: none). An event it
-// cannot map is answered through now and reported not ok. The writer answers a mapped event (Reply set) when its
-// values are stored or, if keyed, once it knows no earlier attempt was
-// answered differently; the others the mapper answers itself.
-func (w *Worker) resolve(ev event.Event, dev *registry.Entry, now *event.Replies) (event.Mapped, bool) {
+// resolve maps one event with its device record (nil: none). An event whose
+// device is gone is answered through now and reported not ok; one whose
+// payload cannot be read is answered and returned as an error.
+func (w *Worker) resolve(ev *event.Event, dev *registry.Entry, now *settle.Replies) (event.Mapped, bool, error) {
 	if dev == nil {
 		w.m.events.WithLabelValues(outcome.DeviceNotFound.String()).Inc()
 		now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.DeviceNotFound})
-		return event.Mapped{}, false
+		return event.Mapped{}, false, nil
 	}
-	mp, err := Resolve(ev, dev)
+	mp, err := Resolve(*ev, dev)
 	if errors.Is(err, errPayload) {
-		w.log.Error("dropping event", zap.String("event_id", ev.ID), zap.Error(err))
 		w.m.events.WithLabelValues(outcome.ProcessingFailed.String()).Inc()
 		now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.ProcessingFailed, Detail: "unreadable event payload"})
-		return event.Mapped{}, false
+		return event.Mapped{}, false, err
 	}
 	w.m.events.WithLabelValues(mp.Outcome.String()).Inc()
 	mp.Keyed = ev.Keyed
 	mp.Reply = ev.Reply
-	return mp, true
+	return mp, true, nil
 }
 
 // building is an envelope being filled.
@@ -224,39 +228,58 @@ func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *env
 		h.Write([]byte(mapped[i].ID))
 	}
 	id := hex.EncodeToString(h.Sum(nil)[:16])
+	w.m.envelopeEvents.Observe(float64(len(mapped)))
 	fut, err := w.js.PublishMsgAsync(&nats.Msg{Subject: w.cfg.Names.MappedSubject(), Data: event.AppendEnvelope(nil, mapped)}, jetstream.WithMsgID(id))
 	if err != nil {
-		w.m.publishErrors.Inc()
-		w.log.Warn("publish envelope, will retry", zap.Int("events", len(mapped)), zap.Error(err))
-		for _, m := range env.inputs {
-			_ = m.NakWithDelay(250 * time.Millisecond)
-		}
+		w.handoffFailed(env, err)
 		return
 	}
 	env.fut = fut
 	queue <- env
 }
 
-// settle acks each envelope's inputs, and sends the answers the mapper
-// gives itself, once the envelope is in the next stream.
-func (w *Worker) settle(queue <-chan *envelope) {
+// awaitAcks settles each envelope's inputs once the envelope is in the next
+// stream, or as the policy says when it was refused.
+func (w *Worker) awaitAcks(queue <-chan *envelope) {
 	for env := range queue {
 		select {
 		case <-env.fut.Ok():
 			w.m.envelopes.Inc()
-			w.m.envelopeSize.Observe(float64(len(env.inputs)))
-			if err := env.answers.Send(w.nc); err != nil {
-				w.log.Warn("send outcomes", zap.Error(err))
-			}
-			for _, m := range env.inputs {
-				_ = m.Ack()
+			for _, in := range env.inputs {
+				w.settle.Apply(in.msg, w.settle.Decide(in.msg, settle.Done, nil, in.keyed), nil, in.keyed)
 			}
 		case err := <-env.fut.Err():
-			w.m.publishErrors.Inc()
-			w.log.Warn("envelope not stored in stream, will retry", zap.Error(err))
-			for _, m := range env.inputs {
-				_ = m.NakWithDelay(250 * time.Millisecond)
-			}
+			w.handoffFailed(env, err)
 		}
+	}
+}
+
+// handoffFailed settles the inputs of an envelope the next stream did not
+// take: retried, and past the delivery limit dead-lettered and answered.
+func (w *Worker) handoffFailed(env *envelope, err error) {
+	w.m.publishErrors.Inc()
+	w.log.Warn("envelope not stored in stream", zap.Int("messages", len(env.inputs)), zap.Error(err))
+	err = fmt.Errorf("publish envelope: %w", err)
+	var answers settle.Replies
+	for _, in := range env.inputs {
+		d := w.settle.Decide(in.msg, settle.HandoffFailed, err, in.keyed)
+		if d.Answer == settle.AnswerFailure {
+			answerAll(&answers, in.msg.Data(), outcome.ProcessingFailed, err.Error())
+		}
+		w.settle.Apply(in.msg, d, err, in.keyed)
+	}
+	if err := answers.Send(w.nc); err != nil {
+		w.log.Warn("send outcomes", zap.Error(err))
+	}
+}
+
+// answerAll answers every event of an events message with code.
+func answerAll(rs *settle.Replies, data []byte, code outcome.Code, detail string) {
+	evs, err := event.DecodeEvents(data)
+	if err != nil {
+		return
+	}
+	for _, ev := range evs {
+		rs.Add(ev.Reply, event.Reply{ID: ev.ID, Code: code, Detail: detail})
 	}
 }

@@ -3,6 +3,7 @@ package mapping
 import (
 	"context"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
+	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -22,7 +24,7 @@ func streams(t *testing.T) (*nats.Conn, jetstream.JetStream, bus.Config) {
 	t.Helper()
 	nc, js := testenv.Connect(t)
 	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Replicas: 1,
-		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t"}}
+		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t", DeadLetterStream: "DL"}}
 	if err := bus.EnsureStreams(context.Background(), js, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -41,15 +43,17 @@ func boilerRegistry() *registry.Cache {
 // startWorker runs a mapper until ctx ends; its result arrives on the channel.
 func startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg bus.Config, cache *registry.Cache) <-chan error {
 	w := NewWorker(Config{MaxAckPending: 100, PullBatch: 10, AckWait: 5 * time.Second, EnvelopeMax: 100, Names: cfg.Names,
-		StaleWait: time.Second}, nc, js, cache, nil, zap.NewNop())
+		StaleWait: time.Second, Limits: settle.Limits{MaxDeliver: 50, RetryDelay: 50 * time.Millisecond, RetryMaxDelay: 200 * time.Millisecond}},
+		nc, js, cache, nil, zap.NewNop())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	return done
 }
 
 // One message carrying events of every kind: the mapper answers the ones it
-// cannot map and the raw-message-only one itself, puts the rest in one
-// envelope for the writer, and acks the message once that is stored.
+// cannot map itself (the unreadable one also goes to the dead letters), puts
+// the rest in one envelope for the writer, which answers them, and acks the
+// message once that is stored.
 func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 	nc, js, cfg := streams(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -77,7 +81,7 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 	done := startWorker(ctx, nc, js, cfg, cache)
 
 	got := map[string]outcome.Code{}
-	for len(got) < 3 {
+	for len(got) < 2 {
 		m, err := replies.NextMsg(5 * time.Second)
 		if err != nil {
 			t.Fatalf("answers so far %v: %v", got, err)
@@ -90,7 +94,7 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 			got[r.ID] = r.Code
 		}
 	}
-	want := map[string]outcome.Code{"unknown": outcome.DeviceNotFound, "unconnected": outcome.NoConnections, "unreadable": outcome.ProcessingFailed}
+	want := map[string]outcome.Code{"unknown": outcome.DeviceNotFound, "unreadable": outcome.ProcessingFailed}
 	for id, code := range want {
 		if got[id] != code {
 			t.Fatalf("answers %v, want %v", got, want)
@@ -118,8 +122,8 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 				t.Fatalf("stored event mapped as %+v", m)
 			}
 		case "unconnected":
-			if m.Reply != "" || m.Outcome != outcome.NoConnections {
-				t.Fatalf("raw-message-only event mapped as %+v (the writer must not answer it)", m)
+			if m.Reply != reply || m.Outcome != outcome.NoConnections {
+				t.Fatalf("raw-message-only event mapped as %+v (the writer answers it)", m)
 			}
 		}
 	}
@@ -145,6 +149,22 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The unreadable event, and only it, is a dead letter with its reason.
+	letters, err := settle.List(ctx, js, cfg.Names, 0, 10)
+	if err != nil || len(letters) != 1 {
+		t.Fatalf("dead letters %+v, %v; want the unreadable event", letters, err)
+	}
+	if l := letters[0]; l.Reason != settle.ReasonPermanent || l.Subject != cfg.Names.EventsSubject() || !strings.Contains(l.Error, "unreadable payload") {
+		t.Fatalf("dead letter %+v", l)
+	}
+	dl, _ := js.Stream(ctx, cfg.Names.DeadLetterStream)
+	raw, err := dl.GetMsg(ctx, letters[0].Seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := event.DecodeEvents(raw.Data); err != nil || len(evs) != 1 || evs[0].ID != "unreadable" {
+		t.Fatalf("dead letter holds %+v, %v", evs, err)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -152,8 +172,8 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 }
 
 // An events message stays in its stream until its envelope is stored: with
-// the writer's stream gone, the mapper keeps it (and answers nothing), and
-// maps it once the stream is back.
+// the writer's stream gone, the mapper keeps it (and answers nothing: the
+// requests go on waiting), and hands it on once the stream is back.
 func TestAMessageIsKeptUntilItsEnvelopeIsStored(t *testing.T) {
 	nc, js, cfg := streams(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -194,20 +214,21 @@ func TestAMessageIsKeptUntilItsEnvelopeIsStored(t *testing.T) {
 	if err := bus.EnsureStreams(ctx, js, cfg); err != nil {
 		t.Fatal(err)
 	}
-	m, err := replies.NextMsg(5 * time.Second)
-	if err != nil {
-		t.Fatalf("no answer once the stream is back: %v", err)
-	}
-	if rs, err := event.DecodeReplies(m.Data); err != nil || len(rs) != 1 || rs[0].ID != "b" || rs[0].Code != outcome.NoConnections {
-		t.Fatalf("answer %+v %v; want b no_connections", rs, err)
-	}
 	mapped, _ := js.Stream(ctx, "MP")
-	env, err := mapped.GetMsg(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
+	var env *jetstream.RawStreamMsg
+	deadline := time.Now().Add(5 * time.Second)
+	for env == nil {
+		env, err = mapped.GetMsg(ctx, 1)
+		if err != nil && time.Now().After(deadline) {
+			t.Fatalf("no envelope once the stream is back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	if ms, err := event.DecodeEnvelope(env.Data); err != nil || len(ms) != 2 {
+	if ms, err := event.DecodeEnvelope(env.Data); err != nil || len(ms) != 2 || ms[1].ID != "b" || ms[1].Outcome != outcome.NoConnections || ms[1].Reply != "t.reply.kept" {
 		t.Fatalf("envelope %+v %v", ms, err)
+	}
+	if m, err := replies.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("the mapper answered what the writer answers: %q", m.Data)
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
 )
 
 // BenchmarkBuildBatch: decoding one envelope of 500 events and building its
@@ -30,9 +31,9 @@ func BenchmarkBuildBatch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		items := make([]item, len(evs))
+		items := make([]*item, len(evs))
 		for i := range evs {
-			items[i] = item{ev: evs[i]}
+			items[i] = &item{Item: dedupe.Item{Event: evs[i]}}
 		}
 		if rows := valueRows(items); len(rows) != n {
 			b.Fatalf("%d rows", len(rows))

@@ -78,10 +78,10 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 var latencyBuckets = []float64{.001, .0025, .005, .01, .015, .02, .025, .03, .04, .05, .075, .1, .2, .5, 1, 2.5, 5}
 
 // observeAges records the age of each event at the time given.
-func observeAges(o prometheus.Observer, items []item, at time.Time) {
+func (m *writerMetrics) observeAges(o prometheus.Observer, items []item, at time.Time) {
 	ns := at.UnixNano()
 	for i := range items {
-		o.Observe(float64(ns-items[i].ev.ReceivedNs) / 1e9)
+		o.Observe(float64(ns-items[i].Event.ReceivedNs) / 1e9)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
 
@@ -15,7 +16,14 @@ import (
 type rawBatch struct {
 	rows []chstore.MessageRow
 	keys []chstore.KeyRow // outcomes of keyed events, for their retries
-	acks []jetstream.Msg
+	acks []pendingAck
+}
+
+// pendingAck is an envelope whose events are answered, waiting for its raw
+// messages before it is acked.
+type pendingAck struct {
+	msg   jetstream.Msg
+	keyed bool
 }
 
 // rawLog writes the Messages view in large, infrequent inserts: it is a
@@ -26,7 +34,7 @@ func (w *Writer) rawLog(in <-chan rawBatch) {
 	var (
 		rows  []chstore.MessageRow
 		keys  []chstore.KeyRow
-		acks  []jetstream.Msg
+		acks  []pendingAck
 		timer *time.Timer
 		due   <-chan time.Time
 	)
@@ -50,15 +58,15 @@ func (w *Writer) rawLog(in <-chan rawBatch) {
 		cancel()
 		// Stored, or the redelivery finds the values stored and answers
 		// the same again.
-		w.forget(keys)
-		for _, m := range acks {
-			if err != nil {
-				// Redelivered later: values are skipped as stored, the
-				// raw message is written then.
-				_ = m.NakWithDelay(time.Second)
-			} else {
-				_ = m.Ack()
-			}
+		w.keys.Forget(keys)
+		result := settle.Done
+		if err != nil {
+			// Redelivered later: values are skipped as stored, the raw
+			// message is written then.
+			result = settle.HandoffFailed
+		}
+		for _, a := range acks {
+			w.settle.Apply(a.msg, w.settle.Decide(a.msg, result, err, a.keyed), err, a.keyed)
 		}
 		if err != nil {
 			w.log.Warn("raw messages not stored, events will be redelivered", zap.Int("messages", len(rows)), zap.Error(err))

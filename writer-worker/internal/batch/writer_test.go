@@ -16,7 +16,9 @@ import (
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/idem"
 )
 
 type rig struct {
@@ -47,7 +49,7 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) run(t *testing.T, cfg Config) *Writer {
 	t.Helper()
-	w := New(cfg, r.nc, r.js, r.store, nil, zap.NewNop())
+	w := New(cfg, r.nc, r.js, r.store, idem.New(r.store, cfg.KeyWindow, zap.NewNop()), nil, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -94,7 +96,8 @@ func mapped(id string, code outcome.Code, values ...string) event.Mapped {
 }
 
 var testCfg = Config{MaxBatch: 10, PacePerEvent: 10 * time.Microsecond, MaxInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second,
-	Names: bus.DefaultNames, KeyWindow: time.Hour, RetryDelay: 100 * time.Millisecond}
+	Names: bus.DefaultNames, KeyWindow: time.Hour,
+	Limits: settle.Limits{MaxDeliver: 100, RetryDelay: 100 * time.Millisecond, RetryMaxDelay: 100 * time.Millisecond}}
 
 func TestWriterStoresThenAnswers(t *testing.T) {
 	r := newRig(t)
@@ -322,7 +325,7 @@ func TestWriterAnswersKeyedRetriesWithTheFirstOutcome(t *testing.T) {
 	if rep := nextReply(t, sub); rep.ID != "k-1" || rep.Code != outcome.Stored {
 		t.Fatalf("later retry: %+v", rep)
 	}
-	got, err := w.Outcomes(context.Background(), []string{"k-1", "k-unknown"})
+	got, err := w.keys.Lookup(context.Background(), []string{"k-1", "k-unknown"})
 	if err != nil || len(got) != 1 || got["k-1"] != outcome.Stored {
 		t.Fatalf("Outcomes = %v, %v", got, err)
 	}

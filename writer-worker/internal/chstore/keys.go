@@ -41,6 +41,11 @@ func (s *Store) KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) (m
 		if err := rows.Scan(&id, &code); err != nil {
 			return nil, fmt.Errorf("scan event key: %w", err)
 		}
+		// A dead letter's "failed to store" gives way to the outcome of
+		// its replay, whichever row comes first.
+		if prev, ok := found[id]; ok && prev != outcome.StorageFailed {
+			continue
+		}
 		found[id] = outcome.Code(code)
 	}
 	return found, rows.Err()

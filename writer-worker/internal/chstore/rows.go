@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/devicehub/eventservice/pkg/settle"
 )
 
 // ValueRow is one row of input_values.
@@ -47,18 +49,20 @@ func (s *Store) insert(ctx context.Context, table, columns string, n, width int,
 	ctx = lingering(ctx)
 	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+"."+table+" ("+columns+")")
 	if err != nil {
-		return fmt.Errorf("prepare %s insert: %w", table, err)
+		return fmt.Errorf("prepare %s insert: %w", table, classify(err))
 	}
 	defer func() { _ = b.Abort() }()
 	args := make([]any, width)
 	for i := range n {
 		fill(i, args)
 		if err := b.Append(args...); err != nil {
-			return fmt.Errorf("append to %s: %w", table, err)
+			// The driver could not convert a value for the table's
+			// columns: the same data fails every time.
+			return fmt.Errorf("append to %s: %w", table, settle.AsPermanent(err))
 		}
 	}
 	if err := b.Send(); err != nil {
-		return fmt.Errorf("insert %s: %w", table, err)
+		return fmt.Errorf("insert %s: %w", table, classify(err))
 	}
 	return nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/devicehub/eventservice/pkg/envflag"
 )
 
 // Config is how to reach ClickHouse.
@@ -23,6 +25,18 @@ type Config struct {
 	DialTimeout time.Duration
 	ReadTimeout time.Duration
 	MaxConns    int
+}
+
+// Register adds the ClickHouse settings.
+func (c *Config) Register(s *envflag.Set) {
+	s.String(&c.Addr, "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol address")
+	s.String(&c.Database, "clickhouse-database", "device_events", "database holding the service's tables")
+	s.String(&c.User, "clickhouse-user", "default", "ClickHouse user")
+	s.String(&c.Password, "clickhouse-password", "", "ClickHouse password")
+	s.Bool(&c.TLS, "clickhouse-tls", false, "connect to ClickHouse over TLS")
+	s.Duration(&c.DialTimeout, "clickhouse-dial-timeout", 5*time.Second, "ClickHouse connect timeout")
+	s.Duration(&c.ReadTimeout, "clickhouse-read-timeout", 30*time.Second, "ClickHouse read timeout")
+	s.Int(&c.MaxConns, "clickhouse-max-conns", 8, "ClickHouse connections in the pool")
 }
 
 // Validate reports the first thing wrong with c.

@@ -1,0 +1,144 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// deadLetters runs `writer-worker dead-letters args...` against the stack's
+// NATS and returns its JSON lines.
+func (s *stack) deadLetters(t *testing.T, args ...string) []map[string]any {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "writer-worker"), append([]string{"dead-letters"}, args...)...)
+	cmd.Env = s.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("dead-letters %v: %v\n%s", args, err, errOut.String())
+	}
+	var lines []map[string]any
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("dead-letters %v printed %q", args, sc.Text())
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// An event the table rejects for good is answered "failed to store" and
+// kept as a dead letter while the other events of its batch are stored; a
+// retry of its key is answered the same and adds no letter. Once the table
+// is fixed, a replay stores it once, a second replay stores nothing, and the
+// device's retry is answered stored.
+func TestDeadLetterAndReplay(t *testing.T) {
+	s := startStack(t)
+	ctx := context.Background()
+	s.admin(t, "PUT", "/devices/dev-long", `{"accessToken":"tok-long","inputs":[{"name":"t","entity":"dl","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/ok1", `{"accessToken":"tok-ok1","inputs":[{"name":"t","entity":"dl","entityInput":"t"}]}`)
+	// A table that takes serials of at most four bytes: dev-long's values
+	// are rejected for good (a data error, not an outage).
+	if err := s.ch.Exec(ctx, "ALTER TABLE "+s.db+".input_values MODIFY COLUMN serial FixedString(4)"); err != nil {
+		t.Fatal(err)
+	}
+	const stored, failed = "Message processed and data stored successfully", "Message processed but failed to store data"
+	expect(t, s.post(t, `{"serial":"ok1","data":{"t":1}}`, bearer("tok-ok1")), 200, stored, "")
+	keyed := keyHeader("tok-long", "reading-1")
+	r := s.post(t, `{"serial":"dev-long","data":{"t":2}}`, keyed)
+	if r.Status != 503 || r.Body["message"] != failed {
+		t.Fatalf("rejected keyed event answered %d %v", r.Status, r.Body)
+	}
+	r = s.post(t, `{"serial":"dev-long","data":{"t":3}}`, bearer("tok-long"))
+	if r.Status != 503 || r.Body["message"] != failed {
+		t.Fatalf("rejected unkeyed event answered %d %v", r.Status, r.Body)
+	}
+	// Concurrent posts of both devices: ok1's share batches with the
+	// rejected ones and are all stored.
+	done := make(chan reply, 20)
+	for i := range 10 {
+		go func() { done <- s.post(t, `{"serial":"ok1","data":{"t":`+string(rune('0'+i))+`}}`, bearer("tok-ok1")) }()
+		go func() { done <- s.post(t, `{"serial":"dev-long","data":{"t":9}}`, bearer("tok-long")) }()
+	}
+	okStored := 1
+	for range 20 {
+		if r := <-done; r.Status == 200 {
+			okStored++
+		} else if r.Body["message"] != failed {
+			t.Fatalf("answer %d %v", r.Status, r.Body)
+		}
+	}
+	if okStored != 11 {
+		t.Fatalf("%d of ok1's 11 readings stored, want all", okStored)
+	}
+
+	// Letters hold the refused events of one envelope each.
+	events := func() (keyed, unkeyed int) {
+		for _, l := range s.deadLetters(t, "list") {
+			if l["reason"] != "permanent_failure" || !strings.Contains(l["subject"].(string), ".mapped.in") {
+				t.Fatalf("dead letter %v", l)
+			}
+			if l["keyed"] == true {
+				keyed += int(l["events"].(float64))
+			} else {
+				unkeyed += int(l["events"].(float64))
+			}
+		}
+		return keyed, unkeyed
+	}
+	if k, u := events(); k != 1 || u != 11 {
+		t.Fatalf("dead letters hold %d keyed and %d unkeyed events, want 1 and 11", k, u)
+	}
+	// The device retries its key: the same answer, no second letter.
+	r = s.post(t, `{"serial":"dev-long","data":{"t":2}}`, keyed)
+	if r.Status != 503 || r.Body["message"] != failed {
+		t.Fatalf("retry of a dead-lettered key answered %d %v", r.Status, r.Body)
+	}
+	if k, u := events(); k != 1 || u != 11 {
+		t.Fatalf("after the retry the dead letters hold %d keyed and %d unkeyed events, want 1 and 11", k, u)
+	}
+	if n := s.count(t, "input_values WHERE entity = 'dl'"); n != 11 {
+		t.Fatalf("%d values stored while the table rejects dev-long's, want ok1's 11", n)
+	}
+
+	// The cause is fixed; the replay stores the keyed event once.
+	if err := s.ch.Exec(ctx, "ALTER TABLE "+s.db+".input_values MODIFY COLUMN serial String"); err != nil {
+		t.Fatal(err)
+	}
+	rep := s.deadLetters(t, "replay", "-keep")
+	if len(rep) != 1 || rep[0]["replayed"] != 1.0 || rep[0]["skippedUnkeyed"].(float64) < 1 {
+		t.Fatalf("replay report %v, want 1 replayed and the unkeyed letters skipped", rep)
+	}
+	longValues := func() uint64 { return s.count(t, "input_values WHERE serial = 'dev-long'") }
+	eventually(t, 10*time.Second, func() bool { return longValues() == 1 })
+	// The letter was kept: replaying it again stores nothing more.
+	rep = s.deadLetters(t, "replay")
+	if len(rep) != 1 || rep[0]["replayed"] != 1.0 {
+		t.Fatalf("second replay report %v", rep)
+	}
+	eventually(t, 10*time.Second, func() bool { return s.scrape(t, "writer-worker")["writer_worker_keyed_repeats_total"] >= 1 })
+	time.Sleep(500 * time.Millisecond)
+	if n := longValues(); n != 1 {
+		t.Fatalf("after two replays dev-long has %d values, want 1", n)
+	}
+	if k, u := events(); k != 0 || u != 11 {
+		t.Fatalf("after the replay the dead letters hold %d keyed and %d unkeyed events, want 0 and 11", k, u)
+	}
+	// The device's retry learns its reading is stored.
+	expect(t, s.post(t, `{"serial":"dev-long","data":{"t":2}}`, keyed), 200, stored, "")
+	if n := longValues(); n != 1 {
+		t.Fatalf("after the device's retry dev-long has %d values, want 1", n)
+	}
+	m := s.scrape(t, "writer-worker")
+	if n := m[`writer_worker_dead_letters_total{reason="permanent_failure"}`]; n < 2 || n > 12 {
+		t.Errorf("dead_letters_total = %v, want one per envelope with refused events (2 to 12)", n)
+	}
+}

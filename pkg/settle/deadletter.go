@@ -1,0 +1,158 @@
+package settle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/event"
+)
+
+// Letter is one dead letter as an operator sees it.
+type Letter struct {
+	Seq        uint64    `json:"seq"`
+	Time       time.Time `json:"time"`
+	Subject    string    `json:"subject"` // where a replay sends it
+	Reason     string    `json:"reason"`
+	Error      string    `json:"error,omitempty"`
+	Deliveries string    `json:"deliveries"`
+	Keyed      bool      `json:"keyed"`
+	Events     int       `json:"events"` // events it holds (0: unreadable)
+	Bytes      int       `json:"bytes"`
+}
+
+// countEvents is how many events a letter's data holds: an envelope of
+// mapped events, or an events message.
+func countEvents(data []byte) int {
+	if ms, err := event.DecodeEnvelope(data); err == nil {
+		return len(ms)
+	}
+	if evs, err := event.DecodeEvents(data); err == nil {
+		return len(evs)
+	}
+	return 0
+}
+
+func letterOf(m *jetstream.RawStreamMsg) Letter {
+	keyed, _ := strconv.ParseBool(m.Header.Get(HeaderKeyed))
+	return Letter{Seq: m.Sequence, Time: m.Time.UTC(), Subject: m.Header.Get(HeaderSubject),
+		Reason: m.Header.Get(HeaderReason), Error: m.Header.Get(HeaderError),
+		Deliveries: m.Header.Get(HeaderDeliveries), Keyed: keyed, Events: countEvents(m.Data), Bytes: len(m.Data)}
+}
+
+// Letters reads dead letters from sequence from on, at most limit of them,
+// calling each for every one in order.
+func Letters(ctx context.Context, js jetstream.JetStream, names bus.Names, from uint64, limit int, each func(*jetstream.RawStreamMsg) error) error {
+	st, err := js.Stream(ctx, names.DeadLetterStream)
+	if err != nil {
+		return fmt.Errorf("dead-letter stream: %w", err)
+	}
+	seq := max(from, 1)
+	for n := 0; n < limit; n++ {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(names.DeadLetterSubject()))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read dead letter %d: %w", seq, err)
+		}
+		if err := each(m); err != nil {
+			return err
+		}
+		seq = m.Sequence + 1
+	}
+	return nil
+}
+
+// List returns up to limit dead letters from sequence from on.
+func List(ctx context.Context, js jetstream.JetStream, names bus.Names, from uint64, limit int) ([]Letter, error) {
+	var out []Letter
+	err := Letters(ctx, js, names, from, limit, func(m *jetstream.RawStreamMsg) error {
+		out = append(out, letterOf(m))
+		return nil
+	})
+	return out, err
+}
+
+// ReplayOptions choose which letters a replay sends back.
+type ReplayOptions struct {
+	From  uint64 // first sequence (0: the oldest)
+	Limit int    // most letters looked at
+	// Seqs, when not empty, are the only letters replayed.
+	Seqs []uint64
+	// Unkeyed replays letters of events sent without an Idempotency-Key
+	// too. Their devices were answered "not stored" and may have sent the
+	// reading again since: replaying such a letter can store it twice.
+	Unkeyed bool
+	// Keep leaves replayed letters in place (a second replay of them
+	// stores nothing more); by default a letter is deleted once its
+	// replay is in the worker's stream.
+	Keep bool
+}
+
+// ReplayReport counts what a replay did.
+type ReplayReport struct {
+	Replayed       int `json:"replayed"`
+	SkippedUnkeyed int `json:"skippedUnkeyed"`
+}
+
+// Replay sends letters back to the stream they came from, marked as
+// replays: the worker checks whether each event was stored before and
+// stores it at most once.
+func Replay(ctx context.Context, js jetstream.JetStream, names bus.Names, opt ReplayOptions) (ReplayReport, error) {
+	var rep ReplayReport
+	want := map[uint64]bool{}
+	for _, s := range opt.Seqs {
+		want[s] = true
+	}
+	st, err := js.Stream(ctx, names.DeadLetterStream)
+	if err != nil {
+		return rep, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	err = Letters(ctx, js, names, opt.From, opt.Limit, func(m *jetstream.RawStreamMsg) error {
+		l := letterOf(m)
+		if len(want) > 0 && !want[l.Seq] {
+			return nil
+		}
+		if !l.Keyed && !opt.Unkeyed {
+			rep.SkippedUnkeyed++
+			return nil
+		}
+		if !strings.HasPrefix(l.Subject, names.SubjectPrefix+".") {
+			return fmt.Errorf("dead letter %d: subject %q is not one of this deployment's", l.Seq, l.Subject)
+		}
+		h := nats.Header{}
+		for k, vs := range m.Header {
+			switch {
+			case strings.HasPrefix(k, "Dead-Letter-"), strings.HasPrefix(k, "Nats-"):
+			case strings.HasPrefix(k, originalPrefix+"Nats-"):
+				// A message id would let the stream drop the replay as a
+				// duplicate of the original.
+			default:
+				h[k] = vs
+			}
+		}
+		h.Set(HeaderReplay, strconv.FormatUint(l.Seq, 10))
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: l.Subject, Header: h, Data: m.Data}); err != nil {
+			return fmt.Errorf("replay dead letter %d: %w", l.Seq, err)
+		}
+		rep.Replayed++
+		if !opt.Keep {
+			if err := st.DeleteMsg(ctx, l.Seq); err != nil {
+				return fmt.Errorf("delete replayed dead letter %d: %w", l.Seq, err)
+			}
+		}
+		return nil
+	})
+	return rep, err
+}
+
+// IsReplay reports whether m was replayed from the dead letters.
+func IsReplay(m jetstream.Msg) bool { return m.Headers().Get(HeaderReplay) != "" }

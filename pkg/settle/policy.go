@@ -1,0 +1,167 @@
+// Package settle decides the fate of every JetStream message the workers
+// take: whether the requests waiting for its events are answered now, and
+// whether the message is acked, retried after a delay, dropped, or moved to
+// the dead-letter stream. Both workers call it; nothing else acks.
+package settle
+
+import (
+	"time"
+)
+
+// Result is how a worker's work on one message ended.
+type Result uint8
+
+const (
+	// Done: every event has its final outcome (stored, no connections,
+	// device not found, a keyed retry answered with the first outcome).
+	Done Result = iota
+	// NotReady: a precondition is not met yet (this copy's registry has
+	// not seen the device record the event was accepted under).
+	NotReady
+	// HandoffFailed: handing the work on failed after the outcome was
+	// decided or while it is still pending (the next stream refused the
+	// envelope, the raw message log could not be written). Nothing is
+	// lost by trying again: the request, if any, still waits or has its
+	// answer.
+	HandoffFailed
+	// StoreFailed: storing the values failed; the error's Kind decides
+	// the rest.
+	StoreFailed
+)
+
+// Action is what happens to the message.
+type Action uint8
+
+const (
+	Ack        Action = iota // finished: removed from its stream
+	Retry                    // redelivered after a delay (Nak)
+	Drop                     // removed without storing (Term)
+	DeadLetter               // copied to the dead-letter stream, then removed
+)
+
+var actionNames = [...]string{"ack", "retry", "drop", "dead_letter"}
+
+func (a Action) String() string { return actionNames[a] }
+
+// Answer is what the requests waiting for the message's events hear now.
+type Answer uint8
+
+const (
+	NoAnswer      Answer = iota // nothing yet: they go on waiting
+	AnswerOutcome               // each event's own outcome
+	AnswerFailure               // the stage's failure (503): not stored
+)
+
+// keyed selects rules by whether the message's events carry an
+// Idempotency-Key.
+type keyed uint8
+
+const (
+	anyKey keyed = iota
+	unkeyedOnly
+	keyedOnly
+)
+
+// Rule is one row of the policy.
+type Rule struct {
+	Result Result
+	Kind   Kind // for Failed only
+	keyed  keyed
+	Answer Answer
+	Action Action
+	Why    string
+}
+
+// Policy is the whole retry policy of the service, first match wins (a
+// Failed rule with Kind matches failures of both HandoffFailed and
+// StoreFailed of that kind). Retry is bounded: a message delivered
+// MaxDeliver times that would be retried again goes to the dead letters
+// instead, and its requests are answered as failed (Decide).
+var Policy = []Rule{
+	{Result: Done, keyed: anyKey, Answer: AnswerOutcome, Action: Ack,
+		Why: "finished: every waiting request gets its event's outcome"},
+	{Result: NotReady, keyed: anyKey, Answer: NoAnswer, Action: Retry,
+		Why: "the request goes on waiting while this copy catches up"},
+	{Result: anyFailure, Kind: Permanent, keyed: anyKey, Answer: AnswerFailure, Action: DeadLetter,
+		Why: "fails the same way every time: never retried, kept for an operator to replay once the cause is fixed"},
+	{Result: HandoffFailed, Kind: Transient, keyed: anyKey, Answer: NoAnswer, Action: Retry,
+		Why: "nothing is lost by trying again: the request still waits for its outcome, or has it"},
+	{Result: StoreFailed, Kind: Transient, keyed: unkeyedOnly, Answer: AnswerFailure, Action: Drop,
+		Why: "the device was told nothing was stored and retries: storing it later as well would store it twice"},
+	{Result: StoreFailed, Kind: Transient, keyed: keyedOnly, Answer: AnswerFailure, Action: Retry,
+		Why: "the service keeps trying; the device's retry with the same key learns how it ended"},
+}
+
+// anyFailure in a rule matches HandoffFailed and StoreFailed.
+const anyFailure Result = 255
+
+// Decision is what Decide chose for one message.
+type Decision struct {
+	Answer Answer
+	Action Action
+	// Delay before a retried message is delivered again.
+	Delay time.Duration
+	// Reason of a dead letter.
+	Reason string
+}
+
+// Limits bound redelivery.
+type Limits struct {
+	// MaxDeliver is the most deliveries of one message.
+	MaxDeliver int
+	// RetryDelay is the wait before the second delivery of a failed
+	// message; it doubles with each delivery up to RetryMaxDelay.
+	RetryDelay, RetryMaxDelay time.Duration
+	// NotReadyDelay is the wait before a NotReady message comes back.
+	NotReadyDelay time.Duration
+}
+
+// Reasons of dead letters (a metric label and a header).
+const (
+	ReasonPermanent     = "permanent_failure"
+	ReasonDeliveryLimit = "delivery_limit"
+)
+
+// Decide applies the policy to a message delivered `delivered` times whose
+// work ended with result (and err when Failed).
+func (l Limits) Decide(result Result, err error, isKeyed bool, delivered uint64) Decision {
+	failed := result == HandoffFailed || result == StoreFailed
+	kind := Transient
+	if failed {
+		kind = KindOf(err)
+	}
+	for _, r := range Policy {
+		if !(r.Result == result || (r.Result == anyFailure && failed)) || (failed && r.Kind != kind) ||
+			(r.keyed == keyedOnly && !isKeyed) || (r.keyed == unkeyedOnly && isKeyed) {
+			continue
+		}
+		d := Decision{Answer: r.Answer, Action: r.Action}
+		switch {
+		case r.Action == DeadLetter:
+			d.Reason = ReasonPermanent
+		case r.Action == Retry && delivered >= uint64(l.MaxDeliver):
+			d = Decision{Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonDeliveryLimit}
+		case r.Action == Retry && result == NotReady:
+			d.Delay = l.NotReadyDelay
+		case r.Action == Retry:
+			d.Delay = l.backoff(delivered)
+		}
+		return d
+	}
+	// Unreachable: the policy covers every result and kind.
+	return Decision{Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonPermanent}
+}
+
+// Exhausted reports whether a message arrives past its delivery limit: it
+// was delivered MaxDeliver times without being settled (its worker crashed
+// or hung on it each time). It goes to the dead letters before any work.
+func (l Limits) Exhausted(delivered uint64) bool { return delivered > uint64(l.MaxDeliver) }
+
+// backoff is RetryDelay doubled for each delivery after the first, capped.
+func (l Limits) backoff(delivered uint64) time.Duration {
+	d := l.RetryDelay
+	for i := uint64(1); i < delivered && d < l.RetryMaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, l.RetryMaxDelay)
+}

@@ -1,0 +1,194 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/settle"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
+)
+
+// source is one envelope of a batch.
+type source struct {
+	msg   jetstream.Msg
+	keyed bool
+	items []int // its events, indexes into the batch's items
+}
+
+// item is one event of a batch.
+type item struct {
+	dedupe.Item
+	// err is why its values are not stored (nil: stored, or nothing to
+	// store); a permanent one is this event's alone (see isolate).
+	err error
+}
+
+// needsStore reports whether the event's outcome waits on this batch's
+// inserts: its values, or (keyed) the record of its outcome.
+func (it *item) needsStore() bool {
+	return (it.Event.Outcome == outcome.Stored || it.Event.Keyed) && !it.Repeat
+}
+
+var errExhausted = errors.New("delivered more often than MAX_DELIVER without being settled")
+
+// flush stores one batch's values (the confirmation path), answers, and
+// settles every envelope but those to ack, which wait in the returned raw
+// batch for their raw messages. It also returns the batch's event count.
+func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
+	taken := time.Now()
+	srcs, items := w.decode(msgs)
+	w.m.observeAges(w.m.taken, items, taken)
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
+	defer cancel()
+
+	checks := make([]dedupe.Item, len(items))
+	for i := range items {
+		checks[i] = items[i].Item
+	}
+	err := w.checks.Mark(ctx, checks)
+	for i := range items {
+		items[i].Item = checks[i]
+	}
+	if err != nil {
+		w.m.failures.WithLabelValues(tableValues).Inc()
+	} else {
+		err = w.storeValues(ctx, items)
+	}
+	w.m.batchEvents.Observe(float64(len(items)))
+	if err != nil {
+		w.log.Warn("values not stored", zap.Int("events", len(items)), zap.Error(err))
+		for i := range items {
+			if items[i].needsStore() && items[i].err == nil {
+				items[i].err = err
+			}
+		}
+	} else {
+		w.m.observeAges(w.m.stored, items, time.Now())
+	}
+
+	var answers settle.Replies
+	rb := rawBatch{rows: make([]chstore.MessageRow, 0, len(items))}
+	for _, src := range srcs {
+		w.settleSource(src, items, &answers, &rb)
+	}
+	w.keys.Remember(rb.keys)
+	if err := answers.Send(w.nc); err != nil {
+		w.log.Warn("send outcomes", zap.Error(err))
+	}
+	return rb, len(items)
+}
+
+// decode reads the batch's envelopes; one that cannot be read, or that has
+// been delivered too often, goes to the dead letters here.
+func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []item) {
+	var items []item
+	srcs := make([]source, 0, len(msgs))
+	for _, m := range msgs {
+		delivered := settle.Delivered(m)
+		if w.settle.Limits().Exhausted(delivered) {
+			w.settle.Apply(m, settle.Decision{Answer: settle.AnswerFailure, Action: settle.DeadLetter, Reason: settle.ReasonDeliveryLimit}, errExhausted, false)
+			continue
+		}
+		evs, err := event.DecodeEnvelope(m.Data())
+		if err != nil {
+			err = settle.AsPermanent(err)
+			w.settle.Apply(m, w.settle.Decide(m, settle.StoreFailed, err, false), err, false)
+			continue
+		}
+		replay := settle.IsReplay(m)
+		src := source{msg: m, keyed: len(evs) > 0 && evs[0].Keyed}
+		for _, ev := range evs {
+			ev.Replay = ev.Replay || replay
+			src.items = append(src.items, len(items))
+			items = append(items, item{Item: dedupe.Item{Event: ev, Check: delivered > 1 || ev.MaybeStored || ev.Replay}})
+		}
+		srcs = append(srcs, src)
+	}
+	return srcs, items
+}
+
+// settleSource answers one envelope's events and settles it as the policy
+// says: events rejected for good go to the dead letters on their own, the
+// envelope follows the rest. What to ack is handed to the raw message log.
+func (w *Writer) settleSource(src source, items []item, answers *settle.Replies, rb *rawBatch) {
+	var rejected []event.Mapped
+	var rejectErr, failErr error
+	for _, i := range src.items {
+		switch err := items[i].err; {
+		case err == nil:
+		case settle.KindOf(err) == settle.Permanent:
+			rejected, rejectErr = append(rejected, items[i].Event), err
+		default:
+			failErr = err
+		}
+	}
+	if len(rejected) > 0 && w.settle.DeadLetterPart(src.msg, event.AppendEnvelope(nil, rejected), rejectErr, src.keyed) != nil {
+		return // the envelope was put back whole; its events are answered when it comes again
+	}
+	result := settle.Done
+	if failErr != nil {
+		result = settle.StoreFailed
+	}
+	d := w.settle.Decide(src.msg, result, failErr, src.keyed)
+	for _, i := range src.items {
+		it := &items[i]
+		code, answer := w.answerFor(it, d)
+		if answer {
+			w.m.answered.WithLabelValues(code.String()).Inc()
+			answers.Add(it.Event.Reply, event.Reply{ID: it.Event.ID, Code: code, Detail: storageDetail(it.err)})
+		}
+		if d.Action == settle.Retry || (it.Event.Keyed && it.Repeat) {
+			continue // answered for good already, or to be tried again
+		}
+		if it.Event.Keyed {
+			// A retry of its key learns this outcome; the raw message is
+			// logged only with the outcome that stands.
+			rb.keys = append(rb.keys, chstore.KeyRow{EventID: it.Event.ID, TsNs: it.Event.ReceivedNs, Outcome: code})
+			if code == outcome.StorageFailed {
+				continue
+			}
+		}
+		rb.rows = append(rb.rows, chstore.MessageRow{
+			Serial: it.Event.Serial, TsNs: it.Event.ReceivedNs, EventID: it.Event.ID, Payload: it.Event.Payload,
+			Outcome: outcome.Lookup(code).Message,
+		})
+	}
+	if d.Action == settle.Ack {
+		rb.acks = append(rb.acks, pendingAck{msg: src.msg, keyed: src.keyed})
+		return
+	}
+	w.settle.Apply(src.msg, d, failErr, src.keyed)
+}
+
+// answerFor is the code an event is answered with under decision d, and
+// whether it is answered now.
+func (w *Writer) answerFor(it *item, d settle.Decision) (outcome.Code, bool) {
+	switch {
+	case it.err != nil && settle.KindOf(it.err) == settle.Permanent:
+		return outcome.StorageFailed, true // its own dead letter
+	case it.Repeat:
+		w.m.keyedRepeats.Inc()
+		return it.Prior, true
+	case !it.needsStore():
+		return it.Event.Outcome, true // final whatever the inserts did
+	case d.Answer == settle.AnswerOutcome:
+		return it.Event.Outcome, true
+	case d.Answer == settle.AnswerFailure:
+		return outcome.StorageFailed, true
+	}
+	return 0, false
+}
+
+func storageDetail(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "storage error: " + err.Error()
+}

@@ -1,0 +1,91 @@
+package batch
+
+import (
+	"context"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/settle"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+// isolateBudget bounds the inserts spent finding which events a table
+// rejects for good: finding k refused events among n costs about
+// 2k·log2(n/k) inserts. A table that refuses everything (a broken schema)
+// costs the whole budget, after which the rest go to the dead letters
+// together; the flush's INSERT_TIMEOUT bounds the time it takes as well.
+func isolateBudget(n int) int { return min(1024, max(64, 2*n)) }
+
+// storeValues inserts the values of items in one INSERT. When ClickHouse
+// rejects it for good, the batch is split in halves until the events it
+// rejects are found; those get the permanent error (their own dead letters),
+// the others are stored. An error returned is a transient failure of the
+// whole batch.
+func (w *Writer) storeValues(ctx context.Context, items []item) error {
+	var todo []*item
+	for i := range items {
+		it := &items[i]
+		if it.Event.Outcome == outcome.Stored && !it.SkipValues && len(it.Event.Values) > 0 {
+			todo = append(todo, it)
+		}
+	}
+	err := w.insert(ctx, todo)
+	if settle.KindOf(err) != settle.Permanent {
+		return err
+	}
+	budget := isolateBudget(len(todo))
+	w.isolate(ctx, todo, err, &budget)
+	return nil
+}
+
+// isolate finds the events of group, whose insert failed for good with err,
+// that the table rejects; it sets err on them and on the events of halves
+// that failed transiently.
+func (w *Writer) isolate(ctx context.Context, group []*item, err error, budget *int) {
+	if len(group) == 1 || *budget <= 0 {
+		for _, it := range group {
+			it.err = err
+		}
+		return
+	}
+	half := len(group) / 2
+	for _, part := range [][]*item{group[:half], group[half:]} {
+		*budget--
+		switch perr := w.insert(ctx, part); {
+		case perr == nil:
+		case settle.KindOf(perr) == settle.Permanent:
+			w.isolate(ctx, part, perr, budget)
+		default:
+			for _, it := range part {
+				it.err = perr
+			}
+		}
+	}
+}
+
+// insert writes the values of items in one INSERT.
+func (w *Writer) insert(ctx context.Context, items []*item) error {
+	rows := valueRows(items)
+	start := time.Now()
+	err := w.store.InsertValues(ctx, rows)
+	w.m.observeInsert(tableValues, len(rows), start, err)
+	return err
+}
+
+// valueRows lists the rows of items' values.
+func valueRows(items []*item) []chstore.ValueRow {
+	n := 0
+	for _, it := range items {
+		n += len(it.Event.Values)
+	}
+	rows := make([]chstore.ValueRow, 0, n)
+	for _, it := range items {
+		for _, v := range it.Event.Values {
+			rows = append(rows, chstore.ValueRow{
+				Entity: v.Entity, Input: v.Input, TsNs: it.Event.ReceivedNs, Serial: it.Event.Serial,
+				DeviceInput: v.DeviceInput, EventID: it.Event.ID, JSON: v.JSON,
+			})
+		}
+	}
+	return rows
+}

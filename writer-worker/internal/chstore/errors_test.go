@@ -1,0 +1,41 @@
+package chstore
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/settle"
+)
+
+// Data the table refuses is a permanent failure; a server that cannot be
+// reached, or a table that is missing, is transient.
+func TestFailureKinds(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	row := []ValueRow{{Entity: "e", Input: "i", TsNs: 1, Serial: "longer-than-four", DeviceInput: "d", EventID: "x", JSON: json.RawMessage(`1`)}}
+	if err := s.conn.Exec(ctx, "ALTER TABLE "+s.db+".input_values MODIFY COLUMN serial FixedString(4)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertValues(ctx, row); settle.KindOf(err) != settle.Permanent {
+		t.Fatalf("a value too long for its column: %v (%s), want permanent", err, settle.KindOf(err))
+	}
+	if err := s.InsertMessages(ctx, []MessageRow{{Serial: "s", EventID: "x", Payload: []byte(`{}`), Outcome: "ok"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.conn.Exec(ctx, "DROP TABLE "+s.db+".device_messages"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertMessages(ctx, []MessageRow{{Serial: "s", EventID: "y", Payload: []byte(`{}`), Outcome: "ok"}}); err == nil || settle.KindOf(err) != settle.Transient {
+		t.Fatalf("a missing table: %v, want a transient failure", err)
+	}
+	down, err := Open(Config{Addr: "127.0.0.1:1", Database: s.db, DialTimeout: time.Second, ReadTimeout: time.Second, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer down.Close()
+	if err := down.InsertValues(ctx, row); err == nil || settle.KindOf(err) != settle.Transient {
+		t.Fatalf("no server: %v, want a transient failure", err)
+	}
+}

@@ -1,0 +1,144 @@
+// Package dedupe finds, in a batch of mapped events, what must not be stored
+// again: copies of one event within the batch, events an earlier delivery
+// already stored, and retries of keyed events an earlier attempt answered.
+package dedupe
+
+import (
+	"context"
+
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+// Item is one event of a batch and what the checks found.
+type Item struct {
+	Event event.Mapped
+	// Check is set when its values may be stored already (a redelivery,
+	// an event the mapper saw twice, a replay).
+	Check bool
+	// SkipValues: they are, or another copy in this batch stores them.
+	SkipValues bool
+	// Repeat is set for a keyed event an earlier attempt already answered
+	// with Prior: it is answered the same and stores nothing.
+	Repeat bool
+	Prior  outcome.Code
+}
+
+// Stored is the check of input_values.
+type Stored interface {
+	StoredEvents(ctx context.Context, entities, ids []string, minNs, maxNs int64) (map[string]bool, error)
+}
+
+var _ Stored = (*chstore.Store)(nil)
+
+// Outcomes are the recorded outcomes of keyed events (idem.Record).
+type Outcomes interface {
+	Lookup(ctx context.Context, ids []string) (map[string]outcome.Code, error)
+}
+
+// Checker runs the three checks.
+type Checker struct {
+	stored Stored
+	keys   Outcomes
+}
+
+// New returns a Checker.
+func New(stored Stored, keys Outcomes) *Checker { return &Checker{stored: stored, keys: keys} }
+
+// Mark runs every check on items. An error (ClickHouse could not be read)
+// means nothing about the batch is known.
+func (c *Checker) Mark(ctx context.Context, items []Item) error {
+	inBatchCopies(items)
+	if err := c.keyRepeats(ctx, items); err != nil {
+		return err
+	}
+	return c.storedBefore(ctx, items)
+}
+
+// inBatchCopies keeps one copy of an event that two envelopes of the batch
+// carry (the mapper regrouped it after a redelivery): the check against
+// ClickHouse cannot see a copy that is not inserted yet.
+func inBatchCopies(items []Item) {
+	seen := make(map[string]struct{}, len(items))
+	for i := range items {
+		id := items[i].Event.ID
+		if _, dup := seen[id]; dup {
+			items[i].SkipValues = true
+			continue
+		}
+		seen[id] = struct{}{}
+	}
+}
+
+// keyRepeats finds keyed events an earlier attempt already answered: in the
+// record (this writer's memory, event_keys within the window), and later
+// copies of one event within this batch (a device retried while the first
+// attempt was still on its way). A replay of a dead letter is not a repeat
+// of the "failed to store" its letter was answered with: it may store.
+func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
+	var ids []string
+	for i := range items {
+		if items[i].Event.Keyed {
+			ids = append(ids, items[i].Event.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	found, err := c.keys.Lookup(ctx, ids)
+	if err != nil {
+		return err
+	}
+	first := make(map[string]*Item)
+	for i := range items {
+		it := &items[i]
+		if !it.Event.Keyed {
+			continue
+		}
+		if prior, ok := found[it.Event.ID]; ok && !(prior == outcome.StorageFailed && it.Event.Replay) {
+			it.Repeat, it.Prior, it.SkipValues = true, prior, true
+			continue
+		}
+		if f, ok := first[it.Event.ID]; ok {
+			it.Repeat, it.Prior, it.SkipValues = true, f.Event.Outcome, true
+			continue
+		}
+		first[it.Event.ID] = it
+	}
+	return nil
+}
+
+// storedBefore flags events to check whose values an earlier attempt stored
+// before it could ack (a writer crash between insert and ack, a replay).
+func (c *Checker) storedBefore(ctx context.Context, items []Item) error {
+	var ids, entities []string
+	var minNs, maxNs int64
+	for i := range items {
+		it := &items[i]
+		if !it.Check || it.SkipValues || len(it.Event.Values) == 0 {
+			continue
+		}
+		ids = append(ids, it.Event.ID)
+		for _, v := range it.Event.Values {
+			entities = append(entities, v.Entity)
+		}
+		if minNs == 0 || it.Event.ReceivedNs < minNs {
+			minNs = it.Event.ReceivedNs
+		}
+		maxNs = max(maxNs, it.Event.ReceivedNs)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	stored, err := c.stored.StoredEvents(ctx, entities, ids, minNs, maxNs)
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		if stored[items[i].Event.ID] {
+			items[i].SkipValues = true
+		}
+	}
+	return nil
+}

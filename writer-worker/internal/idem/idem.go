@@ -1,0 +1,118 @@
+// Package idem is writer-worker's record of the outcomes of keyed events
+// (sent with an Idempotency-Key): what a retry of each is answered. It holds
+// the outcomes this writer answered whose event_keys rows are not written
+// yet, reads event_keys for the rest, and drops days past the window.
+package idem
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+// Store is what the record needs of ClickHouse.
+type Store interface {
+	KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) (map[string]outcome.Code, error)
+	DropExpiredKeys(ctx context.Context, cutoff time.Time) (int, error)
+}
+
+var _ Store = (*chstore.Store)(nil)
+
+// Record answers "how did the first attempt of this keyed event end?".
+type Record struct {
+	store  Store
+	window time.Duration
+	log    *zap.Logger
+
+	mu       sync.Mutex
+	answered map[string]outcome.Code
+}
+
+// New returns a record whose outcomes answer retries for window.
+func New(store Store, window time.Duration, log *zap.Logger) *Record {
+	return &Record{store: store, window: window, log: log, answered: make(map[string]outcome.Code)}
+}
+
+// Prefer picks the outcome that stands when an event has two: a dead
+// letter's "failed to store" gives way to the outcome of its replay.
+func Prefer(a, b outcome.Code) outcome.Code {
+	if a == outcome.StorageFailed {
+		return b
+	}
+	return a
+}
+
+// Lookup returns the recorded outcomes of those of ids that have one.
+func (r *Record) Lookup(ctx context.Context, ids []string) (map[string]outcome.Code, error) {
+	found, err := r.store.KeyOutcomes(ctx, ids, time.Now().Add(-r.window).UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	for _, id := range ids {
+		if code, ok := r.answered[id]; ok {
+			if prior, ok := found[id]; ok {
+				code = Prefer(prior, code)
+			}
+			found[id] = code
+		}
+	}
+	r.mu.Unlock()
+	return found, nil
+}
+
+// Remember notes outcomes answered until their event_keys rows are stored.
+func (r *Record) Remember(keys []chstore.KeyRow) {
+	if len(keys) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, k := range keys {
+		if prior, ok := r.answered[k.EventID]; ok {
+			k.Outcome = Prefer(prior, k.Outcome)
+		}
+		r.answered[k.EventID] = k.Outcome
+	}
+	r.mu.Unlock()
+}
+
+// Forget drops outcomes whose rows are stored (or whose events will be
+// redelivered and answered again).
+func (r *Record) Forget(keys []chstore.KeyRow) {
+	if len(keys) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, k := range keys {
+		delete(r.answered, k.EventID)
+	}
+	r.mu.Unlock()
+}
+
+// Expire drops days of event_keys that are past the window, every interval
+// until ctx ends. Lookups ignore expired rows anyway: this bounds the table.
+func (r *Record) Expire(ctx context.Context, interval, timeout time.Duration) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		qctx, cancel := context.WithTimeout(ctx, timeout)
+		n, err := r.store.DropExpiredKeys(qctx, time.Now().Add(-r.window))
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.log.Warn("expire event keys", zap.Error(err))
+		case n > 0:
+			r.log.Info("expired event keys", zap.Int("days", n))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
