@@ -50,9 +50,14 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 		t.Fatalf("events stream is not R3: %+v", cl)
 	}
 
-	// Both copies of each worker have pull requests waiting.
+	// Every copy of every program is ready (a worker copy: it pulls from
+	// its consumer), however slowly a busy machine starts them...
+	for name, addr := range s.ops {
+		s.waitOpsReady(t, name, addr, 90*time.Second)
+	}
+	// ...and both copies of each worker have pull requests waiting.
 	for _, c := range []struct{ stream, name string }{{bus.DefaultNames.EventsStream, bus.DefaultNames.MapperConsumer}, {bus.DefaultNames.MappedStream, bus.DefaultNames.WriterConsumer}} {
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(60 * time.Second)
 		for {
 			cons, err := js.Consumer(ctx, c.stream, c.name)
 			if err == nil {

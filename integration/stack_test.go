@@ -263,3 +263,23 @@ func (s *stack) count(t testing.TB, where string, args ...any) uint64 {
 	}
 	return n
 }
+
+// waitOpsReady waits until the program's operations listener answers
+// /readyz with 200.
+func (s *stack) waitOpsReady(t *testing.T, name, addr string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := s.http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready within %s (%v)", name, timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

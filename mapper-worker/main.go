@@ -33,12 +33,15 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	var worker *mapping.Worker
 	hs := health.New(cfg.HealthAddr, func(context.Context) error {
 		switch {
 		case !nc.IsConnected():
 			return errors.New("nats disconnected")
 		case !cache.IsSynced():
 			return errors.New("registry not loaded")
+		case !worker.Consuming():
+			return errors.New("not consuming yet")
 		}
 		return nil
 	})
@@ -47,7 +50,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	metrics.WatchConsumer(reg, metrics.Mapper, js, cfg.NATS.Names.EventsStream, cfg.NATS.Names.MapperConsumer)
 	cfg.Mapping.Names = cfg.NATS.Names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
-	worker := mapping.NewWorker(cfg.Mapping, nc, js, cache, reg, log.With(zap.String("component", "mapper")))
+	worker = mapping.NewWorker(cfg.Mapping, nc, js, cache, reg, log.With(zap.String("component", "mapper")))
 
 	// The registry watch and health server outlive the consumer, so that
 	// draining events still resolve against a live registry.

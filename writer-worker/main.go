@@ -53,9 +53,13 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer nc.Close()
 
+	var writer *batch.Writer
 	hs := health.New(cfg.HealthAddr, func(ctx context.Context) error {
-		if !nc.IsConnected() {
+		switch {
+		case !nc.IsConnected():
 			return errors.New("nats disconnected")
+		case !writer.Consuming():
+			return errors.New("not consuming yet")
 		}
 		return store.Ping(ctx)
 	})
@@ -64,7 +68,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	cfg.Batch.Names = cfg.NATS.Names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	keys := idem.New(store, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
-	writer := batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
+	writer = batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
 	queries := reads.New(nc, cfg.NATS.Names.QueryPrefix(), store, keys.Lookup, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
 
 	// The writer drains on ctx; reads and health stop after it, so that

@@ -16,6 +16,9 @@ type Durable struct {
 	AckWait       time.Duration
 	MaxAckPending int
 	PullBatch     int
+	// Consuming, when set, is called once this copy pulls from the
+	// consumer (readiness: a worker copy is ready once it takes work).
+	Consuming func()
 }
 
 // ConsumeUntil creates or updates the durable consumer, hands each message to
@@ -45,6 +48,9 @@ func ConsumeUntil(ctx context.Context, js jetstream.JetStream, d Durable, log *z
 		}))
 	if err != nil {
 		return fmt.Errorf("consume %s: %w", d.Name, err)
+	}
+	if d.Consuming != nil {
+		d.Consuming()
 	}
 	<-ctx.Done()
 	cc.Drain()

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,7 +34,9 @@ type Worker struct {
 	cache  *registry.Cache
 	settle *settle.Settler
 	log    *zap.Logger
-	m      *workerMetrics
+	// consuming is set once this copy pulls from its consumer.
+	consuming atomic.Bool
+	m         *workerMetrics
 }
 
 // NewWorker returns a worker; Run starts it. Its metrics go to reg (nil:
@@ -58,6 +61,9 @@ type input struct {
 	keyed bool
 }
 
+// Consuming reports whether this copy pulls from its consumer yet.
+func (w *Worker) Consuming() bool { return w.consuming.Load() }
+
 // Run consumes until ctx ends, then stops taking messages and finishes
 // publishing and acking those it holds.
 func (w *Worker) Run(ctx context.Context) error {
@@ -70,6 +76,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	err := bus.ConsumeInto(ctx, w.js, bus.Durable{
 		Stream: w.cfg.Names.EventsStream, Name: w.cfg.Names.MapperConsumer, AckWait: w.cfg.AckWait,
 		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
+		Consuming: func() { w.consuming.Store(true) },
 	}, w.log, func(in <-chan jetstream.Msg) { w.loop(in, queue) })
 	close(queue)
 	<-settled

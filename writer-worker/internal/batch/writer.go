@@ -5,6 +5,7 @@ package batch
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,7 +41,9 @@ type Writer struct {
 	checks *dedupe.Checker
 	settle *settle.Settler
 	log    *zap.Logger
-	m      *writerMetrics
+	// consuming is set once this copy pulls from its consumer.
+	consuming atomic.Bool
+	m         *writerMetrics
 }
 
 // New returns a writer; Run starts it. keys is the record of keyed
@@ -50,6 +53,9 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store Storage, keys 
 	return &Writer{cfg: cfg, nc: nc, js: js, store: store, keys: keys, checks: dedupe.New(store, keys), log: log,
 		m: newWriterMetrics(reg), settle: settle.New(js, cfg.Names, cfg.Limits, metrics.Writer, reg, log)}
 }
+
+// Consuming reports whether this copy pulls from its consumer yet.
+func (w *Writer) Consuming() bool { return w.consuming.Load() }
 
 // Run consumes until ctx ends, then stops pulling, flushes what it holds and
 // settles it before returning.
@@ -63,6 +69,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	err := bus.ConsumeInto(ctx, w.js, bus.Durable{
 		Stream: w.cfg.Names.MappedStream, Name: w.cfg.Names.WriterConsumer, AckWait: w.cfg.AckWait,
 		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
+		Consuming: func() { w.consuming.Store(true) },
 	}, w.log, func(in <-chan jetstream.Msg) { w.loop(in, raw) })
 	close(raw)
 	<-logged
