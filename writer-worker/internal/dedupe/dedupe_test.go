@@ -1,0 +1,90 @@
+package dedupe
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
+
+type fakeStored map[string]bool
+
+func (f fakeStored) StoredEvents(_ context.Context, _, ids []string, _, _ int64) (map[string]bool, error) {
+	if f == nil {
+		return nil, errors.New("clickhouse down")
+	}
+	out := map[string]bool{}
+	for _, id := range ids {
+		if f[id] {
+			out[id] = true
+		}
+	}
+	return out, nil
+}
+
+type fakeKeys map[string]outcome.Code
+
+func (f fakeKeys) Lookup(_ context.Context, ids []string) (map[string]outcome.Code, error) {
+	out := map[string]outcome.Code{}
+	for _, id := range ids {
+		if c, ok := f[id]; ok {
+			out[id] = c
+		}
+	}
+	return out, nil
+}
+
+func ev(id string, keyed bool, code outcome.Code) event.Mapped {
+	return event.Mapped{ID: id, Keyed: keyed, Outcome: code, ReceivedNs: 1,
+		Values: []event.Value{{Entity: "e", Input: "i", JSON: []byte(`1`)}}}
+}
+
+func TestMark(t *testing.T) {
+	items := []Item{
+		{Event: ev("new", false, outcome.Stored)},
+		{Event: ev("redelivered-stored", false, outcome.Stored), Check: true},
+		{Event: ev("redelivered-not-stored", false, outcome.Stored), Check: true},
+		{Event: ev("copy", false, outcome.Stored)},
+		{Event: ev("copy", false, outcome.Stored)},
+		{Event: ev("k-answered", true, outcome.Stored)},
+		{Event: ev("k-dead", true, outcome.Stored)},
+		{Event: func() event.Mapped { m := ev("k-dead-replayed", true, outcome.Stored); m.Replay = true; return m }(), Check: true},
+		{Event: ev("k-twice", true, outcome.NoConnections)},
+		{Event: ev("k-twice", true, outcome.Stored)},
+	}
+	c := New(fakeStored{"redelivered-stored": true}, fakeKeys{
+		"k-answered": outcome.NoConnections, "k-dead": outcome.StorageFailed, "k-dead-replayed": outcome.StorageFailed})
+	if err := c.Mark(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+	type want struct {
+		skip, repeat bool
+		prior        outcome.Code
+	}
+	for i, w := range []want{
+		{false, false, 0},
+		{true, false, 0},
+		{false, false, 0},
+		{false, false, 0},
+		{true, false, 0}, // the second copy in the batch
+		{true, true, outcome.NoConnections},
+		{true, true, outcome.StorageFailed}, // a retry of a dead letter: answered so, nothing stored
+		{false, false, 0},                   // its replay may store
+		{false, false, 0},
+		{true, true, outcome.NoConnections}, // the first copy's outcome holds
+	} {
+		it := items[i]
+		if it.SkipValues != w.skip || it.Repeat != w.repeat || (w.repeat && it.Prior != w.prior) {
+			t.Errorf("item %d (%s): skip %v repeat %v prior %v, want %+v", i, it.Event.ID, it.SkipValues, it.Repeat, it.Prior, w)
+		}
+	}
+}
+
+func TestMarkFailsWhenClickHouseCannotBeRead(t *testing.T) {
+	items := []Item{{Event: ev("x", false, outcome.Stored), Check: true}}
+	if err := New(fakeStored(nil), fakeKeys{}).Mark(context.Background(), items); err == nil {
+		t.Fatal("a failed lookup must fail the batch, not let it store blind")
+	}
+}

@@ -1,0 +1,58 @@
+package idem
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+type fakeStore map[string]outcome.Code
+
+func (f fakeStore) KeyOutcomes(_ context.Context, ids []string, _ int64) (map[string]outcome.Code, error) {
+	out := map[string]outcome.Code{}
+	for _, id := range ids {
+		if c, ok := f[id]; ok {
+			out[id] = c
+		}
+	}
+	return out, nil
+}
+
+func (f fakeStore) DropExpiredKeys(context.Context, time.Time) (int, error) { return 0, nil }
+
+// What a retry is answered: this writer's memory until the row is written,
+// the table after; a dead letter's "failed to store" gives way to the
+// outcome of its replay, in memory and in the table alike.
+func TestRecord(t *testing.T) {
+	r := New(fakeStore{"in-table": outcome.Stored, "dead-then-replayed": outcome.StorageFailed}, time.Hour, zap.NewNop())
+	r.Remember([]chstore.KeyRow{{EventID: "fresh", Outcome: outcome.NoConnections}, {EventID: "dead-then-replayed", Outcome: outcome.Stored}})
+	got, err := r.Lookup(context.Background(), []string{"in-table", "fresh", "dead-then-replayed", "unknown"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]outcome.Code{"in-table": outcome.Stored, "fresh": outcome.NoConnections, "dead-then-replayed": outcome.Stored}
+	if len(got) != len(want) {
+		t.Fatalf("Lookup = %v, want %v", got, want)
+	}
+	for id, c := range want {
+		if got[id] != c {
+			t.Fatalf("Lookup = %v, want %v", got, want)
+		}
+	}
+	r.Remember([]chstore.KeyRow{{EventID: "fresh", Outcome: outcome.StorageFailed}})
+	if got, _ := r.Lookup(context.Background(), []string{"fresh"}); got["fresh"] != outcome.NoConnections {
+		t.Fatalf("a later failure replaced a final outcome: %v", got)
+	}
+	r.Forget([]chstore.KeyRow{{EventID: "fresh"}})
+	if got, _ := r.Lookup(context.Background(), []string{"fresh"}); len(got) != 0 {
+		t.Fatalf("forgotten outcome still answered: %v", got)
+	}
+	if Prefer(outcome.StorageFailed, outcome.Stored) != outcome.Stored || Prefer(outcome.Stored, outcome.StorageFailed) != outcome.Stored {
+		t.Fatal("Prefer must keep the final outcome")
+	}
+}
