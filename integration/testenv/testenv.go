@@ -8,11 +8,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	mathrand "math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,7 +62,7 @@ type NATSServer struct {
 func NATSControl(t testing.TB) *NATSServer {
 	t.Helper()
 	n := &NATSServer{t: t, opts: server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+		Host: "127.0.0.1", Port: FreePort(t), JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 		MaxPayload: 8 << 20, // as deploy/nats/nats.conf
 	}}
 	n.Start()
@@ -158,7 +160,7 @@ func NATSCluster(t testing.TB, n int) []*NATSServer {
 	clusterPorts := make([]int, n)
 	clientPorts := make([]int, n)
 	for i := range n {
-		clusterPorts[i], clientPorts[i] = freePort(t), freePort(t)
+		clusterPorts[i], clientPorts[i] = FreePort(t), FreePort(t)
 	}
 	var routes []*url.URL
 	for _, p := range clusterPorts {
@@ -210,14 +212,31 @@ func NATSCluster(t testing.TB, n int) []*NATSServer {
 // ClientURL is the server's client address.
 func (n *NATSServer) ClientURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
 
-func freePort(t testing.TB) int {
+// FreePort returns a loopback port that is free now and lies below the
+// kernel's ephemeral range, so that no outgoing connection (the load of a
+// concurrent test opens thousands) can take it before the server binds it.
+func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo := 32768
+	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(raw)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 12000 {
+				lo = v
+			}
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	const base = 10000
+	for range 100 {
+		p := base + mathrand.IntN(lo-base)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return p
+	}
+	t.Fatal("no free loopback port below the ephemeral range in 100 tries")
+	return 0
 }
 
 // SchemaStatements returns writer-worker's ClickHouse schema for database
