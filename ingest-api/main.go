@@ -53,13 +53,6 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Subject: cfg.NATS.Names.EventsSubject(), MaxEvents: cfg.PublishMaxEvents, MaxPending: cfg.PublishMaxPending,
 		MaxBytes: int(nc.MaxPayload() / 2), AckWait: cfg.OutcomeTimeout,
 	}, js, func(n int) { sizes.Observe(float64(n)) })
-	pubCtx, stopPub := context.WithCancel(context.Background())
-	pubDone := make(chan error, 1)
-	go func() { pubDone <- pub.Run(pubCtx) }()
-	// Stopped after the HTTP server: the requests it still answers may
-	// have events to publish.
-	defer func() { stopPub(); <-pubDone }()
-
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
 		Log:     log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter, Publisher: pub,
@@ -81,19 +74,23 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		MaxHeaderBytes:    64 << 10,
 	}
 
-	bg := program.NewGroup(2)
-	bg.Go(store.Run)
-	bg.Go(ops.Run)
-	defer bg.Stop()
+	// The publisher, registry and operations listener outlive the HTTP
+	// server: the requests it still answers while draining need them.
+	return program.Run(ctx, log,
+		program.Stage{
+			{Name: "registry", Run: store.Run, Ready: store.Cache().Synced()},
+			{Name: "publisher", Run: pub.Run},
+			{Name: "ops", Run: ops.Run},
+		},
+		program.Stage{{Name: "http", Run: func(ctx context.Context) error {
+			return serve(ctx, cfg, hs, srv, log.With(zap.Int("devices", store.Cache().Len())))
+		}}},
+	)
+}
 
-	select {
-	case <-store.Cache().Synced():
-	case err := <-bg.Err():
-		return fmt.Errorf("registry: %w", err)
-	case <-ctx.Done():
-		return nil
-	}
-
+// serve answers HTTP until ctx ends, then shuts down in order: not ready,
+// stop accepting, answer what is in flight.
+func serve(ctx context.Context, cfg Config, hs *http.Server, srv *api.Server, log *zap.Logger) error {
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -106,17 +103,12 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			serveErr <- hs.Serve(ln)
 		}
 	}()
-	log.Info("ingest-api listening", zap.String("addr", ln.Addr().String()), zap.Int("devices", store.Cache().Len()))
-
+	log.Info("ingest-api listening", zap.String("addr", ln.Addr().String()))
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
-	case err := <-bg.Err():
-		log.Error("registry watch ended", zap.Error(err))
 	}
-	// Shutdown in order: not ready, stop accepting, answer what is in
-	// flight, then the deferred closes of the reply subscription and NATS.
 	srv.Drain()
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)

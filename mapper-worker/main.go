@@ -54,29 +54,14 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	// The registry watch and health server outlive the consumer, so that
 	// draining events still resolve against a live registry.
-	bg := program.NewGroup(2)
-	bg.Go(store.Run)
-	bg.Go(hs.Run)
-	defer bg.Stop()
-
-	select {
-	case <-cache.Synced():
-	case err := <-bg.Err():
-		return err
-	case <-ctx.Done():
-		return nil
-	}
-	log.Info("mapper-worker consuming", zap.Int("devices", cache.Len()))
-	wctx, stopWorker := context.WithCancel(ctx)
-	defer stopWorker()
-	done := make(chan error, 1)
-	go func() { done <- worker.Run(wctx) }()
-	select {
-	case err := <-done:
-		return err
-	case err := <-bg.Err():
-		stopWorker()
-		<-done
-		return err
-	}
+	return program.Run(ctx, log,
+		program.Stage{
+			{Name: "registry", Run: store.Run, Ready: cache.Synced()},
+			{Name: "health", Run: hs.Run},
+		},
+		program.Stage{{Name: "mapper", Run: func(ctx context.Context) error {
+			log.Info("mapper-worker consuming", zap.Int("devices", cache.Len()))
+			return worker.Run(ctx)
+		}}},
+	)
 }

@@ -71,25 +71,15 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	writer = batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
 	queries := reads.New(nc, cfg.NATS.Names.QueryPrefix(), store, keys.Lookup, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
 
-	// The writer drains on ctx; reads and health stop after it, so that
+	// The writer drains first; reads and health stop after it, so that
 	// the storage path stays visible while the last batch flushes.
-	bg := program.NewGroup(3)
-	bg.Go(queries.Run)
-	bg.Go(func(ctx context.Context) error { return keys.Expire(ctx, time.Hour, cfg.Batch.InsertTimeout) })
-	bg.Go(hs.Run)
-	defer bg.Stop()
 	log.Info("writer-worker consuming", zap.String("clickhouse", cfg.ClickHouse.Addr), zap.String("database", cfg.ClickHouse.Database))
-
-	wctx, stopWriter := context.WithCancel(ctx)
-	defer stopWriter()
-	done := make(chan error, 1)
-	go func() { done <- writer.Run(wctx) }()
-	select {
-	case err := <-done:
-		return err
-	case err := <-bg.Err():
-		stopWriter()
-		<-done
-		return err
-	}
+	return program.Run(ctx, log,
+		program.Stage{
+			{Name: "reads", Run: queries.Run},
+			{Name: "key expiry", Run: func(ctx context.Context) error { return keys.Expire(ctx, time.Hour, cfg.Batch.InsertTimeout) }},
+			{Name: "health", Run: hs.Run},
+		},
+		program.Stage{{Name: "writer", Run: writer.Run}},
+	)
 }

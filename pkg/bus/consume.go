@@ -2,20 +2,53 @@ package bus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/batcher"
+	"github.com/devicehub/eventservice/pkg/envflag"
 )
+
+// ConsumerConfig is what a worker tunes of its durable consumer.
+type ConsumerConfig struct {
+	// MaxAckPending is how many messages the server lets this consumer
+	// hold unacknowledged (all copies together).
+	MaxAckPending int
+	// PullBatch is how many messages one pull request asks for.
+	PullBatch int
+	// AckWait is how long a delivered message waits for its ack before it
+	// is delivered again: the time a crashed copy's messages are stuck.
+	AckWait time.Duration
+}
+
+// Register adds the consumer's settings with a worker's defaults; unit says
+// what its messages are ("events messages", "envelopes").
+func (c *ConsumerConfig) Register(s *envflag.Set, def ConsumerConfig, unit string) {
+	s.Int(&c.MaxAckPending, "max-ack-pending", def.MaxAckPending, unit+" held unacknowledged by this consumer")
+	s.Int(&c.PullBatch, "pull-batch", def.PullBatch, unit+" pulled from JetStream per request")
+	s.Duration(&c.AckWait, "ack-wait", def.AckWait, "redelivery delay of an unacknowledged message (a crashed copy's messages wait this long)")
+}
+
+// Validate reports the first thing wrong, in one line.
+func (c ConsumerConfig) Validate() error {
+	switch {
+	case c.MaxAckPending < 1 || c.PullBatch < 1:
+		return errors.New("MAX_ACK_PENDING and PULL_BATCH must be at least 1")
+	case c.AckWait < time.Second:
+		return errors.New("ACK_WAIT must be at least 1s")
+	}
+	return nil
+}
 
 // Durable describes a worker's shared durable consumer. Every copy of a
 // worker binds to the same one, so that each event goes to one copy.
 type Durable struct {
-	Stream, Name  string
-	AckWait       time.Duration
-	MaxAckPending int
-	PullBatch     int
+	Stream, Name string
+	ConsumerConfig
 	// Consuming, when set, is called once this copy pulls from the
 	// consumer (readiness: a worker copy is ready once it takes work).
 	Consuming func()
@@ -58,19 +91,26 @@ func ConsumeUntil(ctx context.Context, js jetstream.JetStream, d Durable, log *z
 	return nil
 }
 
-// ConsumeInto is ConsumeUntil for a worker that batches: messages go into a
-// channel that holds MaxAckPending of them (the server never has more
-// outstanding, so delivery never blocks), and work reads it in its own
-// goroutine until the channel is closed and drained after ctx ends.
-func ConsumeInto(ctx context.Context, js jetstream.JetStream, d Durable, log *zap.Logger, work func(<-chan jetstream.Msg)) error {
-	in := make(chan jetstream.Msg, d.MaxAckPending)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		work(in)
-	}()
-	err := ConsumeUntil(ctx, js, d, log, func(m jetstream.Msg) { in <- m })
-	close(in)
-	<-done
+// ConsumeBatches is ConsumeUntil for a worker that batches: messages join a
+// batcher (pkg/batcher, cfg) that hands them to flush. Once ctx ends and the
+// consumer has drained, the batcher hands over what it holds, and
+// ConsumeBatches returns when every batch is released. The batcher holds at
+// most MaxAckPending messages: the server never has more outstanding.
+func ConsumeBatches(ctx context.Context, js jetstream.JetStream, d Durable, log *zap.Logger, cfg batcher.Config, flush batcher.Flush[jetstream.Msg]) error {
+	b := batcher.New(cfg, nil, flush)
+	bctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(bctx) }()
+	err := ConsumeUntil(ctx, js, d, log, func(m jetstream.Msg) {
+		if _, err := b.Add(m); err != nil {
+			// Not reached (the batcher is unbounded and stops after
+			// the consumer): left unacked, the message comes again.
+			log.Error("message not batched", zap.String("consumer", d.Name), zap.Error(err))
+		}
+	})
+	stop()
+	if berr := <-done; err == nil {
+		err = berr
+	}
 	return err
 }

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/pkg/batcher"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/metrics"
@@ -73,23 +75,18 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer close(settled)
 		w.awaitAcks(queue)
 	}()
-	err := bus.ConsumeInto(ctx, w.js, bus.Durable{
-		Stream: w.cfg.Names.EventsStream, Name: w.cfg.Names.MapperConsumer, AckWait: w.cfg.AckWait,
-		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
+	// A batch is whatever arrived while the last one was processed, up
+	// to one envelope's worth of events messages.
+	err := bus.ConsumeBatches(ctx, w.js, bus.Durable{
+		Stream: w.cfg.Names.EventsStream, Name: w.cfg.Names.MapperConsumer, ConsumerConfig: w.cfg.Consumer,
 		Consuming: func() { w.consuming.Store(true) },
-	}, w.log, func(in <-chan jetstream.Msg) { w.loop(in, queue) })
+	}, w.log, batcher.Config{MaxItems: w.cfg.EnvelopeMax}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
+		w.process(b.Items, queue)
+		release(0)
+	})
 	close(queue)
 	<-settled
 	return err
-}
-
-func (w *Worker) loop(in <-chan jetstream.Msg, queue chan<- *envelope) {
-	batch := make([]jetstream.Msg, 0, w.cfg.EnvelopeMax)
-	for first := range in {
-		batch = bus.Gather(in, append(batch[:0], first), w.cfg.EnvelopeMax, 0)
-		w.process(batch, queue)
-		clear(batch)
-	}
 }
 
 // process maps a batch of events messages and publishes them as envelopes.

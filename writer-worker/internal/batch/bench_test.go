@@ -31,11 +31,12 @@ func BenchmarkBuildBatch(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		items := make([]*item, len(evs))
+		items := make([]dedupe.Item, len(evs))
+		idx := make([]int, len(evs))
 		for i := range evs {
-			items[i] = &item{Item: dedupe.Item{Event: evs[i]}}
+			items[i], idx[i] = dedupe.Item{Event: evs[i]}, i
 		}
-		if rows := valueRows(items); len(rows) != n {
+		if rows := valueRows(items, idx); len(rows) != n {
 			b.Fatalf("%d rows", len(rows))
 		}
 	}

@@ -33,9 +33,7 @@ type Config struct {
 	RawMaxRows    int
 	RawInterval   time.Duration
 	InsertTimeout time.Duration
-	MaxAckPending int
-	PullBatch     int
-	AckWait       time.Duration
+	Consumer      bus.ConsumerConfig
 	// KeyWindow is how long the outcome of a keyed event (one sent with an
 	// Idempotency-Key) answers its retries.
 	KeyWindow time.Duration
@@ -55,9 +53,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Int(&c.RawMaxRows, "raw-batch-max-rows", 20000, "most raw messages in one insert")
 	s.Duration(&c.RawInterval, "raw-batch-interval", 500*time.Millisecond, "longest a raw message waits for its insert (the Messages view lags by this)")
 	s.Duration(&c.InsertTimeout, "insert-timeout", 3*time.Second, "time allowed for one batch's inserts")
-	s.Int(&c.MaxAckPending, "max-ack-pending", 2000, "envelopes held unacknowledged by this consumer")
-	s.Int(&c.PullBatch, "pull-batch", 200, "envelopes pulled from JetStream per request")
-	s.Duration(&c.AckWait, "ack-wait", 10*time.Second, "redelivery delay of an unacknowledged envelope (a crashed copy's envelopes wait this long)")
+	c.Consumer.Register(s, bus.ConsumerConfig{MaxAckPending: 2000, PullBatch: 200, AckWait: 10 * time.Second}, "envelopes")
 	s.Duration(&c.KeyWindow, "idempotency-window", 24*time.Hour, "how long a retry with the same Idempotency-Key gets the first attempt's outcome instead of storing again")
 	c.Limits.Register(s, settle.Limits{MaxDeliver: 200, RetryDelay: time.Second, RetryMaxDelay: 30 * time.Second})
 }
@@ -73,14 +69,15 @@ func (c *Config) Validate() error {
 		return errors.New("RAW_BATCH_MAX_ROWS and RAW_BATCH_INTERVAL must be positive")
 	case c.InsertTimeout <= 0:
 		return errors.New("INSERT_TIMEOUT must be positive")
-	case c.MaxAckPending < c.MaxBatch:
+	case c.Consumer.MaxAckPending < c.MaxBatch:
 		return errors.New("MAX_ACK_PENDING must be at least BATCH_MAX_MESSAGES")
-	case c.PullBatch < 1:
-		return errors.New("PULL_BATCH must be at least 1")
-	case c.AckWait <= c.InsertTimeout:
+	case c.Consumer.AckWait <= c.InsertTimeout:
 		return errors.New("ACK_WAIT must exceed INSERT_TIMEOUT")
 	case c.KeyWindow <= 0:
 		return errors.New("IDEMPOTENCY_WINDOW must be positive")
+	}
+	if err := c.Consumer.Validate(); err != nil {
+		return err
 	}
 	return c.Limits.Validate()
 }

@@ -22,17 +22,13 @@ type source struct {
 	items []int // its events, indexes into the batch's items
 }
 
-// item is one event of a batch.
-type item struct {
-	dedupe.Item
-	// err is why its values are not stored (nil: stored, or nothing to
-	// store); a permanent one is this event's alone (see isolate).
-	err error
-}
+// A batch's events are items []dedupe.Item with errs []error beside them:
+// errs[i] is why item i's values are not stored (nil: stored, or nothing to
+// store); a permanent one is that event's alone (see isolate).
 
 // needsStore reports whether the event's outcome waits on this batch's
 // inserts: its values, or (keyed) the record of its outcome.
-func (it *item) needsStore() bool {
+func needsStore(it *dedupe.Item) bool {
 	return (it.Event.Outcome == outcome.Stored || it.Event.Keyed) && !it.Repeat
 }
 
@@ -48,25 +44,19 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
 	defer cancel()
 
-	checks := make([]dedupe.Item, len(items))
-	for i := range items {
-		checks[i] = items[i].Item
-	}
-	err := w.checks.Mark(ctx, checks)
-	for i := range items {
-		items[i].Item = checks[i]
-	}
+	errs := make([]error, len(items))
+	err := w.checks.Mark(ctx, items)
 	if err != nil {
 		w.m.failures.WithLabelValues(tableValues).Inc()
 	} else {
-		err = w.storeValues(ctx, items)
+		err = w.storeValues(ctx, items, errs)
 	}
 	w.m.batchEvents.Observe(float64(len(items)))
 	if err != nil {
 		w.log.Warn("values not stored", zap.Int("events", len(items)), zap.Error(err))
 		for i := range items {
-			if items[i].needsStore() && items[i].err == nil {
-				items[i].err = err
+			if needsStore(&items[i]) && errs[i] == nil {
+				errs[i] = err
 			}
 		}
 	} else {
@@ -76,7 +66,7 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 	var answers settle.Replies
 	rb := rawBatch{rows: make([]chstore.MessageRow, 0, len(items))}
 	for _, src := range srcs {
-		w.settleSource(src, items, &answers, &rb)
+		w.settleSource(src, items, errs, &answers, &rb)
 	}
 	w.keys.Remember(rb.keys)
 	if err := answers.Send(w.nc); err != nil {
@@ -87,8 +77,8 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 
 // decode reads the batch's envelopes; one that cannot be read, or that has
 // been delivered too often, goes to the dead letters here.
-func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []item) {
-	var items []item
+func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []dedupe.Item) {
+	var items []dedupe.Item
 	srcs := make([]source, 0, len(msgs))
 	for _, m := range msgs {
 		delivered := settle.Delivered(m)
@@ -107,7 +97,7 @@ func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []item) {
 		for _, ev := range evs {
 			ev.Replay = ev.Replay || replay
 			src.items = append(src.items, len(items))
-			items = append(items, item{Item: dedupe.Item{Event: ev, Check: delivered > 1 || ev.MaybeStored || ev.Replay}})
+			items = append(items, dedupe.Item{Event: ev, Check: delivered > 1 || ev.MaybeStored || ev.Replay})
 		}
 		srcs = append(srcs, src)
 	}
@@ -117,11 +107,11 @@ func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []item) {
 // settleSource answers one envelope's events and settles it as the policy
 // says: events rejected for good go to the dead letters on their own, the
 // envelope follows the rest. What to ack is handed to the raw message log.
-func (w *Writer) settleSource(src source, items []item, answers *settle.Replies, rb *rawBatch) {
+func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, answers *settle.Replies, rb *rawBatch) {
 	var rejected []event.Mapped
 	var rejectErr, failErr error
 	for _, i := range src.items {
-		switch err := items[i].err; {
+		switch err := errs[i]; {
 		case err == nil:
 		case settle.KindOf(err) == settle.Permanent:
 			rejected, rejectErr = append(rejected, items[i].Event), err
@@ -139,10 +129,10 @@ func (w *Writer) settleSource(src source, items []item, answers *settle.Replies,
 	d := w.settle.Decide(src.msg, result, failErr, src.keyed)
 	for _, i := range src.items {
 		it := &items[i]
-		code, answer := w.answerFor(it, d)
+		code, answer := w.answerFor(it, errs[i], d)
 		if answer {
 			w.m.answered.WithLabelValues(code.String()).Inc()
-			answers.Add(it.Event.Reply, event.Reply{ID: it.Event.ID, Code: code, Detail: storageDetail(it.err)})
+			answers.Add(it.Event.Reply, event.Reply{ID: it.Event.ID, Code: code, Detail: storageDetail(errs[i])})
 		}
 		if d.Action == settle.Retry || (it.Event.Keyed && it.Repeat) {
 			continue // answered for good already, or to be tried again
@@ -169,14 +159,14 @@ func (w *Writer) settleSource(src source, items []item, answers *settle.Replies,
 
 // answerFor is the code an event is answered with under decision d, and
 // whether it is answered now.
-func (w *Writer) answerFor(it *item, d settle.Decision) (outcome.Code, bool) {
+func (w *Writer) answerFor(it *dedupe.Item, err error, d settle.Decision) (outcome.Code, bool) {
 	switch {
-	case it.err != nil && settle.KindOf(it.err) == settle.Permanent:
+	case err != nil && settle.KindOf(err) == settle.Permanent:
 		return outcome.StorageFailed, true // its own dead letter
 	case it.Repeat:
 		w.m.keyedRepeats.Inc()
 		return it.Prior, true
-	case !it.needsStore():
+	case !needsStore(it):
 		return it.Event.Outcome, true // final whatever the inserts did
 	case d.Answer == settle.AnswerOutcome:
 		return it.Event.Outcome, true

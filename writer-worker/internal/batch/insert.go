@@ -7,6 +7,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
 )
 
 // isolateBudget bounds the inserts spent finding which events a table
@@ -18,72 +19,73 @@ func isolateBudget(n int) int { return min(1024, max(64, 2*n)) }
 
 // storeValues inserts the values of items in one INSERT. When ClickHouse
 // rejects it for good, the batch is split in halves until the events it
-// rejects are found; those get the permanent error (their own dead letters),
-// the others are stored. An error returned is a transient failure of the
-// whole batch.
-func (w *Writer) storeValues(ctx context.Context, items []item) error {
-	var todo []*item
+// rejects are found; those get the permanent error in errs (their own dead
+// letters), the others are stored. An error returned is a transient failure
+// of the whole batch.
+func (w *Writer) storeValues(ctx context.Context, items []dedupe.Item, errs []error) error {
+	var todo []int
 	for i := range items {
 		it := &items[i]
 		if it.Event.Outcome == outcome.Stored && !it.SkipValues && len(it.Event.Values) > 0 {
-			todo = append(todo, it)
+			todo = append(todo, i)
 		}
 	}
-	err := w.insert(ctx, todo)
+	err := w.insert(ctx, items, todo)
 	if settle.KindOf(err) != settle.Permanent {
 		return err
 	}
 	budget := isolateBudget(len(todo))
-	w.isolate(ctx, todo, err, &budget)
+	w.isolate(ctx, items, errs, todo, err, &budget)
 	return nil
 }
 
-// isolate finds the events of group, whose insert failed for good with err,
-// that the table rejects; it sets err on them and on the events of halves
-// that failed transiently.
-func (w *Writer) isolate(ctx context.Context, group []*item, err error, budget *int) {
+// isolate finds the events of group (indexes into items), whose insert
+// failed for good with err, that the table rejects; it sets err on them and
+// on the events of halves that failed transiently.
+func (w *Writer) isolate(ctx context.Context, items []dedupe.Item, errs []error, group []int, err error, budget *int) {
 	if len(group) == 1 || *budget <= 0 {
-		for _, it := range group {
-			it.err = err
+		for _, i := range group {
+			errs[i] = err
 		}
 		return
 	}
 	half := len(group) / 2
-	for _, part := range [][]*item{group[:half], group[half:]} {
+	for _, part := range [][]int{group[:half], group[half:]} {
 		*budget--
-		switch perr := w.insert(ctx, part); {
+		switch perr := w.insert(ctx, items, part); {
 		case perr == nil:
 		case settle.KindOf(perr) == settle.Permanent:
-			w.isolate(ctx, part, perr, budget)
+			w.isolate(ctx, items, errs, part, perr, budget)
 		default:
-			for _, it := range part {
-				it.err = perr
+			for _, i := range part {
+				errs[i] = perr
 			}
 		}
 	}
 }
 
-// insert writes the values of items in one INSERT.
-func (w *Writer) insert(ctx context.Context, items []*item) error {
-	rows := valueRows(items)
+// insert writes the values of the items at idx in one INSERT.
+func (w *Writer) insert(ctx context.Context, items []dedupe.Item, idx []int) error {
+	rows := valueRows(items, idx)
 	start := time.Now()
 	err := w.store.InsertValues(ctx, rows)
 	w.m.observeInsert(tableValues, len(rows), start, err)
 	return err
 }
 
-// valueRows lists the rows of items' values.
-func valueRows(items []*item) []chstore.ValueRow {
+// valueRows lists the rows of the values of the items at idx.
+func valueRows(items []dedupe.Item, idx []int) []chstore.ValueRow {
 	n := 0
-	for _, it := range items {
-		n += len(it.Event.Values)
+	for _, i := range idx {
+		n += len(items[i].Event.Values)
 	}
 	rows := make([]chstore.ValueRow, 0, n)
-	for _, it := range items {
-		for _, v := range it.Event.Values {
+	for _, i := range idx {
+		ev := &items[i].Event
+		for _, v := range ev.Values {
 			rows = append(rows, chstore.ValueRow{
-				Entity: v.Entity, Input: v.Input, TsNs: it.Event.ReceivedNs, Serial: it.Event.Serial,
-				DeviceInput: v.DeviceInput, EventID: it.Event.ID, JSON: v.JSON,
+				Entity: v.Entity, Input: v.Input, TsNs: ev.ReceivedNs, Serial: ev.Serial,
+				DeviceInput: v.DeviceInput, EventID: ev.ID, JSON: v.JSON,
 			})
 		}
 	}

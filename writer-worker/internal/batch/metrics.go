@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
+
 	"github.com/devicehub/eventservice/pkg/metrics"
 )
 
@@ -78,7 +80,7 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 var latencyBuckets = []float64{.001, .0025, .005, .01, .015, .02, .025, .03, .04, .05, .075, .1, .2, .5, 1, 2.5, 5}
 
 // observeAges records the age of each event at the time given.
-func (m *writerMetrics) observeAges(o prometheus.Observer, items []item, at time.Time) {
+func (m *writerMetrics) observeAges(o prometheus.Observer, items []dedupe.Item, at time.Time) {
 	ns := at.UnixNano()
 	for i := range items {
 		o.Observe(float64(ns-items[i].Event.ReceivedNs) / 1e9)

@@ -7,6 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/pkg/batcher"
 	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
@@ -26,72 +27,41 @@ type pendingAck struct {
 	keyed bool
 }
 
-// rawLog writes the Messages view in large, infrequent inserts: it is a
+// logRaw writes the Messages view in large, infrequent inserts: it is a
 // downstream stage (spec section 1), off the confirmation path. Events are
 // acked only after their raw message is stored, so a crash loses nothing: a
 // redelivered event's values are found already stored and skipped.
-func (w *Writer) rawLog(in <-chan rawBatch) {
-	var (
-		rows  []chstore.MessageRow
-		keys  []chstore.KeyRow
-		acks  []pendingAck
-		timer *time.Timer
-		due   <-chan time.Time
-	)
-	flush := func() {
-		if timer != nil {
-			timer.Stop()
-			timer, due = nil, nil
-		}
-		if len(rows) == 0 && len(acks) == 0 {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
-		start := time.Now()
-		err := w.store.InsertMessages(ctx, rows)
-		w.m.observeInsert(tableMessages, len(rows), start, err)
-		if err == nil {
-			start = time.Now()
-			err = w.store.InsertKeys(ctx, keys)
-			w.m.observeInsert(tableKeys, len(keys), start, err)
-		}
-		cancel()
-		// Stored, or the redelivery finds the values stored and answers
-		// the same again.
-		w.keys.Forget(keys)
-		result := settle.Done
-		if err != nil {
-			// Redelivered later: values are skipped as stored, the raw
-			// message is written then.
-			result = settle.HandoffFailed
-		}
-		for _, a := range acks {
-			w.settle.Apply(a.msg, w.settle.Decide(a.msg, result, err, a.keyed), err, a.keyed)
-		}
-		if err != nil {
-			w.log.Warn("raw messages not stored, events will be redelivered", zap.Int("messages", len(rows)), zap.Error(err))
-		}
-		rows, keys, acks = rows[:0], keys[:0], acks[:0]
+func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration)) {
+	defer release(0)
+	var rows []chstore.MessageRow
+	var keys []chstore.KeyRow
+	var acks []pendingAck
+	for _, rb := range b.Items {
+		rows = append(rows, rb.rows...)
+		keys = append(keys, rb.keys...)
+		acks = append(acks, rb.acks...)
 	}
-	for {
-		select {
-		case b, ok := <-in:
-			if !ok {
-				flush()
-				return
-			}
-			rows = append(rows, b.rows...)
-			keys = append(keys, b.keys...)
-			acks = append(acks, b.acks...)
-			if len(rows) >= w.cfg.RawMaxRows {
-				flush()
-			} else if timer == nil {
-				timer = time.NewTimer(w.cfg.RawInterval)
-				due = timer.C
-			}
-		case <-due:
-			timer, due = nil, nil
-			flush()
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
+	start := time.Now()
+	err := w.store.InsertMessages(ctx, rows)
+	w.m.observeInsert(tableMessages, len(rows), start, err)
+	if err == nil {
+		start = time.Now()
+		err = w.store.InsertKeys(ctx, keys)
+		w.m.observeInsert(tableKeys, len(keys), start, err)
+	}
+	cancel()
+	// Stored, or the redelivery finds the values stored and answers the
+	// same again.
+	w.keys.Forget(keys)
+	result := settle.Done
+	if err != nil {
+		// Redelivered later: values are skipped as stored, the raw
+		// message is written then.
+		result = settle.HandoffFailed
+		w.log.Warn("raw messages not stored, events will be redelivered", zap.Int("messages", len(rows)), zap.Error(err))
+	}
+	for _, a := range acks {
+		w.settle.Apply(a.msg, w.settle.Decide(a.msg, result, err, a.keyed), err, a.keyed)
 	}
 }

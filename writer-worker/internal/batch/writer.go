@@ -5,6 +5,7 @@ package batch
 
 import (
 	"context"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/pkg/batcher"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/settle"
@@ -60,38 +62,27 @@ func (w *Writer) Consuming() bool { return w.consuming.Load() }
 // Run consumes until ctx ends, then stops pulling, flushes what it holds and
 // settles it before returning.
 func (w *Writer) Run(ctx context.Context) error {
-	raw := make(chan rawBatch, 64)
-	logged := make(chan struct{})
-	go func() {
-		defer close(logged)
-		w.rawLog(raw)
-	}()
-	err := bus.ConsumeInto(ctx, w.js, bus.Durable{
-		Stream: w.cfg.Names.MappedStream, Name: w.cfg.Names.WriterConsumer, AckWait: w.cfg.AckWait,
-		MaxAckPending: w.cfg.MaxAckPending, PullBatch: w.cfg.PullBatch,
+	// The raw message log batches the flushes' raw messages: one insert
+	// per RAW_BATCH_INTERVAL or RAW_BATCH_MAX_ROWS.
+	raw := batcher.New(batcher.Config{MaxSize: w.cfg.RawMaxRows, MaxItems: math.MaxInt, Linger: w.cfg.RawInterval},
+		func(b rawBatch) int { return len(b.rows) }, w.logRaw)
+	rawCtx, stopRaw := context.WithCancel(context.Background())
+	logged := make(chan error, 1)
+	go func() { logged <- raw.Run(rawCtx) }()
+	// A value batch is whatever arrived while the last insert ran and the
+	// pause after it: after a batch of n events the next starts no sooner
+	// than max(MIN_INTERVAL, min(n*PACE_PER_EVENT, MAX_INTERVAL)) later.
+	err := bus.ConsumeBatches(ctx, w.js, bus.Durable{
+		Stream: w.cfg.Names.MappedStream, Name: w.cfg.Names.WriterConsumer, ConsumerConfig: w.cfg.Consumer,
 		Consuming: func() { w.consuming.Store(true) },
-	}, w.log, func(in <-chan jetstream.Msg) { w.loop(in, raw) })
-	close(raw)
+	}, w.log, batcher.Config{MaxItems: w.cfg.MaxBatch, Linger: w.cfg.Linger}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
+		rb, events := w.flush(b.Items)
+		if len(rb.rows) > 0 || len(rb.keys) > 0 || len(rb.acks) > 0 {
+			_, _ = raw.Add(rb) // unbounded, and stopped only after this
+		}
+		release(max(w.cfg.MinInterval, min(time.Duration(events)*w.cfg.PacePerEvent, w.cfg.MaxInterval)))
+	})
+	stopRaw()
 	<-logged
 	return err
-}
-
-// loop flushes batches until in is closed and empty, pacing the starts of
-// value inserts by the size of the last batch.
-func (w *Writer) loop(in <-chan jetstream.Msg, raw chan<- rawBatch) {
-	batch := make([]jetstream.Msg, 0, w.cfg.MaxBatch)
-	var next time.Time
-	for first := range in {
-		if wait := time.Until(next); wait > 0 {
-			time.Sleep(wait)
-		}
-		start := time.Now()
-		batch = bus.Gather(in, append(batch[:0], first), w.cfg.MaxBatch, w.cfg.Linger)
-		rb, events := w.flush(batch)
-		if len(rb.rows) > 0 || len(rb.keys) > 0 || len(rb.acks) > 0 {
-			raw <- rb
-		}
-		next = start.Add(max(w.cfg.MinInterval, min(time.Duration(events)*w.cfg.PacePerEvent, w.cfg.MaxInterval)))
-		clear(batch)
-	}
 }

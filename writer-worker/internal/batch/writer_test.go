@@ -95,7 +95,7 @@ func mapped(id string, code outcome.Code, values ...string) event.Mapped {
 	return m
 }
 
-var testCfg = Config{MaxBatch: 10, PacePerEvent: 10 * time.Microsecond, MaxInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second,
+var testCfg = Config{MaxBatch: 10, PacePerEvent: 10 * time.Microsecond, MaxInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, Consumer: bus.ConsumerConfig{MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second},
 	Names: bus.DefaultNames, KeyWindow: time.Hour,
 	Limits: settle.Limits{MaxDeliver: 100, RetryDelay: 100 * time.Millisecond, RetryMaxDelay: 100 * time.Millisecond}}
 
@@ -164,7 +164,7 @@ func TestWriterSkipsValuesOfARedeliveredStoredEvent(t *testing.T) {
 	for range b.Messages() {
 	}
 	cfg := testCfg
-	cfg.AckWait = time.Second
+	cfg.Consumer.AckWait = time.Second
 	cfg.InsertTimeout = 500 * time.Millisecond
 	r.run(t, cfg)
 
