@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 // Every setting of every program (its flags, each with an environment

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/writer-worker/schema"
 )
 
 func TestStorageFailureIsReportedAndRecovers(t *testing.T) {
@@ -33,7 +33,7 @@ func TestStorageFailureIsReportedAndRecovers(t *testing.T) {
 	conformEvent(t, r)
 
 	// ClickHouse comes back (here: the table); no program is restarted.
-	for _, stmt := range testenv.SchemaStatements(t, s.db) {
+	for _, stmt := range schema.Statements(s.db) {
 		if err := s.ch.Exec(ctx, stmt); err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/writer-worker/schema"
 )
 
 const storedMsg = "Message processed and data stored successfully"
@@ -127,7 +127,7 @@ func TestIdempotencyKey(t *testing.T) {
 		if r.Status != 503 || r.Body["message"] != "Message processed but failed to store data" || r.Header.Get("Retry-After") == "" {
 			t.Fatalf("retry with event_keys unreadable: %d %s", r.Status, r.Raw)
 		}
-		for _, stmt := range testenv.SchemaStatements(t, s.db) {
+		for _, stmt := range schema.Statements(s.db) {
 			if err := s.ch.Exec(ctx, stmt); err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +147,7 @@ func TestIdempotencyKey(t *testing.T) {
 		if r.Status != 503 || r.Body["message"] != "Message processed but failed to store data" {
 			t.Fatalf("with the table gone: %d %s", r.Status, r.Raw)
 		}
-		for _, stmt := range testenv.SchemaStatements(t, s.db) {
+		for _, stmt := range schema.Statements(s.db) {
 			if err := s.ch.Exec(ctx, stmt); err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/devicehub/eventservice/writer-worker/schema"
 )
 
 func main() {
@@ -44,11 +46,9 @@ func run(addr string, pid int, runs string, dur time.Duration) error {
 	}
 	defer conn.Close()
 	db := fmt.Sprintf("chcost_%d", time.Now().Unix())
-	stmts, err := schemaStatements(schemaFile, db)
-	if err != nil {
-		return err
-	}
-	for _, stmt := range stmts {
+	// The schema writer-worker applies: chcost prices inserts into
+	// exactly those tables.
+	for _, stmt := range schema.Statements(db) {
 		if err := conn.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("schema: %w", err)
 		}
@@ -154,29 +154,4 @@ func cpu(pid int) (user, sys float64, err error) {
 		return 0, 0, fmt.Errorf("unreadable /proc/%d/stat", pid)
 	}
 	return u / 100, k / 100, nil // clock ticks: 100 per second on Linux
-}
-
-// schemaFile is the schema writer-worker embeds and applies; chcost prices
-// inserts into exactly those tables.
-const schemaFile = "writer-worker/internal/chstore/schema.sql"
-
-// schemaStatements reads the schema's statements for database db: "--"
-// comments dropped, split at ";", {db} filled in.
-func schemaStatements(path, db string) ([]string, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read schema (run from the repository root): %w", err)
-	}
-	var kept []string
-	for _, l := range strings.Split(string(raw), "\n") {
-		l, _, _ = strings.Cut(l, "--")
-		kept = append(kept, l)
-	}
-	var out []string
-	for _, stmt := range strings.Split(strings.Join(kept, "\n"), ";") {
-		if stmt = strings.TrimSpace(stmt); stmt != "" {
-			out = append(out, strings.ReplaceAll(stmt, "{db}", db))
-		}
-	}
-	return out, nil
 }

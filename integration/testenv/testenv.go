@@ -12,8 +12,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -237,31 +235,4 @@ func FreePort(t testing.TB) int {
 	}
 	t.Fatal("no free loopback port below the ephemeral range in 100 tries")
 	return 0
-}
-
-// SchemaStatements returns writer-worker's ClickHouse schema for database
-// db, statement by statement, read from the file it embeds: tests that break
-// a table put it back with these.
-func SchemaStatements(t testing.TB, db string) []string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := os.ReadFile(filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), "writer-worker/internal/chstore/schema.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var kept []string
-	for _, l := range strings.Split(string(raw), "\n") {
-		l, _, _ = strings.Cut(l, "--")
-		kept = append(kept, l)
-	}
-	var stmts []string
-	for _, s := range strings.Split(strings.Join(kept, "\n"), ";") {
-		if s = strings.TrimSpace(s); s != "" {
-			stmts = append(stmts, strings.ReplaceAll(s, "{db}", db))
-		}
-	}
-	return stmts
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/devicehub/eventservice/pkg/envflag"
+	"github.com/devicehub/eventservice/writer-worker/schema"
 )
 
 // Config is how to reach ClickHouse.
@@ -84,7 +85,7 @@ func Open(cfg Config) (*Store, error) {
 
 // Migrate applies the schema; every statement is idempotent.
 func (s *Store) Migrate(ctx context.Context) error {
-	for _, stmt := range schemaStatements(s.db) {
+	for _, stmt := range schema.Statements(s.db) {
 		if err := s.conn.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("apply schema: %w", err)
 		}

@@ -1,6 +1,7 @@
-// schema.go embeds the service's ClickHouse schema, applied by Migrate.
-// writer-worker applies exactly the file operators read under deploy/.
-package chstore
+// Package schema is the service's ClickHouse schema: writer-worker applies
+// it at start, tests use it to put a table they broke back, bench/chcost
+// measures inserts into it. It lies outside internal/ for those two.
+package schema
 
 import (
 	_ "embed"
@@ -12,7 +13,7 @@ var schema string
 
 // Statements returns the schema's statements for database db, in order,
 // with "--" comments removed (the schema holds no "--" inside a string).
-func schemaStatements(db string) []string {
+func Statements(db string) []string {
 	var b strings.Builder
 	for _, l := range strings.Split(schema, "\n") {
 		if i := strings.Index(l, "--"); i >= 0 {
