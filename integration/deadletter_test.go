@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/devicehub/eventservice/writer-worker/schema"
 )
 
 // deadLetters runs `writer-worker dead-letters args...` against the stack's
@@ -140,5 +142,58 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	m := s.scrape(t, "writer-worker")
 	if n := m[`writer_worker_dead_letters_total{reason="permanent_failure"}`]; n < 2 || n > 12 {
 		t.Errorf("dead_letters_total = %v, want one per envelope with refused events (2 to 12)", n)
+	}
+}
+
+// A keyed event whose insert keeps failing for a reason that may pass (its
+// table is gone) is retried with backoff until MAX_DELIVER, then kept as a
+// dead letter for the delivery limit; the device's retries are answered
+// "failed to store" meanwhile. Once the table is back, the replay stores it
+// once and the device's retry is answered stored.
+func TestDeliveryLimitDeadLetter(t *testing.T) {
+	s := startStack(t, "MAX_DELIVER=4", "RETRY_DELAY=50ms", "RETRY_MAX_DELAY=100ms")
+	ctx := context.Background()
+	s.admin(t, "PUT", "/devices/dev-lim", `{"accessToken":"tok-lim","inputs":[{"name":"t","entity":"lim","entityInput":"t"}]}`)
+	if err := s.ch.Exec(ctx, "DROP TABLE "+s.db+".input_values"); err != nil {
+		t.Fatal(err)
+	}
+	const failed = "Message processed but failed to store data"
+	keyed := keyHeader("tok-lim", "reading-lim")
+	if r := s.post(t, `{"serial":"dev-lim","data":{"t":7}}`, keyed); r.Status != 503 {
+		t.Fatalf("keyed event with its table gone answered %d %v", r.Status, r.Body)
+	}
+	var letters []map[string]any
+	eventually(t, 20*time.Second, func() bool {
+		letters = s.deadLetters(t, "list")
+		return len(letters) > 0
+	})
+	l := letters[0]
+	if len(letters) != 1 || l["reason"] != "delivery_limit" || l["keyed"] != true || l["events"] != 1.0 || l["deliveries"].(float64) < 4 {
+		t.Fatalf("dead letters %v, want one keyed letter of one event for the delivery limit after 4 deliveries", letters)
+	}
+	r := s.post(t, `{"serial":"dev-lim","data":{"t":7}}`, keyed)
+	if r.Status != 503 || r.Body["message"] != failed {
+		t.Fatalf("retry of a dead-lettered key answered %d %v", r.Status, r.Body)
+	}
+	if n := s.scrape(t, "writer-worker")[`writer_worker_dead_letters_total{reason="delivery_limit"}`]; n != 1 {
+		t.Fatalf("dead_letters_total{delivery_limit} = %v, want 1", n)
+	}
+
+	for _, stmt := range schema.Statements(s.db) {
+		if err := s.ch.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep := s.deadLetters(t, "replay"); len(rep) != 1 || rep[0]["replayed"] != 1.0 {
+		t.Fatalf("replay report %v", rep)
+	}
+	values := func() uint64 { return s.count(t, "input_values WHERE serial = 'dev-lim'") }
+	eventually(t, 10*time.Second, func() bool { return values() == 1 })
+	expect(t, s.post(t, `{"serial":"dev-lim","data":{"t":7}}`, keyed), 200, "Message processed and data stored successfully", "")
+	if n := values(); n != 1 {
+		t.Fatalf("dev-lim has %d values after the replay and the retry, want 1", n)
+	}
+	if left := s.deadLetters(t, "list"); len(left) != 0 {
+		t.Fatalf("dead letters left after the replay: %v", left)
 	}
 }

@@ -22,7 +22,7 @@ type Letter struct {
 	Subject    string    `json:"subject"` // where a replay sends it
 	Reason     string    `json:"reason"`
 	Error      string    `json:"error,omitempty"`
-	Deliveries string    `json:"deliveries"`
+	Deliveries uint64    `json:"deliveries"`
 	Keyed      bool      `json:"keyed"`
 	Events     int       `json:"events"` // events it holds (0: unreadable)
 	Bytes      int       `json:"bytes"`
@@ -42,9 +42,10 @@ func countEvents(data []byte) int {
 
 func letterOf(m *jetstream.RawStreamMsg) Letter {
 	keyed, _ := strconv.ParseBool(m.Header.Get(HeaderKeyed))
+	deliveries, _ := strconv.ParseUint(m.Header.Get(HeaderDeliveries), 10, 64)
 	return Letter{Seq: m.Sequence, Time: m.Time.UTC(), Subject: m.Header.Get(HeaderSubject),
 		Reason: m.Header.Get(HeaderReason), Error: m.Header.Get(HeaderError),
-		Deliveries: m.Header.Get(HeaderDeliveries), Keyed: keyed, Events: countEvents(m.Data), Bytes: len(m.Data)}
+		Deliveries: deliveries, Keyed: keyed, Events: countEvents(m.Data), Bytes: len(m.Data)}
 }
 
 // Letters reads dead letters from sequence from on, at most limit of them,
