@@ -60,7 +60,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		AdminToken: cfg.AdminToken,
 		Names:      cfg.NATS.Names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: cfg.DiscardBodyBytes, MaxInFlight: cfg.MaxInFlight,
-			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout},
+			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout, ReadingTime: cfg.ReadingTime},
 	})
 	// The operations listener's /readyz checks what the API's does.
 	ops := health.New(cfg.MetricsAddr, srv.Ready)
@@ -83,14 +83,14 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "ops", Run: ops.Run},
 		},
 		program.Stage{{Name: "http", Run: func(ctx context.Context) error {
-			return serve(ctx, cfg, hs, srv, log.With(zap.Int("devices", store.Cache().Len())))
+			return serve(ctx, cfg, hs, srv, store.Cache().Len(), log)
 		}}},
 	)
 }
 
 // serve answers HTTP until ctx ends, then shuts down in order: not ready,
 // stop accepting, answer what is in flight.
-func serve(ctx context.Context, cfg Config, hs *http.Server, srv *api.Server, log *zap.Logger) error {
+func serve(ctx context.Context, cfg Config, hs *http.Server, srv *api.Server, devices int, log *zap.Logger) error {
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -103,7 +103,7 @@ func serve(ctx context.Context, cfg Config, hs *http.Server, srv *api.Server, lo
 			serveErr <- hs.Serve(ln)
 		}
 	}()
-	log.Info("ingest-api listening", zap.String("addr", ln.Addr().String()))
+	log.Info("ingest-api listening", zap.String("addr", ln.Addr().String()), zap.Int("devices", devices))
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:

@@ -22,6 +22,7 @@ func (w *writer) uvarint(v uint64) { w.b = binary.AppendUvarint(w.b, v) }
 func (w *writer) str(s string)     { w.uvarint(uint64(len(s))); w.b = append(w.b, s...) }
 func (w *writer) bytes(p []byte)   { w.uvarint(uint64(len(p))); w.b = append(w.b, p...) }
 func (w *writer) byte(c byte)      { w.b = append(w.b, c) }
+func (w *writer) varint(v int64)   { w.b = binary.AppendVarint(w.b, v) }
 
 type reader struct {
 	b   []byte
@@ -38,6 +39,16 @@ func (r *reader) fail() {
 func (r *reader) uvarint() uint64 {
 	v, n := binary.Uvarint(r.b)
 	// Only the shortest form is valid, so that each value has one encoding.
+	if n <= 0 || (n > 1 && r.b[n-1] == 0) {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
 	if n <= 0 || (n > 1 && r.b[n-1] == 0) {
 		r.fail()
 		return 0
@@ -99,10 +110,13 @@ func (r *reader) done(what string) error {
 
 // Messages on the events stream carry one or more events: ingest-api
 // gathers the unkeyed events of concurrent requests into one message, which
-// costs NATS and the mapper one message instead of one per event. Version 3
-// messages (one event each, from older ingest-api copies) are still read.
+// costs NATS and the mapper one message instead of one per event. Version 5
+// adds the reading time; versions 4 and 3 (one event each), from older
+// ingest-api copies during an upgrade, are still read, as readings at their
+// receive time.
 const (
-	eventsVersion   = 4
+	eventsVersion   = 5
+	noReadingTime   = 4
 	oneEventVersion = 3
 )
 
@@ -116,6 +130,8 @@ func AppendEvent(b []byte, e *Event) []byte {
 	w.str(e.ID)
 	w.str(e.Serial)
 	w.uvarint(uint64(e.ReceivedNs))
+	w.varint(e.ReadingNs)
+	w.str(e.TimeNote)
 	w.uvarint(e.Rev)
 	w.str(e.Reply)
 	w.byte(boolByte(e.Keyed))
@@ -146,23 +162,29 @@ func (r *reader) flag() bool {
 // fields alias data.
 func DecodeEvents(data []byte) ([]Event, error) {
 	r := reader{b: data}
-	switch r.byte() {
-	case eventsVersion:
+	v := r.byte()
+	switch v {
+	case eventsVersion, noReadingTime:
 	case oneEventVersion:
-		e := r.event()
+		e := r.event(false)
 		return []Event{e}, r.done("event")
 	default:
 		r.fail()
 	}
 	var es []Event
 	for r.err == nil && (len(r.b) > 0 || len(es) == 0) {
-		es = append(es, r.event())
+		es = append(es, r.event(v == eventsVersion))
 	}
 	return es, r.done("events")
 }
 
-func (r *reader) event() Event {
-	e := Event{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint()), Rev: r.uvarint(), Reply: r.str()}
+func (r *reader) event(readingTime bool) Event {
+	e := Event{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint())}
+	e.ReadingNs = e.ReceivedNs
+	if readingTime {
+		e.ReadingNs, e.TimeNote = r.varint(), r.str()
+	}
+	e.Rev, e.Reply = r.uvarint(), r.str()
 	e.Keyed = r.flag()
 	e.Payload = r.bytes()
 	return e
@@ -172,6 +194,8 @@ func (w *writer) mapped(m *Mapped) {
 	w.str(m.ID)
 	w.str(m.Serial)
 	w.uvarint(uint64(m.ReceivedNs))
+	w.varint(m.ReadingNs)
+	w.str(m.TimeNote)
 	w.byte(byte(m.Outcome))
 	w.byte(boolByte(m.MaybeStored) | boolByte(m.Keyed)<<1 | boolByte(m.Replay)<<2)
 	w.str(m.Reply)
@@ -186,8 +210,13 @@ func (w *writer) mapped(m *Mapped) {
 	}
 }
 
-func (r *reader) mapped() Mapped {
-	m := Mapped{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint()), Outcome: outcome.Code(r.byte())}
+func (r *reader) mapped(readingTime bool) Mapped {
+	m := Mapped{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint())}
+	m.ReadingNs = m.ReceivedNs
+	if readingTime {
+		m.ReadingNs, m.TimeNote = r.varint(), r.str()
+	}
+	m.Outcome = outcome.Code(r.byte())
 	flags := r.byte()
 	m.MaybeStored, m.Keyed, m.Replay = flags&1 != 0, flags&2 != 0, flags&4 != 0
 	if flags > 7 {
@@ -207,10 +236,14 @@ func (r *reader) mapped() Mapped {
 	return m
 }
 
+// Envelopes of version 4 carry the reading time; version 3 ones, from older
+// mapper copies during an upgrade, are read as readings at receive time.
+const envelopeVersion = 4
+
 // AppendEnvelope appends the encoding of a batch of mapped events to b.
 func AppendEnvelope(b []byte, ms []Mapped) []byte {
 	w := writer{b: b}
-	w.byte(wireVersion)
+	w.byte(envelopeVersion)
 	w.uvarint(uint64(len(ms)))
 	for i := range ms {
 		w.mapped(&ms[i])
@@ -221,11 +254,14 @@ func AppendEnvelope(b []byte, ms []Mapped) []byte {
 // DecodeEnvelope decodes a batch of mapped events; byte fields alias data.
 func DecodeEnvelope(data []byte) ([]Mapped, error) {
 	r := reader{b: data}
-	r.version()
+	v := r.byte()
+	if v != envelopeVersion && v != wireVersion {
+		r.fail()
+	}
 	n := r.count(8)
 	ms := make([]Mapped, 0, n)
 	for range n {
-		ms = append(ms, r.mapped())
+		ms = append(ms, r.mapped(v == envelopeVersion))
 	}
 	return ms, r.done("envelope")
 }

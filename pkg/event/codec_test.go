@@ -10,14 +10,14 @@ import (
 )
 
 func TestRoundTrips(t *testing.T) {
-	ev := Event{ID: "id-1", Serial: "sé rial", ReceivedNs: 1795322239123456789, Rev: 42, Reply: "devices.reply.x", Keyed: true, Payload: []byte(`{"serial":"s","data":{"a":1}}`)}
-	ev2 := Event{ID: "id-2", Serial: "s2", ReceivedNs: 1, Reply: "devices.reply.y", Payload: []byte(`{}`)}
+	ev := Event{ID: "id-1", Serial: "sé rial", ReceivedNs: 1795322239123456789, ReadingNs: 1795322230000000000, TimeNote: "", Rev: 42, Reply: "devices.reply.x", Keyed: true, Payload: []byte(`{"serial":"s","data":{"a":1}}`)}
+	ev2 := Event{ID: "id-2", Serial: "s2", ReceivedNs: 1, ReadingNs: 1, TimeNote: "ts is not a time: stored at receive time", Reply: "devices.reply.y", Payload: []byte(`{}`)}
 	got, err := DecodeEvents(AppendEvent(AppendEvent(nil, &ev), &ev2))
 	if err != nil || !reflect.DeepEqual(got, []Event{ev, ev2}) {
 		t.Fatalf("events round trip: %+v %v", got, err)
 	}
 	ms := []Mapped{
-		{ID: "a", Serial: "s", ReceivedNs: 7, Outcome: outcome.Stored, MaybeStored: true, Reply: "r", Payload: []byte(`{}`),
+		{ID: "a", Serial: "s", ReceivedNs: 7, ReadingNs: -3, TimeNote: "n", Outcome: outcome.Stored, MaybeStored: true, Reply: "r", Payload: []byte(`{}`),
 			Values: []Value{{DeviceInput: "t", Entity: "e", Input: "i", JSON: []byte(`21.5`)}, {DeviceInput: "u", Entity: "e", Input: "j", JSON: []byte(`"x"`)}}},
 		{ID: "b", Serial: "s2", ReceivedNs: 8, Outcome: outcome.NoConnections, Keyed: true, Replay: true, Payload: []byte(`{"x":null}`)},
 		{ID: "c", Serial: "s3", ReceivedNs: 9, Outcome: outcome.Stored, MaybeStored: true, Keyed: true, Payload: []byte(`{}`)},
@@ -77,14 +77,17 @@ func FuzzDecode(f *testing.F) {
 			for i := range es {
 				again = AppendEvent(again, &es[i])
 			}
-			if data[0] == oneEventVersion {
-				again[0] = oneEventVersion
+			if data[0] != eventsVersion {
+				again = nil
+				for i := range es {
+					again = appendOldEvent(again, &es[i], data[0])
+				}
 			}
 			if !bytes.Equal(again, data) {
 				t.Fatal("events do not re-encode to their bytes")
 			}
 		}
-		if ms, err := DecodeEnvelope(data); err == nil && !bytes.Equal(AppendEnvelope(nil, ms), data) {
+		if ms, err := DecodeEnvelope(data); err == nil && data[0] == envelopeVersion && !bytes.Equal(AppendEnvelope(nil, ms), data) {
 			t.Fatal("envelope does not re-encode to its bytes")
 		}
 		if rs, err := DecodeReplies(data); err == nil && !bytes.Equal(AppendReplies(nil, rs), data) {
@@ -96,14 +99,62 @@ func FuzzDecode(f *testing.F) {
 // An older ingest-api's message (version 3, one event) is still read, so
 // that mappers can be upgraded before the front ends.
 func TestOneEventMessagesOfTheOlderVersionAreRead(t *testing.T) {
-	ev := Event{ID: "id-1", Serial: "s", ReceivedNs: 5, Rev: 2, Reply: "r", Payload: []byte(`{}`)}
-	old := AppendEvent(nil, &ev)
-	old[0] = oneEventVersion
+	ev := Event{ID: "id-1", Serial: "s", ReceivedNs: 5, ReadingNs: 5, Rev: 2, Reply: "r", Payload: []byte(`{}`)}
+	old := appendOldEvent(nil, &ev, oneEventVersion)
 	got, err := DecodeEvents(old)
 	if err != nil || !reflect.DeepEqual(got, []Event{ev}) {
 		t.Fatalf("version 3 event: %+v %v", got, err)
 	}
-	if _, err := DecodeEvents(AppendEvent(old, &ev)); !errors.Is(err, ErrMalformed) {
+	if _, err := DecodeEvents(appendOldEvent(old, &ev, oneEventVersion)); !errors.Is(err, ErrMalformed) {
 		t.Fatal("a version 3 message with two events accepted")
 	}
+	// Version 4 (several events, no reading time): read at receive time.
+	ev2 := Event{ID: "id-2", Serial: "t", ReceivedNs: 9, ReadingNs: 9, Payload: []byte(`{}`)}
+	got, err = DecodeEvents(appendOldEvent(appendOldEvent(nil, &ev, noReadingTime), &ev2, noReadingTime))
+	if err != nil || !reflect.DeepEqual(got, []Event{ev, ev2}) {
+		t.Fatalf("version 4 events: %+v %v", got, err)
+	}
+}
+
+// An older mapper's envelope (version 3, no reading time) is read, the
+// readings at their receive time, so that writers can be upgraded first.
+func TestEnvelopesOfTheOlderVersionAreRead(t *testing.T) {
+	m := Mapped{ID: "a", Serial: "s", ReceivedNs: 7, ReadingNs: 7, Outcome: outcome.Stored, Keyed: true, Reply: "r", Payload: []byte(`{}`),
+		Values: []Value{{DeviceInput: "t", Entity: "e", Input: "i", JSON: []byte(`1`)}}}
+	w := writer{}
+	w.byte(wireVersion)
+	w.uvarint(1)
+	w.str(m.ID)
+	w.str(m.Serial)
+	w.uvarint(uint64(m.ReceivedNs))
+	w.byte(byte(m.Outcome))
+	w.byte(2)
+	w.str(m.Reply)
+	w.bytes(m.Payload)
+	w.uvarint(1)
+	w.str("t")
+	w.str("e")
+	w.str("i")
+	w.bytes([]byte(`1`))
+	got, err := DecodeEnvelope(w.b)
+	if err != nil || !reflect.DeepEqual(got, []Mapped{m}) {
+		t.Fatalf("version 3 envelope: %+v %v", got, err)
+	}
+}
+
+// appendOldEvent encodes e as an ingest-api before reading times did
+// (version 3: one event; version 4: several).
+func appendOldEvent(b []byte, e *Event, version byte) []byte {
+	w := writer{b: b}
+	if len(w.b) == 0 {
+		w.byte(version)
+	}
+	w.str(e.ID)
+	w.str(e.Serial)
+	w.uvarint(uint64(e.ReceivedNs))
+	w.uvarint(e.Rev)
+	w.str(e.Reply)
+	w.byte(boolByte(e.Keyed))
+	w.bytes(e.Payload)
+	return w.b
 }

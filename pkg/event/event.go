@@ -12,6 +12,11 @@ type Event struct {
 	ID         string
 	Serial     string
 	ReceivedNs int64
+	// ReadingNs is the reading's time (the request's ts, the device's
+	// timestamp input, or ReceivedNs); TimeNote says why a time sent was
+	// not used ("" when none was refused).
+	ReadingNs int64
+	TimeNote  string
 	// Rev is the registry revision of the device record the event was
 	// authenticated against; the mapper resolves with that record or newer.
 	Rev uint64
@@ -47,6 +52,8 @@ type Mapped struct {
 	ID         string
 	Serial     string
 	ReceivedNs int64
+	ReadingNs  int64 // see Event
+	TimeNote   string
 	Outcome    outcome.Code
 	// MaybeStored is set when an earlier delivery may have carried the
 	// event to storage (the mapper saw it more than once, or it is a

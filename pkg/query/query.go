@@ -39,17 +39,23 @@ type Request struct {
 
 // Message is one row of a device's Messages view.
 type Message struct {
-	EventID    string          `json:"eventId"`
-	ReceivedAt string          `json:"receivedAt"`
-	Payload    json.RawMessage `json:"payload"`
-	Outcome    string          `json:"outcome"`
+	EventID    string `json:"eventId"`
+	ReceivedAt string `json:"receivedAt"`
+	// ReadingTime is the reading's time (see the input values); TimeNote
+	// says why a time the device sent was not used.
+	ReadingTime string          `json:"readingTime"`
+	TimeNote    string          `json:"timeNote,omitempty"`
+	Payload     json.RawMessage `json:"payload"`
+	Outcome     string          `json:"outcome"`
 }
 
 // Point is one stored reading of an entity input.
 type Point struct {
-	TS     string          `json:"ts"`
-	Value  json.RawMessage `json:"value"`
-	Serial string          `json:"serial,omitempty"`
+	// TS is the reading time, ReceivedAt when ingest-api received it.
+	TS         string          `json:"ts"`
+	Value      json.RawMessage `json:"value"`
+	Serial     string          `json:"serial,omitempty"`
+	ReceivedAt string          `json:"receivedAt,omitempty"`
 }
 
 // Response is the writer's answer. Error is set when the query failed.

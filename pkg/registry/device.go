@@ -35,6 +35,10 @@ type Device struct {
 	ConnectionType string  `json:"connectionType"`
 	AccessToken    string  `json:"accessToken,omitempty"`
 	Inputs         []Input `json:"inputs"`
+	// TimestampInput names the key of data that holds the reading's time
+	// (an RFC 3339 string or epoch milliseconds), if the device sends one.
+	// It is stored as a value only if it is also a connected input.
+	TimestampInput string `json:"timestampInput,omitempty"`
 }
 
 // Input is a named device input. When Entity is set the input is connected,
@@ -66,6 +70,11 @@ func (d *Device) Normalize() error {
 		d.AccessToken = tok
 	} else if len(d.AccessToken) > MaxTokenLen || !utf8.ValidString(d.AccessToken) {
 		return fmt.Errorf("%w: accessToken must be valid UTF-8 of at most %d bytes", ErrInvalid, MaxTokenLen)
+	}
+	if d.TimestampInput != "" {
+		if err := checkName("timestampInput", d.TimestampInput, MaxNameLen); err != nil {
+			return err
+		}
 	}
 	if len(d.Inputs) > MaxInputs {
 		return fmt.Errorf("%w: at most %d inputs", ErrInvalid, MaxInputs)

@@ -9,14 +9,18 @@
 
 CREATE DATABASE IF NOT EXISTS {db};
 
--- One row per stored reading of an entity input. A replayed event carries the
--- same (entity, input, ts_ns, event_id, device_input), so ReplacingMergeTree
--- folds any duplicate. The writer also skips events it has already stored.
+-- One row per stored reading of an entity input, in reading time: ts_ns is
+-- the time the device measured it (the request's ts, the device's timestamp
+-- input, or the receive time), received_ns when ingest-api received it.
+-- Partitions are months of reading time. A replayed event carries the same
+-- (entity, input, ts_ns, event_id, device_input), so ReplacingMergeTree folds
+-- any duplicate. The writer also skips events it has already stored.
 CREATE TABLE IF NOT EXISTS {db}.input_values
 (
     entity        String,
     input         String,
-    ts_ns         Int64,               -- receive time, epoch ns: unique per ingest process, keeps arrival order
+    ts_ns         Int64,               -- reading time, epoch ns
+    received_ns   Int64 DEFAULT ts_ns, -- receive time, epoch ns: unique per ingest process, keeps arrival order
     serial        String,              -- device that sent the reading
     device_input  String,              -- the device input name the value came in as
     event_id      String,
@@ -32,9 +36,11 @@ ENGINE = ReplacingMergeTree()
 PARTITION BY toYYYYMM(toDateTime(intDiv(ts_ns, 1000000000)))
 ORDER BY (entity, input, ts_ns, event_id, device_input);
 
--- One row per authenticated, well-formed message: the device's Messages view.
--- payload is the body as received with accessToken removed. outcome is the
--- response message the request was answered with.
+-- One row per authenticated, well-formed message: the device's Messages view,
+-- in receive order (ts_ns is the receive time). payload is the body as
+-- received with accessToken removed. outcome is the response message the
+-- request was answered with. reading_ns is the reading's time; time_note says
+-- why a time the device sent was not used (out of bounds, not a time).
 CREATE TABLE IF NOT EXISTS {db}.device_messages
 (
     serial     String,
@@ -42,6 +48,8 @@ CREATE TABLE IF NOT EXISTS {db}.device_messages
     event_id   String,
     payload    String,
     outcome    String,
+    reading_ns Int64 DEFAULT ts_ns,
+    time_note  String DEFAULT '',
     ts         DateTime ALIAS toDateTime(intDiv(ts_ns, 1000000000)),
     ts_ms      Int64 ALIAS intDiv(ts_ns, 1000000)
 )
@@ -66,3 +74,11 @@ ORDER BY event_id
 -- Point lookups only: small granules mean a lookup reads ~9 KB per part
 -- instead of ~300 KB (measured: 15 ids cost 2.0 ms of server CPU instead of 3.4).
 SETTINGS index_granularity = 256;
+
+-- Columns added since the tables were first created. ClickHouse 18.16 has no
+-- ADD COLUMN IF NOT EXISTS: writer-worker runs each only where the column is
+-- missing. Rows stored before were stored at their receive time, which the
+-- defaults repeat.
+ALTER TABLE {db}.input_values ADD COLUMN received_ns Int64 DEFAULT ts_ns AFTER ts_ns;
+ALTER TABLE {db}.device_messages ADD COLUMN reading_ns Int64 DEFAULT ts_ns;
+ALTER TABLE {db}.device_messages ADD COLUMN time_note String DEFAULT '';

@@ -107,7 +107,7 @@ func (s *Server) latest(c echo.Context) error {
 	}
 	p := resp.Points[0]
 	return c.JSON(http.StatusOK, map[string]any{
-		"entity": req.Entity, "input": req.Input, "value": p.Value, "ts": p.TS, "serial": p.Serial,
+		"entity": req.Entity, "input": req.Input, "value": p.Value, "ts": p.TS, "receivedAt": p.ReceivedAt, "serial": p.Serial,
 	})
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/publish"
+	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
@@ -59,6 +60,7 @@ func (s *Server) postEvent(c echo.Context) error {
 
 	ev := event.Event{Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev,
 		Reply: s.waiter.Subject(), Payload: req.Payload}
+	ev.ReadingNs, ev.TimeNote = s.readingTime(ev.ReceivedNs, req.TS, req.Data, dev.Device.TimestampInput)
 	if key := strings.TrimSpace(c.Request().Header.Get(HeaderIdempotencyKey)); key != "" {
 		ev.ID, ev.Keyed = KeyedEventID(req.Serial, key), true
 	} else {
@@ -189,4 +191,18 @@ func (s *Server) awaitEarlier(c echo.Context, serial, id string, replies <-chan 
 			return nil
 		}
 	}
+}
+
+// readingTime is a reading's time and the note on a time refused: the
+// message's ts, else the device's timestamp input in data, else the receive
+// time (see readtime).
+func (s *Server) readingTime(receivedNs int64, ts, data []byte, tsInput string) (int64, string) {
+	if ts == nil && tsInput == "" {
+		return receivedNs, ""
+	}
+	sources := [2]readtime.Source{{Name: "ts", Value: ts}}
+	if tsInput != "" {
+		sources[1] = readtime.Source{Name: "data." + tsInput, Value: memberValue(data, tsInput)}
+	}
+	return s.limits.ReadingTime.Resolve(time.Unix(0, receivedNs), sources[:]...)
 }

@@ -14,6 +14,8 @@ type request struct {
 	Serial    string
 	BodyToken string
 	Payload   []byte // the body without accessToken
+	TS        []byte // the top-level ts as sent (nil: absent)
+	Data      []byte // the data object as sent
 }
 
 // parse checks body in the spec's order of precedence up to the data check
@@ -30,7 +32,7 @@ func parse(body []byte, headerToken string) (request, outcome.Code) {
 	if !ok {
 		return request{}, outcome.InvalidFormat
 	}
-	var serial, token, data []byte
+	var serial, token, data, ts []byte
 	hasToken := false
 	for _, m := range ms {
 		switch m.name {
@@ -40,6 +42,8 @@ func parse(body []byte, headerToken string) (request, outcome.Code) {
 			token, hasToken = m.value, true
 		case "data":
 			data = m.value
+		case "ts":
+			ts = m.value
 		}
 	}
 	var r request
@@ -53,6 +57,7 @@ func parse(body []byte, headerToken string) (request, outcome.Code) {
 	if len(data) == 0 || data[0] != '{' {
 		return request{}, outcome.InvalidData
 	}
+	r.TS, r.Data = ts, data
 	var out bytes.Buffer
 	out.Grow(len(body))
 	if !hasToken {
@@ -180,4 +185,17 @@ func bearer(h string) string {
 		return ""
 	}
 	return strings.TrimSpace(h[len(scheme):])
+}
+
+// memberValue is the value of the last member of the object obj named
+// name (nil: none). obj must be a valid JSON object.
+func memberValue(obj []byte, name string) []byte {
+	var buf [16]member
+	ms, _ := members(obj, buf[:0])
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].name == name {
+			return ms[i].value
+		}
+	}
+	return nil
 }

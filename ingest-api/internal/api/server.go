@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
+
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/nats-io/nats.go"
@@ -40,6 +42,8 @@ type Limits struct {
 	MaxInFlight    int
 	OutcomeTimeout time.Duration
 	QueryTimeout   time.Duration
+	// ReadingTime bounds the reading times devices send.
+	ReadingTime readtime.Bounds
 }
 
 // Deps is everything the server needs, passed in by main.

@@ -39,12 +39,12 @@ func TestResolve(t *testing.T) {
 		{"structured", `{"temp":{"a":[1]}}`, outcome.Stored, []string{`boiler.temperature={"a":[1]}`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ev := event.Event{ID: "id", Serial: "s", ReceivedNs: 7, Payload: json.RawMessage(`{"serial":"s","data":` + tc.data + `}`)}
+			ev := event.Event{ID: "id", Serial: "s", ReceivedNs: 7, ReadingNs: 5, TimeNote: "n", Payload: json.RawMessage(`{"serial":"s","data":` + tc.data + `}`)}
 			m, err := Resolve(ev, dev)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Outcome != tc.outcome || m.ID != "id" || m.ReceivedNs != 7 || string(m.Payload) != string(ev.Payload) {
+			if m.Outcome != tc.outcome || m.ID != "id" || m.ReceivedNs != 7 || m.ReadingNs != 5 || m.TimeNote != "n" || string(m.Payload) != string(ev.Payload) {
 				t.Fatalf("mapped = %+v", m)
 			}
 			var got []string

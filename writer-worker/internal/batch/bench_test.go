@@ -17,7 +17,7 @@ func BenchmarkBuildBatch(b *testing.B) {
 	ms := make([]event.Mapped, n)
 	for i := range ms {
 		ms[i] = event.Mapped{
-			ID: fmt.Sprintf("0b6f5c2e-7a0e-4d6b-9c1f-%012d", i), Serial: fmt.Sprintf("bench-%05d", i), ReceivedNs: time.Now().UnixNano(),
+			ID: fmt.Sprintf("0b6f5c2e-7a0e-4d6b-9c1f-%012d", i), Serial: fmt.Sprintf("bench-%05d", i), ReceivedNs: time.Now().UnixNano(), ReadingNs: time.Now().UnixNano(),
 			Outcome: outcome.Stored, Reply: "devices.reply.abcdefghijklmnopqrstuv",
 			Payload: []byte(fmt.Sprintf(`{"serial":"bench-%05d","data":{"v":%d.5}}`, i, i)),
 			Values:  []event.Value{{DeviceInput: "v", Entity: "bench-entity", Input: "v", JSON: []byte(fmt.Sprintf("%d.5", i))}},

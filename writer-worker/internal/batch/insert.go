@@ -84,7 +84,7 @@ func valueRows(items []dedupe.Item, idx []int) []chstore.ValueRow {
 		ev := &items[i].Event
 		for _, v := range ev.Values {
 			rows = append(rows, chstore.ValueRow{
-				Entity: v.Entity, Input: v.Input, TsNs: ev.ReceivedNs, Serial: ev.Serial,
+				Entity: v.Entity, Input: v.Input, TsNs: ev.ReadingNs, ReceivedNs: ev.ReceivedNs, Serial: ev.Serial,
 				DeviceInput: v.DeviceInput, EventID: ev.ID, JSON: v.JSON,
 			})
 		}

@@ -88,7 +88,8 @@ func (r *rig) count(t *testing.T, table, id string) uint64 {
 }
 
 func mapped(id string, code outcome.Code, values ...string) event.Mapped {
-	m := event.Mapped{ID: id, Serial: "s1", ReceivedNs: time.Now().UnixNano(), Payload: json.RawMessage(`{"serial":"s1","data":{}}`), Outcome: code}
+	now := time.Now().UnixNano()
+	m := event.Mapped{ID: id, Serial: "s1", ReceivedNs: now, ReadingNs: now - int64(time.Hour), Payload: json.RawMessage(`{"serial":"s1","data":{}}`), Outcome: code}
 	for i, v := range values {
 		m.Values = append(m.Values, event.Value{DeviceInput: fmt.Sprint("in", i), Entity: "ent", Input: fmt.Sprint("in", i), JSON: json.RawMessage(v)})
 	}
@@ -145,7 +146,7 @@ func TestWriterSkipsValuesOfARedeliveredStoredEvent(t *testing.T) {
 	ev := mapped("ev-re", outcome.Stored, `7`)
 	// A previous writer inserted the values and died before acking.
 	if err := r.store.InsertValues(ctx, []chstore.ValueRow{{
-		Entity: "ent", Input: "in0", TsNs: ev.ReceivedNs, Serial: "s1", DeviceInput: "in0", EventID: ev.ID, JSON: json.RawMessage(`7`),
+		Entity: "ent", Input: "in0", TsNs: ev.ReadingNs, ReceivedNs: ev.ReceivedNs, Serial: "s1", DeviceInput: "in0", EventID: ev.ID, JSON: json.RawMessage(`7`),
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestWriterChecksEventsTheMapperSawTwice(t *testing.T) {
 	stored.MaybeStored = true
 	// An earlier envelope carried it to storage before the mapper died.
 	if err := r.store.InsertValues(ctx, []chstore.ValueRow{{
-		Entity: "ent", Input: "in0", TsNs: stored.ReceivedNs, Serial: "s1", DeviceInput: "in0", EventID: stored.ID, JSON: []byte(`3`),
+		Entity: "ent", Input: "in0", TsNs: stored.ReadingNs, ReceivedNs: stored.ReceivedNs, Serial: "s1", DeviceInput: "in0", EventID: stored.ID, JSON: []byte(`3`),
 	}}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
 package chstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -14,7 +16,8 @@ import (
 // ValueRow is one row of input_values.
 type ValueRow struct {
 	Entity, Input string
-	TsNs          int64
+	TsNs          int64 // reading time
+	ReceivedNs    int64
 	Serial        string
 	DeviceInput   string
 	EventID       string
@@ -23,11 +26,13 @@ type ValueRow struct {
 
 // MessageRow is one row of device_messages.
 type MessageRow struct {
-	Serial  string
-	TsNs    int64
-	EventID string
-	Payload []byte
-	Outcome string
+	Serial    string
+	TsNs      int64 // receive time
+	EventID   string
+	Payload   []byte
+	Outcome   string
+	ReadingNs int64
+	TimeNote  string
 }
 
 // set renders a list as a ClickHouse tuple for IN, which 18.16 requires
@@ -86,21 +91,67 @@ func lingering(ctx context.Context) context.Context {
 	return dctx
 }
 
-// InsertValues writes rows in one INSERT.
+// MaxPartitionsPerInsert is the most partitions (months of reading time)
+// one INSERT touches: ClickHouse refuses more than 100 by default
+// (max_partitions_per_insert_block; 18.16 has no such bound).
+const MaxPartitionsPerInsert = 100
+
+// InsertValues writes rows in one INSERT, or, when they span more than
+// MaxPartitionsPerInsert months of reading time, in one per that many
+// months (possible only with MAX_READING_AGE above eight years).
 func (s *Store) InsertValues(ctx context.Context, rows []ValueRow) error {
-	return s.insert(ctx, "input_values", "entity, input, ts_ns, serial, device_input, event_id, value_json", len(rows), 7,
-		func(i int, a []any) {
-			r := &rows[i]
-			a[0], a[1], a[2], a[3], a[4], a[5], a[6] = r.Entity, r.Input, r.TsNs, r.Serial, r.DeviceInput, r.EventID, string(r.JSON)
-		})
+	for _, part := range SplitByMonths(rows, MaxPartitionsPerInsert) {
+		err := s.insert(ctx, "input_values", "entity, input, ts_ns, received_ns, serial, device_input, event_id, value_json", len(part), 8,
+			func(i int, a []any) {
+				r := &part[i]
+				a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7] = r.Entity, r.Input, r.TsNs, r.ReceivedNs, r.Serial, r.DeviceInput, r.EventID, string(r.JSON)
+			})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SplitByMonths returns rows as groups that each span at most max months
+// of reading time (UTC, as the table's partitions); rows itself when they
+// already do. Rows of one month stay together and in order.
+func SplitByMonths(rows []ValueRow, max int) [][]ValueRow {
+	month := func(ns int64) int {
+		t := time.Unix(0, ns).UTC()
+		return t.Year()*12 + int(t.Month())
+	}
+	months := make(map[int]struct{})
+	for i := range rows {
+		months[month(rows[i].TsNs)] = struct{}{}
+		if len(months) > max {
+			break
+		}
+	}
+	if len(months) <= max {
+		return [][]ValueRow{rows}
+	}
+	sorted := slices.Clone(rows)
+	slices.SortStableFunc(sorted, func(a, b ValueRow) int { return cmp.Compare(month(a.TsNs), month(b.TsNs)) })
+	var out [][]ValueRow
+	start, n := 0, 0
+	for i := range sorted {
+		if i > 0 && month(sorted[i].TsNs) != month(sorted[i-1].TsNs) {
+			if n++; n == max {
+				out = append(out, sorted[start:i])
+				start, n = i, 0
+			}
+		}
+	}
+	return append(out, sorted[start:])
 }
 
 // InsertMessages writes rows in one INSERT.
 func (s *Store) InsertMessages(ctx context.Context, rows []MessageRow) error {
-	return s.insert(ctx, "device_messages", "serial, ts_ns, event_id, payload, outcome", len(rows), 5,
+	return s.insert(ctx, "device_messages", "serial, ts_ns, event_id, payload, outcome, reading_ns, time_note", len(rows), 7,
 		func(i int, a []any) {
 			r := &rows[i]
-			a[0], a[1], a[2], a[3], a[4] = r.Serial, r.TsNs, r.EventID, string(r.Payload), r.Outcome
+			a[0], a[1], a[2], a[3], a[4], a[5], a[6] = r.Serial, r.TsNs, r.EventID, string(r.Payload), r.Outcome, r.ReadingNs, r.TimeNote
 		})
 }
 

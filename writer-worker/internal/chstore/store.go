@@ -83,14 +83,39 @@ func Open(cfg Config) (*Store, error) {
 	return &Store{conn: conn, db: cfg.Database}, nil
 }
 
-// Migrate applies the schema; every statement is idempotent.
+// Migrate applies the schema: the CREATE statements (idempotent), then
+// each added column its table lacks. Copies starting together may race to
+// add one: a failed ALTER is forgiven when the column is there after all.
 func (s *Store) Migrate(ctx context.Context) error {
 	for _, stmt := range schema.Statements(s.db) {
 		if err := s.conn.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("apply schema: %w", err)
 		}
 	}
+	for _, c := range schema.Added(s.db) {
+		has, err := s.hasColumn(ctx, c.Table, c.Name)
+		if err != nil || has {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := s.conn.Exec(ctx, c.Add); err != nil {
+			if has, _ := s.hasColumn(ctx, c.Table, c.Name); !has {
+				return fmt.Errorf("add column %s.%s: %w", c.Table, c.Name, err)
+			}
+		}
+	}
 	return nil
+}
+
+func (s *Store) hasColumn(ctx context.Context, table, column string) (bool, error) {
+	var n uint64
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?", s.db, table, column).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("read columns of %s: %w", table, err)
+	}
+	return n > 0, nil
 }
 
 // Ping checks that ClickHouse answers.

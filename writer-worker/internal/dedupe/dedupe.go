@@ -123,10 +123,10 @@ func (c *Checker) storedBefore(ctx context.Context, items []Item) error {
 		for _, v := range it.Event.Values {
 			entities = append(entities, v.Entity)
 		}
-		if minNs == 0 || it.Event.ReceivedNs < minNs {
-			minNs = it.Event.ReceivedNs
+		if minNs == 0 || it.Event.ReadingNs < minNs {
+			minNs = it.Event.ReadingNs
 		}
-		maxNs = max(maxNs, it.Event.ReceivedNs)
+		maxNs = max(maxNs, it.Event.ReadingNs)
 	}
 	if len(ids) == 0 {
 		return nil

@@ -37,7 +37,7 @@ func (f fakeKeys) Lookup(_ context.Context, ids []string) (map[string]outcome.Co
 }
 
 func ev(id string, keyed bool, code outcome.Code) event.Mapped {
-	return event.Mapped{ID: id, Keyed: keyed, Outcome: code, ReceivedNs: 1,
+	return event.Mapped{ID: id, Keyed: keyed, Outcome: code, ReceivedNs: 1, ReadingNs: 1,
 		Values: []event.Value{{Entity: "e", Input: "i", JSON: []byte(`1`)}}}
 }
 
