@@ -33,7 +33,7 @@ func TestConformCatchesWhatTheDocumentForbids(t *testing.T) {
 		{"503 with Retry-After", "POST", "/api/v1/deviceapi/event", 503, retry, `{"success":false,"message":"m"}`, ""},
 		{"device", "GET", "/api/v1/admin/devices/d1", 200, nil, `{"serial":"d1","connectionType":"API","inputs":[{"name":"t","entity":"e","entityInput":"t"}]}`, ""},
 		{"device bad enum", "GET", "/api/v1/admin/devices/d1", 200, nil, `{"serial":"d1","connectionType":"LoRa","inputs":[]}`, "is not one of"},
-		{"nested item", "GET", "/api/v1/admin/devices/d1/messages", 200, nil, `{"messages":[{"eventId":"e","receivedAt":"t","payload":{},"outcome":1}]}`, "messages[0].outcome: want a string"},
+		{"nested item", "GET", "/api/v1/admin/devices/d1/messages", 200, nil, `{"messages":[{"eventId":"e","receivedAt":"t","readingTime":"t","payload":{},"outcome":1}]}`, "messages[0].outcome: want a string"},
 		{"204 has no body", "DELETE", "/api/v1/admin/devices/d1", 204, nil, ``, ""},
 		{"204 with a body", "DELETE", "/api/v1/admin/devices/d1", 204, nil, `{}`, "documented without a body"},
 		{"unknown path", "GET", "/api/v2/x", 200, nil, `{}`, "is not documented"},
