@@ -27,18 +27,19 @@ func main() {
 	pid := flag.Int("pid", 0, "clickhouse-server's process id (its CPU is read from /proc)")
 	runs := flag.String("runs", "20x200,1x200,100x50,500x20", "comma-separated ROWSxINSERTS_PER_SECOND")
 	dur := flag.Duration("duration", 20*time.Second, "length of each run")
+	bare := flag.Bool("without-received", false, "also price each run without the received_ns column (what the column costs)")
 	flag.Parse()
 	if *pid == 0 {
 		fmt.Fprintln(os.Stderr, "-pid is required")
 		os.Exit(2)
 	}
-	if err := run(*addr, *pid, *runs, *dur); err != nil {
+	if err := run(*addr, *pid, *runs, *dur, *bare); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, pid int, runs string, dur time.Duration) error {
+func run(addr string, pid int, runs string, dur time.Duration, bare bool) error {
 	ctx := context.Background()
 	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}})
 	if err != nil {
@@ -61,17 +62,28 @@ func run(addr string, pid int, runs string, dur time.Duration) error {
 		if _, err := fmt.Sscanf(spec, "%dx%d", &rows, &rate); err != nil || rows < 1 || rate < 1 {
 			return fmt.Errorf("run %q: want ROWSxRATE", spec)
 		}
-		// A table of its own per run, and the previous run's merges
-		// finished first: each line prices its own parts only.
-		table := fmt.Sprintf("%s.input_values_%d", db, i)
-		if err := conn.Exec(ctx, "CREATE TABLE "+table+" AS "+db+".input_values"); err != nil {
-			return err
+		variants := []bool{true}
+		if bare {
+			variants = append(variants, false)
 		}
-		if err := settle(ctx, conn, db); err != nil {
-			return err
-		}
-		if err := measure(ctx, conn, table, pid, rows, rate, dur); err != nil {
-			return err
+		for _, received := range variants {
+			// A table of its own per run, and the previous run's
+			// merges finished first: each line prices its own parts.
+			table := fmt.Sprintf("%s.input_values_%d_%t", db, i, received)
+			if err := conn.Exec(ctx, "CREATE TABLE "+table+" AS "+db+".input_values"); err != nil {
+				return err
+			}
+			if !received {
+				if err := conn.Exec(ctx, "ALTER TABLE "+table+" DROP COLUMN received_ns"); err != nil {
+					return err
+				}
+			}
+			if err := settle(ctx, conn, db); err != nil {
+				return err
+			}
+			if err := measure(ctx, conn, table, pid, rows, rate, dur, received); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -92,7 +104,14 @@ func settle(ctx context.Context, conn clickhouse.Conn, db string) error {
 	return nil
 }
 
-func measure(ctx context.Context, conn clickhouse.Conn, table string, pid, rows, rate int, dur time.Duration) error {
+// measure inserts rows-row batches at rate per second for dur, with the
+// writer's columns (received ns beside the reading time) or without.
+func measure(ctx context.Context, conn clickhouse.Conn, table string, pid, rows, rate int, dur time.Duration, received bool) error {
+	cols, width := "entity, input, ts_ns, received_ns, serial, device_input, event_id, value_json", 8
+	if !received {
+		cols, width = "entity, input, ts_ns, serial, device_input, event_id, value_json", 7
+	}
+	args := make([]any, width)
 	tick := time.NewTicker(time.Second / time.Duration(rate))
 	defer tick.Stop()
 	user0, sys0, err := cpu(pid)
@@ -105,16 +124,20 @@ func measure(ctx context.Context, conn clickhouse.Conn, table string, pid, rows,
 	for time.Since(start) < dur {
 		<-tick.C
 		t0 := time.Now()
-		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+table+" (entity, input, ts_ns, serial, device_input, event_id, value_json)")
+		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+table+" ("+cols+")")
 		if err != nil {
 			return err
 		}
 		for range rows {
 			n++
 			dev := n % 1000
-			err := b.Append(fmt.Sprintf("entity-%04d", dev), "temperature", time.Now().UnixNano(), fmt.Sprintf("SN-%06d", dev),
-				"temp", fmt.Sprintf("%08x-0000-4000-8000-%012d", n, n), strconv.FormatFloat(float64(n%400)/10, 'f', -1, 64))
-			if err != nil {
+			now := time.Now().UnixNano()
+			args = append(args[:0], fmt.Sprintf("entity-%04d", dev), "temperature", now-10e9)
+			if received {
+				args = append(args, now)
+			}
+			args = append(args, fmt.Sprintf("SN-%06d", dev), "temp", fmt.Sprintf("%08x-0000-4000-8000-%012d", n, n), strconv.FormatFloat(float64(n%400)/10, 'f', -1, 64))
+			if err := b.Append(args...); err != nil {
 				return err
 			}
 		}
@@ -131,8 +154,8 @@ func measure(ctx context.Context, conn clickhouse.Conn, table string, pid, rows,
 	slices.Sort(lat)
 	ins := float64(len(lat)) / el
 	cpuPct := 100 * (user1 + sys1 - user0 - sys0) / el
-	fmt.Printf("rows_per_insert=%d inserts_per_s=%.0f rows_per_s=%.0f clickhouse_cpu_pct=%.0f sys_pct=%.0f cpu_ms_per_insert=%.2f insert_p50_ms=%.2f insert_p99_ms=%.2f\n",
-		rows, ins, float64(n)/el, cpuPct, 100*(sys1-sys0)/el, 10*cpuPct/ins,
+	fmt.Printf("received_ns=%t rows_per_insert=%d inserts_per_s=%.0f rows_per_s=%.0f clickhouse_cpu_pct=%.0f sys_pct=%.0f cpu_ms_per_insert=%.2f insert_p50_ms=%.2f insert_p99_ms=%.2f\n",
+		received, rows, ins, float64(n)/el, cpuPct, 100*(sys1-sys0)/el, 10*cpuPct/ins,
 		float64(lat[len(lat)/2].Microseconds())/1000, float64(lat[len(lat)*99/100].Microseconds())/1000)
 	return nil
 }
