@@ -33,6 +33,10 @@ const (
 	NotFound         Code = 16
 	Internal         Code = 17
 	RateLimited      Code = 18
+	// The backlog endpoint's own answers (POST /api/v1/deviceapi/events).
+	EmptyMessages   Code = 19
+	TooManyMessages Code = 20
+	PartlyStored    Code = 21
 )
 
 // Row is one line of the table. ErrorText may hold "<serial>", replaced by the
@@ -67,6 +71,9 @@ var table = [...]Row{
 	NotFound:         {404, "Not found", "", 0},
 	Internal:         {500, "Failed to process message", "", 0},
 	RateLimited:      {429, "Rate limit exceeded", "Too many requests for device with serial <serial>", 1},
+	EmptyMessages:    {400, "Invalid data format", "Messages must be a non-empty array", 0},
+	TooManyMessages:  {413, "Payload too large", "", 0},
+	PartlyStored:     {200, "Some messages were not stored", "", 0},
 }
 
 // Lookup returns the row for c. Unknown codes (from a newer peer) read as an
@@ -112,5 +119,5 @@ var names = [...]string{
 	"device_not_found", "invalid_token", "no_connections", "storage_failed",
 	"processing_failed", "payload_too_large", "overloaded", "unauthorized",
 	"route_not_found", "method_not_allowed", "bad_request", "not_found", "internal",
-	"rate_limited",
+	"rate_limited", "empty_messages", "too_many_messages", "partly_stored",
 }

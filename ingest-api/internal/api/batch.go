@@ -1,0 +1,133 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
+
+// batchRequest is a backlog request (POST /api/v1/deviceapi/events) after
+// the checks that need no registry.
+type batchRequest struct {
+	Serial    string
+	BodyToken string
+	Messages  []batchMessage
+}
+
+// batchMessage is one message of a backlog. Code is Stored when it is
+// well-formed (what happens to it is decided later), or why it is rejected
+// on its own (InvalidFormat, InvalidData).
+type batchMessage struct {
+	Code outcome.Code
+	TS   []byte // the message's ts as sent (nil: absent)
+	Data []byte // its data object as sent
+	// Payload is what the Messages view shows: the message with the
+	// device's serial, without any accessToken.
+	Payload []byte
+}
+
+// parseBatch checks a backlog body in the spec's order up to the registry
+// checks: format, serial, token, then the messages array (present, an
+// array, not empty, at most max). A rejection's detail is its error text
+// where the outcome table leaves it open.
+func parseBatch(body []byte, headerToken string, max int) (batchRequest, outcome.Code, string) {
+	if !json.Valid(body) {
+		return batchRequest{}, outcome.InvalidFormat, ""
+	}
+	var buf [8]member
+	ms, ok := members(body, buf[:0])
+	if !ok {
+		return batchRequest{}, outcome.InvalidFormat, ""
+	}
+	var serial, token, messages []byte
+	for _, m := range ms {
+		switch m.name {
+		case "serial":
+			serial = m.value
+		case "accessToken":
+			token = m.value
+		case "messages":
+			messages = m.value
+		}
+	}
+	var r batchRequest
+	if r.Serial, ok = stringValue(serial); !ok || r.Serial == "" {
+		return batchRequest{}, outcome.MissingSerial, ""
+	}
+	r.BodyToken, _ = stringValue(token)
+	if headerToken == "" && r.BodyToken == "" {
+		return batchRequest{}, outcome.MissingToken, ""
+	}
+	items := elements(messages)
+	if len(items) == 0 {
+		return batchRequest{}, outcome.EmptyMessages, ""
+	}
+	if len(items) > max {
+		return batchRequest{}, outcome.TooManyMessages, fmt.Sprintf("Too many messages in one request (at most %d)", max)
+	}
+	quoted, _ := json.Marshal(r.Serial)
+	r.Messages = make([]batchMessage, len(items))
+	for i, item := range items {
+		r.Messages[i] = parseBatchMessage(item, quoted)
+	}
+	return r, outcome.Stored, ""
+}
+
+// parseBatchMessage reads one message: an object whose data is an object.
+func parseBatchMessage(item, quotedSerial []byte) batchMessage {
+	var buf [4]member
+	ms, ok := members(item, buf[:0])
+	if !ok {
+		return batchMessage{Code: outcome.InvalidFormat}
+	}
+	m := batchMessage{Code: outcome.Stored}
+	for _, mb := range ms {
+		switch mb.name {
+		case "data":
+			m.Data = mb.value
+		case "ts":
+			m.TS = mb.value
+		}
+	}
+	if len(m.Data) == 0 || m.Data[0] != '{' {
+		m.Code = outcome.InvalidData
+	}
+	var out bytes.Buffer
+	out.Grow(len(item) + len(quotedSerial) + 12)
+	out.WriteString(`{"serial":`)
+	out.Write(quotedSerial)
+	for _, mb := range ms {
+		if mb.name == "accessToken" || mb.name == "serial" {
+			continue
+		}
+		out.WriteByte(',')
+		out.Write(mb.rawName)
+		out.WriteByte(':')
+		_ = json.Compact(&out, mb.value) // valid: cannot fail
+	}
+	out.WriteByte('}')
+	m.Payload = out.Bytes()
+	return m
+}
+
+// elements returns the elements of the JSON array arr (valid JSON), or nil
+// when arr is no array.
+func elements(arr []byte) [][]byte {
+	i := skipSpace(arr, 0)
+	if i >= len(arr) || arr[i] != '[' {
+		return nil
+	}
+	var out [][]byte
+	i = skipSpace(arr, i+1)
+	for arr[i] != ']' {
+		end := skipValue(arr, i)
+		out = append(out, arr[i:end])
+		i = skipSpace(arr, end)
+		if arr[i] == ',' {
+			i = skipSpace(arr, i+1)
+		}
+	}
+	return out
+}
