@@ -53,12 +53,9 @@ func parseBatch(body []byte, headerToken string, max int) (batchRequest, outcome
 		}
 	}
 	var r batchRequest
-	if r.Serial, ok = stringValue(serial); !ok || r.Serial == "" {
-		return batchRequest{}, outcome.MissingSerial, ""
-	}
-	r.BodyToken, _ = stringValue(token)
-	if headerToken == "" && r.BodyToken == "" {
-		return batchRequest{}, outcome.MissingToken, ""
+	var code outcome.Code
+	if r.Serial, r.BodyToken, code = identity(serial, token, headerToken); code != outcome.Stored {
+		return batchRequest{}, code, ""
 	}
 	items := elements(messages)
 	if len(items) == 0 {

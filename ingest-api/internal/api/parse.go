@@ -23,7 +23,7 @@ type request struct {
 // headerToken is the Bearer token, if any. The body is validated once and
 // its top-level members are sliced out of it, without a map; as with a map,
 // the last of repeated names counts.
-func parse(body []byte, headerToken string) (request, outcome.Code) {
+func parse(body []byte, headerToken string) (_ request, code outcome.Code) {
 	if !json.Valid(body) {
 		return request{}, outcome.InvalidFormat
 	}
@@ -47,12 +47,8 @@ func parse(body []byte, headerToken string) (request, outcome.Code) {
 		}
 	}
 	var r request
-	if r.Serial, ok = stringValue(serial); !ok || r.Serial == "" {
-		return request{}, outcome.MissingSerial
-	}
-	r.BodyToken, _ = stringValue(token) // a non-string token counts as absent
-	if headerToken == "" && r.BodyToken == "" {
-		return request{}, outcome.MissingToken
+	if r.Serial, r.BodyToken, code = identity(serial, token, headerToken); code != outcome.Stored {
+		return request{}, code
 	}
 	if len(data) == 0 || data[0] != '{' {
 		return request{}, outcome.InvalidData
@@ -198,4 +194,19 @@ func memberValue(obj []byte, name string) []byte {
 		}
 	}
 	return nil
+}
+
+// identity checks the serial and token members of a body (both endpoints,
+// in the spec's order): a non-empty string serial, then a token in the
+// header or the body (a non-string body token counts as absent).
+func identity(serial, token []byte, headerToken string) (string, string, outcome.Code) {
+	s, ok := stringValue(serial)
+	if !ok || s == "" {
+		return "", "", outcome.MissingSerial
+	}
+	bodyToken, _ := stringValue(token)
+	if headerToken == "" && bodyToken == "" {
+		return "", "", outcome.MissingToken
+	}
+	return s, bodyToken, outcome.Stored
 }
