@@ -104,19 +104,27 @@ func New[T any](cfg Config, size func(T) int, flush Flush[T]) *Batcher[T] {
 }
 
 // Add puts item into the open batch and returns that batch.
-func (b *Batcher[T]) Add(item T) (*Batch[T], error) {
-	sz := b.size(item)
+func (b *Batcher[T]) Add(item T) (*Batch[T], error) { return b.AddAll([]T{item}) }
+
+// AddAll puts items into one batch, together: the open one if they fit
+// beside what it holds, else a new one, which holds them alone even when
+// they exceed MaxItems or MaxSize. It returns that batch.
+func (b *Batcher[T]) AddAll(items []T) (*Batch[T], error) {
+	sz := 0
+	for _, it := range items {
+		sz += b.size(it)
+	}
 	b.mu.Lock()
 	switch {
 	case b.closed:
 		b.mu.Unlock()
 		return nil, ErrClosed
-	case b.cfg.MaxQueued > 0 && b.queued >= b.cfg.MaxQueued:
+	case b.cfg.MaxQueued > 0 && b.queued+len(items) > b.cfg.MaxQueued:
 		b.mu.Unlock()
 		return nil, ErrFull
 	}
 	o := b.open
-	if o != nil && (len(o.Items) >= b.cfg.MaxItems || (b.cfg.MaxSize > 0 && o.size+sz > b.cfg.MaxSize)) {
+	if o != nil && (len(o.Items)+len(items) > b.cfg.MaxItems || (b.cfg.MaxSize > 0 && o.size+sz > b.cfg.MaxSize)) {
 		b.sealed = append(b.sealed, o)
 		o = nil
 	}
@@ -124,9 +132,9 @@ func (b *Batcher[T]) Add(item T) (*Batch[T], error) {
 		o = &Batch[T]{first: time.Now(), failed: make(chan struct{})}
 		b.open = o
 	}
-	o.Items = append(o.Items, item)
+	o.Items = append(o.Items, items...)
 	o.size += sz
-	b.queued++
+	b.queued += len(items)
 	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:

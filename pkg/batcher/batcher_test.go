@@ -300,3 +300,28 @@ func TestFail(t *testing.T) {
 		t.Fatal("Failed not closed")
 	}
 }
+
+// A group goes into one batch: beside what the open one holds if it fits,
+// else alone, even beyond MaxItems.
+func TestAddAllKeepsAGroupTogether(t *testing.T) {
+	r := newRecorder(true)
+	b := New(Config{MaxItems: 3, Slots: 1}, nil, r.flush)
+	stop := run(t, b)
+	defer stop()
+	add(t, b, 0)
+	r.wait(t, 1)
+	add(t, b, 1)
+	for _, g := range [][]int{{2, 3}, {4, 5, 6, 7}, {8}} {
+		if _, err := b.AddAll(g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		r.releaseAll()
+		r.wait(t, 1)
+	}
+	r.releaseAll()
+	if got, want := r.got(), [][]int{{0}, {1, 2, 3}, {4, 5, 6, 7}, {8}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("batches %v, want %v", got, want)
+	}
+}

@@ -132,6 +132,7 @@ func AppendEvent(b []byte, e *Event) []byte {
 	w.uvarint(uint64(e.ReceivedNs))
 	w.varint(e.ReadingNs)
 	w.str(e.TimeNote)
+	w.str(e.Group)
 	w.uvarint(e.Rev)
 	w.str(e.Reply)
 	w.byte(boolByte(e.Keyed))
@@ -182,7 +183,7 @@ func (r *reader) event(readingTime bool) Event {
 	e := Event{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint())}
 	e.ReadingNs = e.ReceivedNs
 	if readingTime {
-		e.ReadingNs, e.TimeNote = r.varint(), r.str()
+		e.ReadingNs, e.TimeNote, e.Group = r.varint(), r.str(), r.str()
 	}
 	e.Rev, e.Reply = r.uvarint(), r.str()
 	e.Keyed = r.flag()
@@ -196,6 +197,7 @@ func (w *writer) mapped(m *Mapped) {
 	w.uvarint(uint64(m.ReceivedNs))
 	w.varint(m.ReadingNs)
 	w.str(m.TimeNote)
+	w.str(m.Group)
 	w.byte(byte(m.Outcome))
 	w.byte(boolByte(m.MaybeStored) | boolByte(m.Keyed)<<1 | boolByte(m.Replay)<<2)
 	w.str(m.Reply)
@@ -214,7 +216,7 @@ func (r *reader) mapped(readingTime bool) Mapped {
 	m := Mapped{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint())}
 	m.ReadingNs = m.ReceivedNs
 	if readingTime {
-		m.ReadingNs, m.TimeNote = r.varint(), r.str()
+		m.ReadingNs, m.TimeNote, m.Group = r.varint(), r.str(), r.str()
 	}
 	m.Outcome = outcome.Code(r.byte())
 	flags := r.byte()

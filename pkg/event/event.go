@@ -17,6 +17,10 @@ type Event struct {
 	// not used ("" when none was refused).
 	ReadingNs int64
 	TimeNote  string
+	// Group names the backlog request (POST /events) the event is one
+	// message of ("" for a single reading): a group's values are stored
+	// together or not at all.
+	Group string
 	// Rev is the registry revision of the device record the event was
 	// authenticated against; the mapper resolves with that record or newer.
 	Rev uint64
@@ -54,6 +58,7 @@ type Mapped struct {
 	ReceivedNs int64
 	ReadingNs  int64 // see Event
 	TimeNote   string
+	Group      string
 	Outcome    outcome.Code
 	// MaybeStored is set when an earlier delivery may have carried the
 	// event to storage (the mapper saw it more than once, or it is a

@@ -73,6 +73,10 @@ func New(cfg Config, js jetstream.JetStream, observe Observer) *Publisher {
 // Add puts ev into the message being filled and returns that message.
 func (p *Publisher) Add(ev *event.Event) (*Batch, error) { return p.batches.Add(ev) }
 
+// AddGroup puts the events of one backlog request into one message, so
+// that they travel the pipeline as one unit, and returns that message.
+func (p *Publisher) AddGroup(evs []*event.Event) (*Batch, error) { return p.batches.AddAll(evs) }
+
 // Run publishes until ctx ends; then it refuses new events, publishes what
 // it holds, and returns once those messages are acked (or AckWait passed).
 func (p *Publisher) Run(ctx context.Context) error {

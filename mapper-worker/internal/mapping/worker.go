@@ -116,7 +116,7 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 			w.settle.Apply(m, w.settle.Decide(m, settle.HandoffFailed, err, false), err, false)
 			continue
 		}
-		keyed := len(evs) == 1 && evs[0].Keyed
+		keyed := len(evs) > 0 && evs[0].Keyed // a keyed message is one reading or one keyed backlog
 		delivered := settle.Delivered(m)
 		var stale bool
 		devs, stale = w.lookup(evs, devs[:0])

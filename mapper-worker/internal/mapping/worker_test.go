@@ -105,6 +105,13 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The answers can come before the envelope's publish is stored: the
+	// mapper does not wait for its ack to answer what it finished itself.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if info, err := mapped.Info(ctx); err == nil && info.State.Msgs > 0 {
+			break
+		}
+	}
 	env, err := mapped.GetMsg(ctx, 1)
 	if err != nil {
 		t.Fatalf("no envelope: %v", err)

@@ -20,52 +20,69 @@ func isolateBudget(n int) int { return min(1024, max(64, 2*n)) }
 // storeValues inserts the values of items in one INSERT. When ClickHouse
 // rejects it for good, the batch is split in halves until the events it
 // rejects are found; those get the permanent error in errs (their own dead
-// letters), the others are stored. An error returned is a transient failure
-// of the whole batch.
+// letters), the others are stored. The events of one backlog request (one
+// Group) are never split: they are stored together or not at all. An error
+// returned is a transient failure of the whole batch.
 func (w *Writer) storeValues(ctx context.Context, items []dedupe.Item, errs []error) error {
-	var todo []int
+	var units [][]int
+	group := map[string]int{} // backlog group -> its unit
 	for i := range items {
 		it := &items[i]
-		if it.Event.Outcome == outcome.Stored && !it.SkipValues && len(it.Event.Values) > 0 {
-			todo = append(todo, i)
+		if it.Event.Outcome != outcome.Stored || it.SkipValues || len(it.Event.Values) == 0 {
+			continue
 		}
+		if g := it.Event.Group; g != "" {
+			if u, ok := group[g]; ok {
+				units[u] = append(units[u], i)
+				continue
+			}
+			group[g] = len(units)
+		}
+		units = append(units, []int{i})
 	}
-	err := w.insert(ctx, items, todo)
+	err := w.insert(ctx, items, units)
 	if settle.KindOf(err) != settle.Permanent {
 		return err
 	}
-	budget := isolateBudget(len(todo))
-	w.isolate(ctx, items, errs, todo, err, &budget)
+	budget := isolateBudget(len(units))
+	w.isolate(ctx, items, errs, units, err, &budget)
 	return nil
 }
 
-// isolate finds the events of group (indexes into items), whose insert
-// failed for good with err, that the table rejects; it sets err on them and
-// on the events of halves that failed transiently.
-func (w *Writer) isolate(ctx context.Context, items []dedupe.Item, errs []error, group []int, err error, budget *int) {
-	if len(group) == 1 || *budget <= 0 {
-		for _, i := range group {
-			errs[i] = err
+// isolate finds the units of events (indexes into items) whose insert
+// failed for good with err that the table rejects; it sets err on their
+// events and on the events of halves that failed transiently.
+func (w *Writer) isolate(ctx context.Context, items []dedupe.Item, errs []error, units [][]int, err error, budget *int) {
+	fail := func(units [][]int, err error) {
+		for _, u := range units {
+			for _, i := range u {
+				errs[i] = err
+			}
 		}
+	}
+	if len(units) == 1 || *budget <= 0 {
+		fail(units, err)
 		return
 	}
-	half := len(group) / 2
-	for _, part := range [][]int{group[:half], group[half:]} {
+	half := len(units) / 2
+	for _, part := range [][][]int{units[:half], units[half:]} {
 		*budget--
 		switch perr := w.insert(ctx, items, part); {
 		case perr == nil:
 		case settle.KindOf(perr) == settle.Permanent:
 			w.isolate(ctx, items, errs, part, perr, budget)
 		default:
-			for _, i := range part {
-				errs[i] = perr
-			}
+			fail(part, perr)
 		}
 	}
 }
 
-// insert writes the values of the items at idx in one INSERT.
-func (w *Writer) insert(ctx context.Context, items []dedupe.Item, idx []int) error {
+// insert writes the values of the items of units in one INSERT.
+func (w *Writer) insert(ctx context.Context, items []dedupe.Item, units [][]int) error {
+	var idx []int
+	for _, u := range units {
+		idx = append(idx, u...)
+	}
 	rows := valueRows(items, idx)
 	start := time.Now()
 	err := w.store.InsertValues(ctx, rows)
