@@ -37,6 +37,7 @@ type Config struct {
 	ShutdownTimeout   time.Duration
 	RegistryBucket    string
 	ReadingTime       readtime.Bounds
+	MaxBatchMessages  int
 	NATS              bus.Config
 }
 
@@ -63,6 +64,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Duration(&c.IdleTimeout, "http-idle-timeout", 120*time.Second, "keep-alive idle time")
 	s.Duration(&c.ShutdownTimeout, "shutdown-timeout", 15*time.Second, "time allowed to answer in-flight requests at shutdown")
 	s.String(&c.RegistryBucket, "registry-bucket", "device_registry", "JetStream KV bucket of the device registry")
+	s.Int(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages in one backlog request (POST /api/v1/deviceapi/events); 413 beyond")
 	s.Duration(&c.ReadingTime.MaxAge, "max-reading-age", 90*24*time.Hour, "oldest reading time accepted (ts or the timestamp input); an older one is stored at its receive time, with a note")
 	s.Duration(&c.ReadingTime.MaxFuture, "max-reading-future", 5*time.Minute, "how far ahead of the receive time a reading time may be (device clocks drift)")
 	c.NATS.RegisterFlags(s)
@@ -74,6 +76,8 @@ func (c *Config) Validate() error {
 		c.AdminToken = devAdminToken
 	}
 	switch {
+	case c.MaxBatchMessages < 1:
+		return errors.New("MAX_BATCH_MESSAGES must be at least 1")
 	case c.ReadingTime.MaxAge <= 0 || c.ReadingTime.MaxFuture < 0:
 		return errors.New("MAX_READING_AGE must be positive and MAX_READING_FUTURE not negative")
 	case c.HTTPAddr == "":

@@ -60,7 +60,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		AdminToken: cfg.AdminToken,
 		Names:      cfg.NATS.Names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: cfg.DiscardBodyBytes, MaxInFlight: cfg.MaxInFlight,
-			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout, ReadingTime: cfg.ReadingTime},
+			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout, ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages},
 	})
 	// The operations listener's /readyz checks what the API's does.
 	ops := health.New(cfg.MetricsAddr, srv.Ready)

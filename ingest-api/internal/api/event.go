@@ -31,13 +31,9 @@ func (s *Server) postEvent(c echo.Context) error {
 	}
 
 	buf := s.bufs.Get().(*bytes.Buffer)
-	buf.Reset()
 	defer s.bufs.Put(buf)
-	if code, err := readBody(c.Request(), s.limits.MaxBodyBytes, buf); err != nil {
-		if !discardRest(c.Request(), s.limits.DiscardBytes) {
-			c.Response().Header().Set(echo.HeaderConnection, "close")
-		}
-		return s.respond(c, code, "", "", "")
+	if ok, err := s.readRequest(c, buf); !ok {
+		return err
 	}
 
 	headerToken := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
@@ -205,4 +201,19 @@ func (s *Server) readingTime(receivedNs int64, ts, data []byte, tsInput string) 
 		sources[1] = readtime.Source{Name: "data." + tsInput, Value: memberValue(data, tsInput)}
 	}
 	return s.limits.ReadingTime.Resolve(time.Unix(0, receivedNs), sources[:]...)
+}
+
+// readRequest reads the body into buf (reset first) within MAX_BODY_BYTES.
+// When it returns false the answer is written: err is what the handler
+// returns.
+func (s *Server) readRequest(c echo.Context, buf *bytes.Buffer) (bool, error) {
+	buf.Reset()
+	code, err := readBody(c.Request(), s.limits.MaxBodyBytes, buf)
+	if err == nil {
+		return true, nil
+	}
+	if !discardRest(c.Request(), s.limits.DiscardBytes) {
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+	}
+	return false, s.respond(c, code, "", "", "")
 }

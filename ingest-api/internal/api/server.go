@@ -42,6 +42,8 @@ type Limits struct {
 	MaxInFlight    int
 	OutcomeTimeout time.Duration
 	QueryTimeout   time.Duration
+	// MaxBatchMessages is the most messages one backlog request holds.
+	MaxBatchMessages int
 	// ReadingTime bounds the reading times devices send.
 	ReadingTime readtime.Bounds
 }
@@ -108,6 +110,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 	e.Use(s.metrics.timeRoutes, middleware.Recover())
 
 	e.POST("/api/v1/deviceapi/event", s.postEvent)
+	e.POST("/api/v1/deviceapi/events", s.postEvents)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET(openapi.Path, func(c echo.Context) error { return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Doc) })

@@ -55,24 +55,34 @@ func (w *Waiter) Subject() string { return w.subject }
 // returns the channel it arrives on, and a cancel func the caller must call
 // when it stops waiting.
 func (w *Waiter) Register(id string) (ch <-chan event.Reply, cancel func()) {
-	c := make(chan event.Reply, 1)
+	return w.RegisterAll([]string{id})
+}
+
+// RegisterAll is Register for the events of one backlog request: their
+// outcomes arrive on one channel, one each.
+func (w *Waiter) RegisterAll(ids []string) (ch <-chan event.Reply, cancel func()) {
+	c := make(chan event.Reply, len(ids))
 	w.mu.Lock()
-	w.pending[id] = append(w.pending[id], c)
+	for _, id := range ids {
+		w.pending[id] = append(w.pending[id], c)
+	}
 	w.mu.Unlock()
 	return c, func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		cs := w.pending[id]
-		for i := range cs {
-			if cs[i] == c {
-				cs = append(cs[:i], cs[i+1:]...)
-				break
+		for _, id := range ids {
+			cs := w.pending[id]
+			for i := range cs {
+				if cs[i] == c {
+					cs = append(cs[:i], cs[i+1:]...)
+					break
+				}
 			}
-		}
-		if len(cs) == 0 {
-			delete(w.pending, id)
-		} else {
-			w.pending[id] = cs
+			if len(cs) == 0 {
+				delete(w.pending, id)
+			} else {
+				w.pending[id] = cs
+			}
 		}
 	}
 }
