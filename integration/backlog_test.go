@@ -151,3 +151,72 @@ func TestBacklogKeyedAndFailed(t *testing.T) {
 		t.Fatalf("%d values after a backlog and two retries, want 2", n)
 	}
 }
+
+// As the field clients will send it: a device whose timestampInput is
+// datetime posts a live reading, then a two-hour backlog of 720 readings
+// (10 s apart, lower-case times, nulls) in 8 keyed requests. Every reading
+// is stored once at its device time, latest stays the live reading, series
+// and SQL show the backlog in time order, the Messages view shows each one.
+func TestFieldClientBacklog(t *testing.T) {
+	s := startStack(t)
+	s.admin(t, "PUT", "/devices/dev-FC", `{"accessToken":"tok-FC","timestampInput":"datetime","inputs":[
+		{"name":"temp","entity":"field","entityInput":"temp"},{"name":"hum","entity":"field","entityInput":"hum"}]}`)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	live := now.Add(-5 * time.Second)
+	expect(t, s.post(t, fmt.Sprintf(`{"serial":"dev-FC","accessToken":"tok-FC","data":{"datetime":%q,"temp":99.5,"hum":null}}`, fieldTime(live)),
+		map[string]string{"Authorization": "Bearer user-jwt-not-a-device-token"}), 200, storedText, "")
+	start := now.Add(-2 * time.Hour)
+	for b := range 8 {
+		var msgs []string
+		for i := b * 90; i < (b+1)*90; i++ {
+			msgs = append(msgs, fmt.Sprintf(`{"data":{"datetime":%q,"temp":%d,"hum":null}}`, fieldTime(start.Add(time.Duration(i)*10*time.Second)), i))
+		}
+		body := `{"serial":"dev-FC","accessToken":"tok-FC","messages":[` + strings.Join(msgs, ",") + `]}`
+		r := s.postBacklog(t, body, map[string]string{"Authorization": "Bearer user-jwt-not-a-device-token", "Idempotency-Key": fmt.Sprint("outage-", b)})
+		if r.Status != 200 || r.Body["success"] != true || len(results(r)) != 90 {
+			t.Fatalf("backlog request %d: %d %.300s", b, r.Status, r.Raw)
+		}
+	}
+	if n := s.count(t, "input_values WHERE serial = 'dev-FC'"); n != 721 {
+		t.Fatalf("%d values stored, want 721 (no hum, no datetime)", n)
+	}
+	latest := s.admin(t, "GET", "/entities/field/inputs/temp/latest", "")
+	if latest.Body["ts"] != apiTime(live) || fmt.Sprint(latest.Body["value"]) != "99.5" {
+		t.Fatalf("latest %s, want the live reading", latest.Raw)
+	}
+	q := url.Values{"from": {apiTime(start)}, "to": {apiTime(now)}, "limit": {"1000"}}
+	pts := s.admin(t, "GET", "/entities/field/inputs/temp/series?"+q.Encode(), "").Body["points"].([]any)
+	if len(pts) != 721 {
+		t.Fatalf("series has %d points, want 721", len(pts))
+	}
+	for i, p := range pts[:720] {
+		pt := p.(map[string]any)
+		if pt["ts"] != apiTime(start.Add(time.Duration(i)*10*time.Second)) || fmt.Sprint(pt["value"]) != fmt.Sprint(i) {
+			t.Fatalf("series point %d: %v", i, pt)
+		}
+	}
+	var prev int64
+	rows, err := s.ch.Query(t.Context(), "SELECT ts_ns FROM "+s.db+".input_values WHERE entity = 'field' ORDER BY ts_ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var ts int64
+		if err := rows.Scan(&ts); err != nil {
+			t.Fatal(err)
+		}
+		if ts <= prev {
+			t.Fatalf("two readings at %d", ts)
+		}
+		prev, n = ts, n+1
+	}
+	rows.Close()
+	if n != 721 {
+		t.Fatalf("SQL saw %d readings", n)
+	}
+	eventually(t, 10*time.Second, func() bool {
+		msgs, _ := s.admin(t, "GET", "/devices/dev-FC/messages?limit=1000", "").Body["messages"].([]any)
+		return len(msgs) == 721
+	})
+}
