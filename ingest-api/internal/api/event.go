@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -17,43 +16,23 @@ import (
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
+	"github.com/devicehub/eventservice/pkg/registry"
 )
 
 // postEvent is POST /api/v1/deviceapi/event: validate, authenticate against
 // the in-memory registry, publish to JetStream, and wait for the outcome a
 // worker sends back.
 func (s *Server) postEvent(c echo.Context) error {
-	select {
-	case s.inflight <- struct{}{}:
-		defer func() { <-s.inflight }()
-	default:
-		return s.respond(c, outcome.Overloaded, "", "", "too many requests in flight, retry later")
-	}
+	var req request
+	return s.ingest(c, func(body []byte, headerToken string) (string, string, outcome.Code, string) {
+		var code outcome.Code
+		req, code = parse(body, headerToken)
+		return req.Serial, req.BodyToken, code, ""
+	}, func(dev *registry.Entry) error { return s.publishEvent(c, req, dev) })
+}
 
-	buf := s.bufs.Get().(*bytes.Buffer)
-	defer s.bufs.Put(buf)
-	if ok, err := s.readRequest(c, buf); !ok {
-		return err
-	}
-
-	headerToken := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
-	req, code := parse(buf.Bytes(), headerToken)
-	if code != outcome.Stored {
-		return s.respond(c, code, req.Serial, "", "")
-	}
-	dev, ok := s.cache.Lookup(req.Serial)
-	if !ok {
-		return s.respond(c, outcome.DeviceNotFound, req.Serial, "", "")
-	}
-	// Field clients send a user JWT in the header and the device token in
-	// the body: either one being the device's token authenticates.
-	if !dev.AcceptsAPI() || !(dev.TokenMatches(headerToken) || dev.TokenMatches(req.BodyToken)) {
-		return s.respond(c, outcome.InvalidToken, req.Serial, "", "")
-	}
-	if !s.limiter.Allow(req.Serial) {
-		return s.respond(c, outcome.RateLimited, req.Serial, "", "")
-	}
-
+// publishEvent publishes an accepted reading and answers with its outcome.
+func (s *Server) publishEvent(c echo.Context, req request, dev *registry.Entry) error {
 	ev := event.Event{Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev,
 		Reply: s.waiter.Subject(), Payload: req.Payload}
 	ev.ReadingNs, ev.TimeNote = s.readingTime(ev.ReceivedNs, req.TS, req.Data, dev.Device.TimestampInput)
@@ -150,43 +129,74 @@ const earlierTimeout = "timed out waiting for the outcome of an earlier attempt 
 const earlierPoll = 100 * time.Millisecond
 
 // awaitEarlier answers a retry of a keyed event the stream already holds or
-// held: with the earlier attempt's outcome once a writer-worker has one,
-// polled until the request's deadline. If the earlier attempt waits on this
-// instance, its answer arrives on replies as well.
+// held with the earlier attempt's outcome.
 func (s *Server) awaitEarlier(c echo.Context, serial, id string, replies <-chan event.Reply, deadline time.Time) error {
+	got, code, detail, ok := s.earlierOutcomes(c, []string{id}, replies, deadline)
+	switch {
+	case !ok:
+		return nil // the client is gone
+	case code != outcome.Stored:
+		return s.respond(c, code, serial, id, detail)
+	}
+	return s.respond(c, got[id].Code, serial, id, got[id].Detail)
+}
+
+// earlierOutcomes waits for the outcomes of ids, events an earlier attempt
+// with the same key put in the stream: from replies when that attempt waits
+// on this instance, else from a writer-worker's record, polled until the
+// deadline. It returns them all, or (code other than Stored) the answer to
+// give instead: a timeout, or ClickHouse unreadable. ok is false when the
+// client went away.
+func (s *Server) earlierOutcomes(c echo.Context, ids []string, replies <-chan event.Reply, deadline time.Time) (
+	got map[string]event.Reply, code outcome.Code, detail string, ok bool) {
 	ctx, cancel := context.WithDeadline(c.Request().Context(), deadline)
 	defer cancel()
+	got = make(map[string]event.Reply, len(ids))
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
 	poll := time.NewTimer(0)
 	defer poll.Stop()
-	for {
+	for len(got) < len(want) {
 		select {
 		case r := <-replies:
-			return s.respond(c, r.Code, serial, id, r.Detail)
+			if want[r.ID] {
+				got[r.ID] = r
+			}
 		case <-poll.C:
-			resp, code, err := s.ask(ctx, query.Outcome, query.Request{EventIDs: []string{id}})
+			var missing []string
+			for id := range want {
+				if _, ok := got[id]; !ok {
+					missing = append(missing, id)
+				}
+			}
+			resp, code, err := s.ask(ctx, query.Outcome, query.Request{EventIDs: missing})
 			switch {
 			case errors.Is(err, context.DeadlineExceeded):
-				return s.respond(c, outcome.ProcessingFailed, serial, id, earlierTimeout)
+				return nil, outcome.ProcessingFailed, earlierTimeout, true
 			case ctx.Err() != nil:
-				return nil // the client is gone
+				return nil, 0, "", false
 			case err != nil:
 				if code == outcome.ProcessingFailed && !errors.Is(err, nats.ErrNoResponders) {
-					// The writer could not read ClickHouse.
-					code = outcome.StorageFailed
+					code = outcome.StorageFailed // the writer could not read ClickHouse
 				}
-				return s.respond(c, code, serial, id, err.Error())
+				return nil, code, err.Error(), true
 			}
-			if prior, ok := resp.Outcomes[id]; ok {
-				return s.respond(c, prior, serial, id, "")
+			for id, prior := range resp.Outcomes {
+				if want[id] {
+					got[id] = event.Reply{ID: id, Code: prior}
+				}
 			}
 			poll.Reset(earlierPoll)
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return s.respond(c, outcome.ProcessingFailed, serial, id, earlierTimeout)
+				return nil, outcome.ProcessingFailed, earlierTimeout, true
 			}
-			return nil
+			return nil, 0, "", false
 		}
 	}
+	return got, outcome.Stored, "", true
 }
 
 // readingTime is a reading's time and the note on a time refused: the
@@ -201,19 +211,4 @@ func (s *Server) readingTime(receivedNs int64, ts, data []byte, tsInput string) 
 		sources[1] = readtime.Source{Name: "data." + tsInput, Value: memberValue(data, tsInput)}
 	}
 	return s.limits.ReadingTime.Resolve(time.Unix(0, receivedNs), sources[:]...)
-}
-
-// readRequest reads the body into buf (reset first) within MAX_BODY_BYTES.
-// When it returns false the answer is written: err is what the handler
-// returns.
-func (s *Server) readRequest(c echo.Context, buf *bytes.Buffer) (bool, error) {
-	buf.Reset()
-	code, err := readBody(c.Request(), s.limits.MaxBodyBytes, buf)
-	if err == nil {
-		return true, nil
-	}
-	if !discardRest(c.Request(), s.limits.DiscardBytes) {
-		c.Response().Header().Set(echo.HeaderConnection, "close")
-	}
-	return false, s.respond(c, code, "", "", "")
 }

@@ -1,9 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,7 +14,7 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
-	"github.com/devicehub/eventservice/pkg/query"
+	"github.com/devicehub/eventservice/pkg/registry"
 )
 
 // BatchBody is the answer of the backlog endpoint once its messages were
@@ -33,35 +30,18 @@ type BatchBody struct {
 // well-formed messages travel the pipeline as one unit (one JetStream
 // message, one envelope, one insert) and each gets its own result.
 func (s *Server) postEvents(c echo.Context) error {
-	select {
-	case s.inflight <- struct{}{}:
-		defer func() { <-s.inflight }()
-	default:
-		return s.respond(c, outcome.Overloaded, "", "", "too many requests in flight, retry later")
-	}
-	buf := s.bufs.Get().(*bytes.Buffer)
-	defer s.bufs.Put(buf)
-	if ok, err := s.readRequest(c, buf); !ok {
-		return err
-	}
-	headerToken := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
-	req, code, detail := parseBatch(buf.Bytes(), headerToken, s.limits.MaxBatchMessages)
-	if code != outcome.Stored {
-		return s.respond(c, code, req.Serial, "", detail)
-	}
-	dev, ok := s.cache.Lookup(req.Serial)
-	if !ok {
-		return s.respond(c, outcome.DeviceNotFound, req.Serial, "", "")
-	}
-	if !dev.AcceptsAPI() || !(dev.TokenMatches(headerToken) || dev.TokenMatches(req.BodyToken)) {
-		return s.respond(c, outcome.InvalidToken, req.Serial, "", "")
-	}
-	// The rate limit counts requests: a backlog costs about what one
-	// request does, and MAX_BATCH_MESSAGES bounds its readings.
-	if !s.limiter.Allow(req.Serial) {
-		return s.respond(c, outcome.RateLimited, req.Serial, "", "")
-	}
+	var req batchRequest
+	return s.ingest(c, func(body []byte, headerToken string) (string, string, outcome.Code, string) {
+		var code outcome.Code
+		var detail string
+		req, code, detail = parseBatch(body, headerToken, s.limits.MaxBatchMessages)
+		return req.Serial, req.BodyToken, code, detail
+	}, func(dev *registry.Entry) error { return s.publishBacklog(c, req, dev) })
+}
 
+// publishBacklog publishes an accepted backlog's well-formed messages as
+// one unit and answers with their results.
+func (s *Server) publishBacklog(c echo.Context, req batchRequest, dev *registry.Entry) error {
 	key := strings.TrimSpace(c.Request().Header.Get(HeaderIdempotencyKey))
 	group := uuid.NewString()
 	if key != "" {
@@ -164,52 +144,23 @@ func (s *Server) postEvents(c echo.Context) error {
 }
 
 // awaitEarlierBacklog answers a retry of a keyed backlog with the results
-// of the attempt the stream holds: each message's outcome as its writer
-// recorded it, polled until the request's deadline (or arriving on replies
-// when that attempt waits here).
+// of the attempt the stream holds, message by message (pos: event id to its
+// message's index).
 func (s *Server) awaitEarlierBacklog(c echo.Context, serial string, codes []outcome.Code, details []string, pos map[string]int,
 	replies <-chan event.Reply, deadline time.Time) error {
-	ctx, cancel := context.WithDeadline(c.Request().Context(), deadline)
-	defer cancel()
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	for len(pos) > 0 {
-		select {
-		case r := <-replies:
-			if i, ok := pos[r.ID]; ok {
-				codes[i], details[i] = r.Code, r.Detail
-				delete(pos, r.ID)
-			}
-		case <-poll.C:
-			ids := make([]string, 0, len(pos))
-			for id := range pos {
-				ids = append(ids, id)
-			}
-			resp, code, err := s.ask(ctx, query.Outcome, query.Request{EventIDs: ids})
-			switch {
-			case errors.Is(err, context.DeadlineExceeded):
-				return s.respond(c, outcome.ProcessingFailed, serial, "", earlierTimeout)
-			case ctx.Err() != nil:
-				return nil
-			case err != nil:
-				if code == outcome.ProcessingFailed && !errors.Is(err, nats.ErrNoResponders) {
-					code = outcome.StorageFailed
-				}
-				return s.respond(c, code, serial, "", err.Error())
-			}
-			for id, prior := range resp.Outcomes {
-				if i, ok := pos[id]; ok {
-					codes[i] = prior
-					delete(pos, id)
-				}
-			}
-			poll.Reset(earlierPoll)
-		case <-ctx.Done():
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return s.respond(c, outcome.ProcessingFailed, serial, "", earlierTimeout)
-			}
-			return nil
-		}
+	ids := make([]string, 0, len(pos))
+	for id := range pos {
+		ids = append(ids, id)
+	}
+	got, code, detail, ok := s.earlierOutcomes(c, ids, replies, deadline)
+	switch {
+	case !ok:
+		return nil
+	case code != outcome.Stored:
+		return s.respond(c, code, serial, "", detail)
+	}
+	for id, r := range got {
+		codes[pos[id]], details[pos[id]] = r.Code, r.Detail
 	}
 	return s.respondBatch(c, serial, codes, details)
 }
@@ -236,12 +187,7 @@ func (s *Server) respondBatch(c echo.Context, serial string, codes []outcome.Cod
 	case notStored > 0:
 		code, detail = outcome.PartlyStored, fmt.Sprintf("%d of %d messages were not stored", notStored, len(codes))
 	}
-	status, body := BodyFor(code, serial, detail)
-	s.metrics.countOutcome(code, status)
-	row := outcome.Lookup(code)
-	if row.RetryAfter > 0 {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(row.RetryAfter))
-	}
+	status, body := s.outcome(c, code, serial, detail)
 	if code != outcome.Stored {
 		s.log.Info("backlog not stored whole", zap.String("outcome", code.String()), zap.Int("status", status), zap.String("serial", serial),
 			zap.String("message", body.Message), zap.String("error", body.Error), zap.String("remote", c.RealIP()))

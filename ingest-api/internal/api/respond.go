@@ -32,12 +32,7 @@ func BodyFor(code outcome.Code, serial, detail string) (int, Body) {
 // respond writes the outcome and, for anything but success, logs one line.
 // No token is ever passed in here, so none can reach the log.
 func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, detail string) error {
-	status, body := BodyFor(code, serial, detail)
-	s.metrics.countOutcome(code, status)
-	row := outcome.Lookup(code)
-	if row.RetryAfter > 0 {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(row.RetryAfter))
-	}
+	status, body := s.outcome(c, code, serial, detail)
 	if code != outcome.Stored {
 		fields := []zap.Field{
 			zap.String("outcome", code.String()),
@@ -66,6 +61,16 @@ func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, det
 		return c.JSONBlob(status, storedJSON)
 	}
 	return c.JSON(status, body)
+}
+
+// outcome renders code, counts it and sets Retry-After where it applies.
+func (s *Server) outcome(c echo.Context, code outcome.Code, serial, detail string) (int, Body) {
+	status, body := BodyFor(code, serial, detail)
+	s.metrics.countOutcome(code, status)
+	if row := outcome.Lookup(code); row.RetryAfter > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(row.RetryAfter))
+	}
+	return status, body
 }
 
 // storedJSON is the success answer, byte for byte what c.JSON renders.
