@@ -29,6 +29,7 @@ func startCeiling(tokens map[string]string) (*ceiling, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.POST("/api/v1/deviceapi/event", c.handle)
+	e.POST("/api/v1/deviceapi/events", c.handle)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -54,6 +55,9 @@ func (c *ceiling) handle(ctx echo.Context) error {
 		Serial      string          `json:"serial"`
 		AccessToken string          `json:"accessToken"`
 		Data        json.RawMessage `json:"data"`
+		Messages    []struct {
+			Data json.RawMessage `json:"data"`
+		} `json:"messages"`
 	}
 	if json.Unmarshal(body, &req) != nil {
 		return ctx.JSON(400, answer{Message: "Invalid message format", Error: "Message must be a valid JSON object"})
@@ -64,6 +68,12 @@ func (c *ceiling) handle(ctx echo.Context) error {
 	tok := req.AccessToken
 	if h := ctx.Request().Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		tok = h[7:]
+	}
+	for _, m := range req.Messages { // a backlog: every message's data is checked
+		req.Data = m.Data
+		if len(m.Data) == 0 || m.Data[0] != '{' {
+			break
+		}
 	}
 	if len(req.Data) == 0 || req.Data[0] != '{' {
 		return ctx.JSON(400, answer{Message: "Invalid data format", Error: "Message data must be a valid object"})

@@ -1,5 +1,6 @@
 // Command loadgen is the load generator behind `make bench`. It provisions
-// devices through the workspace API, drives POST /api/v1/deviceapi/event at
+// devices through the workspace API, drives POST /api/v1/deviceapi/event (or,
+// with -batch, backlogs to POST /api/v1/deviceapi/events) at
 // each concurrency for a fixed time over raw keep-alive connections, counts
 // only `success: true` answers as confirmed, waits for the answers still in
 // flight, and checks that ClickHouse holds exactly that many values. The same
@@ -27,6 +28,7 @@ type config struct {
 	pids                                     map[string]int
 	out                                      string
 	keyed                                    bool
+	batch                                    int
 }
 
 func main() {
@@ -57,6 +59,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&pids, "pids", "", "processes to sample: name=pid,name=pid")
 	fs.StringVar(&c.out, "out", "", "append the result lines to this file")
 	fs.BoolVar(&c.keyed, "keyed", false, "send a unique Idempotency-Key with every request, as field firmware does")
+	fs.IntVar(&c.batch, "batch", 0, "backlog mode: POST /api/v1/deviceapi/events with this many messages of 2 inputs per request (0: one reading per request)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -81,6 +84,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.adminToken == "" {
 		return c, fmt.Errorf("-admin-token (or ADMIN_TOKEN) is required")
+	}
+	if c.batch < 0 || c.batch > 1000 {
+		return c, fmt.Errorf("-batch must be 0 to 1000")
 	}
 	if c.duration <= 0 || c.devices < 1 {
 		return c, fmt.Errorf("-duration and -devices must be positive")

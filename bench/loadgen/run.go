@@ -37,12 +37,21 @@ func run(ctx context.Context, cfg config) error {
 	defer ceil.close()
 
 	u, _ := url.Parse(cfg.target)
+	// values is how many values one confirmed request stores.
+	values := 1
 	mk := func(host string) [][]byte {
 		reqs := make([][]byte, len(serials))
 		for i, s := range serials {
+			if cfg.batch > 0 {
+				reqs[i] = request(host, "/api/v1/deviceapi/events", tokens[s], backlogBody(s, i, cfg.batch))
+				continue
+			}
 			reqs[i] = request(host, "/api/v1/deviceapi/event", tokens[s], fmt.Appendf(nil, `{"serial":%q,"data":{"v":%d.5}}`, s, i))
 		}
 		return reqs
+	}
+	if cfg.batch > 0 {
+		values = 2 * cfg.batch
 	}
 	serviceReqs, ceilingReqs := mk(u.Host), mk(ceil.addr)
 
@@ -55,7 +64,7 @@ func run(ctx context.Context, cfg config) error {
 		fmt.Println(s)
 		lines = append(lines, s)
 	}
-	emit(fmt.Sprintf("# run %s %s devices=%d duration=%s keyed=%v", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyed))
+	emit(fmt.Sprintf("# run %s %s devices=%d duration=%s keyed=%v batch=%d", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyed, cfg.batch))
 	for _, conc := range cfg.levels {
 		keyed := ""
 		if cfg.keyed {
@@ -80,10 +89,17 @@ func run(ctx context.Context, cfg config) error {
 		}
 		eps := float64(r.confirmed) / r.elapsed.Seconds()
 		ceilRPS := float64(cr.confirmed) / cr.elapsed.Seconds()
-		emit(fmt.Sprintf("conc=%d confirmed_eps=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f ratio=%.3f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
-			conc, eps, r.pct(0.50), r.pct(0.99), ceilRPS, eps/ceilRPS, rss["api"], rss["mapper"], rss["writer"]))
-		emit(fmt.Sprintf("  check conc=%d sent=%d confirmed=%d stored=%d missing=%d extra=%d conn_errors=%d statuses=%s",
-			conc, r.sent, r.confirmed, stored, max(0, r.confirmed-stored), max(0, stored-r.confirmed), r.errors, fmtStatuses(r.statuses)))
+		if cfg.batch > 0 {
+			// readings: messages of 2 values each
+			emit(fmt.Sprintf("batch=%d conc=%d readings_per_s=%.0f values_per_s=%.0f requests_per_s=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
+				cfg.batch, conc, eps*float64(cfg.batch), eps*float64(values), eps, r.pct(0.50), r.pct(0.99), ceilRPS, rss["api"], rss["mapper"], rss["writer"]))
+		} else {
+			emit(fmt.Sprintf("conc=%d confirmed_eps=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f ratio=%.3f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
+				conc, eps, r.pct(0.50), r.pct(0.99), ceilRPS, eps/ceilRPS, rss["api"], rss["mapper"], rss["writer"]))
+		}
+		want := r.confirmed * values
+		emit(fmt.Sprintf("  check conc=%d sent=%d confirmed=%d values_expected=%d stored=%d missing=%d extra=%d conn_errors=%d statuses=%s",
+			conc, r.sent, r.confirmed, want, stored, max(0, want-stored), max(0, stored-want), r.errors, fmtStatuses(r.statuses)))
 		emit("  cpu_pct " + fmtCPU(conc, cpu) + fmt.Sprintf(" p999_ms=%.2f max_ms=%.2f", r.pct(0.999), r.pct(1)))
 		if g := smp.growth(); len(g) > 0 {
 			line := fmt.Sprintf("  rss_mb_5s_to_end conc=%d", conc)
@@ -154,7 +170,7 @@ func provision(ctx context.Context, cfg config, entity string, serials []string,
 		go func() {
 			defer wg.Done()
 			for s := range work {
-				body := fmt.Sprintf(`{"connectionType":"API","accessToken":%q,"inputs":[{"name":"v","entity":%q,"entityInput":"v"}]}`, tokens[s], entity)
+				body := fmt.Sprintf(`{"connectionType":"API","accessToken":%q,"inputs":[{"name":"v","entity":%q,"entityInput":"v"},{"name":"w","entity":%q,"entityInput":"w"}]}`, tokens[s], entity, entity)
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPut, cfg.target+"/api/v1/admin/devices/"+s, strings.NewReader(body))
 				req.Header.Set("Authorization", "Bearer "+cfg.adminToken)
 				resp, err := client.Do(req)
@@ -189,7 +205,7 @@ func provision(ctx context.Context, cfg config, entity string, serials []string,
 
 // countStored asks ClickHouse over HTTP how many values the run stored.
 func countStored(ctx context.Context, cfg config, entity string, fromMs, toMs int64) (int, error) {
-	q := fmt.Sprintf("SELECT count() FROM %s.input_values WHERE entity = '%s' AND ts_ms >= %d AND ts_ms <= %d", cfg.database, entity, fromMs, toMs)
+	q := fmt.Sprintf("SELECT count() FROM %s.input_values WHERE entity = '%s' AND received_ns >= %d AND received_ns <= %d", cfg.database, entity, fromMs*1e6, toMs*1e6)
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cfg.clickhouse+"/", strings.NewReader(q))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -201,4 +217,18 @@ func countStored(ctx context.Context, cfg config, entity string, fromMs, toMs in
 		return 0, fmt.Errorf("count stored: %d %s", resp.StatusCode, b)
 	}
 	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// backlogBody is a backlog of n messages of two inputs each for device s,
+// readings 1 s apart ending now-ish (no ts: each message is stored at its
+// receive time, as a device with no clock would send).
+func backlogBody(serial string, i, n int) []byte {
+	b := fmt.Appendf(nil, `{"serial":%q,"messages":[`, serial)
+	for m := range n {
+		if m > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `{"data":{"v":%d.5,"w":%d}}`, i, m)
+	}
+	return append(b, "]}"...)
 }

@@ -37,6 +37,12 @@ for n in api mapper writer nats clickhouse; do pids="$pids$n=$(cat "$RUN_DIR/pid
 bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
   -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_CONC:-16,64,256,1024}" -duration "${BENCH_DURATION:-10s}" \
   -pids "${pids%,}" -out bench/results.txt ${BENCH_KEYED:+-keyed}
+# Backlogs: 100 messages of 2 inputs per request, 32 connections.
+if [ "${BENCH_BATCH:-100}" != 0 ]; then
+  bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+    -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_BATCH_CONC:-32}" -duration "${BENCH_DURATION:-10s}" \
+    -pids "${pids%,}" -out bench/results.txt -batch "${BENCH_BATCH:-100}"
+fi
 # What the programs' own metrics saw (the same numbers an operator's
 # Prometheus would scrape while the benchmark runs).
 echo "# metrics after the run"
