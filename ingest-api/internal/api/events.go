@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -192,5 +193,13 @@ func (s *Server) respondBatch(c echo.Context, serial string, codes []outcome.Cod
 		s.log.Info("backlog not stored whole", zap.String("outcome", code.String()), zap.Int("status", status), zap.String("serial", serial),
 			zap.String("message", body.Message), zap.String("error", body.Error), zap.String("remote", c.RealIP()))
 	}
-	return c.JSON(status, BatchBody{Body: body, Results: results})
+	// Rendered whole, so that the answer carries a Content-Length (a
+	// streamed one over 4 KB would go chunked, which simple device HTTP
+	// stacks read badly).
+	out, err := json.Marshal(BatchBody{Body: body, Results: results})
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(out)))
+	return c.JSONBlob(status, out)
 }
