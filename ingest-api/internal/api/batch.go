@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/devicehub/eventservice/pkg/jsonobj"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
@@ -36,20 +37,20 @@ func parseBatch(body []byte, headerToken string, max int) (batchRequest, outcome
 	if !json.Valid(body) {
 		return batchRequest{}, outcome.InvalidFormat, ""
 	}
-	var buf [8]member
-	ms, ok := members(body, buf[:0])
+	var buf [8]jsonobj.Member
+	ms, ok := jsonobj.Members(body, buf[:0])
 	if !ok {
 		return batchRequest{}, outcome.InvalidFormat, ""
 	}
 	var serial, token, messages []byte
 	for _, m := range ms {
-		switch m.name {
+		switch m.Name {
 		case "serial":
-			serial = m.value
+			serial = m.Value
 		case "accessToken":
-			token = m.value
+			token = m.Value
 		case "messages":
-			messages = m.value
+			messages = m.Value
 		}
 	}
 	var r batchRequest
@@ -57,7 +58,7 @@ func parseBatch(body []byte, headerToken string, max int) (batchRequest, outcome
 	if r.Serial, r.BodyToken, code = identity(serial, token, headerToken); code != outcome.Stored {
 		return batchRequest{}, code, ""
 	}
-	items := elements(messages)
+	items := jsonobj.Elements(messages)
 	if len(items) == 0 {
 		return batchRequest{}, outcome.EmptyMessages, ""
 	}
@@ -74,18 +75,18 @@ func parseBatch(body []byte, headerToken string, max int) (batchRequest, outcome
 
 // parseBatchMessage reads one message: an object whose data is an object.
 func parseBatchMessage(item, quotedSerial []byte) batchMessage {
-	var buf [4]member
-	ms, ok := members(item, buf[:0])
+	var buf [4]jsonobj.Member
+	ms, ok := jsonobj.Members(item, buf[:0])
 	if !ok {
 		return batchMessage{Code: outcome.InvalidFormat}
 	}
 	m := batchMessage{Code: outcome.Stored}
 	for _, mb := range ms {
-		switch mb.name {
+		switch mb.Name {
 		case "data":
-			m.Data = mb.value
+			m.Data = mb.Value
 		case "ts":
-			m.TS = mb.value
+			m.TS = mb.Value
 		}
 	}
 	if len(m.Data) == 0 || m.Data[0] != '{' {
@@ -96,35 +97,15 @@ func parseBatchMessage(item, quotedSerial []byte) batchMessage {
 	out.WriteString(`{"serial":`)
 	out.Write(quotedSerial)
 	for _, mb := range ms {
-		if mb.name == "accessToken" || mb.name == "serial" {
+		if mb.Name == "accessToken" || mb.Name == "serial" {
 			continue
 		}
 		out.WriteByte(',')
-		out.Write(mb.rawName)
+		out.Write(mb.RawName)
 		out.WriteByte(':')
-		_ = json.Compact(&out, mb.value) // valid: cannot fail
+		_ = json.Compact(&out, mb.Value) // valid: cannot fail
 	}
 	out.WriteByte('}')
 	m.Payload = out.Bytes()
 	return m
-}
-
-// elements returns the elements of the JSON array arr (valid JSON), or nil
-// when arr is no array.
-func elements(arr []byte) [][]byte {
-	i := skipSpace(arr, 0)
-	if i >= len(arr) || arr[i] != '[' {
-		return nil
-	}
-	var out [][]byte
-	i = skipSpace(arr, i+1)
-	for arr[i] != ']' {
-		end := skipValue(arr, i)
-		out = append(out, arr[i:end])
-		i = skipSpace(arr, end)
-		if arr[i] == ',' {
-			i = skipSpace(arr, i+1)
-		}
-	}
-	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
 	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/jsonobj"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
@@ -208,7 +209,7 @@ func (s *Server) readingTime(receivedNs int64, ts, data []byte, tsInput string) 
 	}
 	sources := [2]readtime.Source{{Name: "ts", Value: ts}}
 	if tsInput != "" {
-		sources[1] = readtime.Source{Name: "data." + tsInput, Value: memberValue(data, tsInput)}
+		sources[1] = readtime.Source{Name: "data." + tsInput, Value: jsonobj.Value(data, tsInput)}
 	}
 	return s.limits.ReadingTime.Resolve(time.Unix(0, receivedNs), sources[:]...)
 }

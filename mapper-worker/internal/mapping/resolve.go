@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/jsonobj"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -25,30 +27,64 @@ func Resolve(ev event.Event, dev *registry.Entry) (event.Mapped, error) {
 	if !dev.Connected() {
 		return m, nil
 	}
-	var body struct {
-		Data map[string]json.RawMessage `json:"data"`
+	if !json.Valid(ev.Payload) {
+		return m, fmt.Errorf("%w: not JSON", errPayload)
 	}
-	if err := json.Unmarshal(ev.Payload, &body); err != nil {
-		return m, fmt.Errorf("%w: %v", errPayload, err)
+	data := jsonobj.Value(ev.Payload, "data")
+	if jsonobj.IsNull(data) {
+		return m, nil
 	}
+	var buf [16]jsonobj.Member
+	members, ok := jsonobj.Members(data, buf[:0])
+	if !ok {
+		return m, fmt.Errorf("%w: data is not an object", errPayload)
+	}
+	// The last of repeated names counts, as in a map: walk backwards and
+	// skip a name already seen.
+	var seen names
 	matched := false
-	for name, raw := range body.Data {
+	for i := len(members) - 1; i >= 0; i-- {
+		name := members[i].Name
 		route, ok := dev.Route(name)
-		if !ok {
+		if !ok || !seen.add(name) {
 			continue
 		}
 		matched = true
-		if isNull(raw) {
-			continue
+		if raw := members[i].Value; !jsonobj.IsNull(raw) {
+			m.Values = append(m.Values, event.Value{DeviceInput: name, Entity: route.Entity, Input: route.Input, JSON: raw})
 		}
-		m.Values = append(m.Values, event.Value{DeviceInput: name, Entity: route.Entity, Input: route.Input, JSON: raw})
 	}
+	slices.Reverse(m.Values) // in the order sent
 	if matched {
 		m.Outcome = outcome.Stored
 	}
 	return m, nil
 }
 
-func isNull(raw json.RawMessage) bool {
-	return len(raw) == 0 || string(raw) == "null"
+// names is a set of the few input names of one reading.
+type names struct {
+	list []string
+	set  map[string]struct{}
+}
+
+// add reports whether name was new.
+func (n *names) add(name string) bool {
+	if n.set == nil {
+		if !slices.Contains(n.list, name) {
+			n.list = append(n.list, name)
+			if len(n.list) > 16 {
+				n.set = make(map[string]struct{}, 2*len(n.list))
+				for _, s := range n.list {
+					n.set[s] = struct{}{}
+				}
+			}
+			return true
+		}
+		return false
+	}
+	if _, ok := n.set[name]; ok {
+		return false
+	}
+	n.set[name] = struct{}{}
+	return true
 }

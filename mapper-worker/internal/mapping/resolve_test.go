@@ -3,7 +3,10 @@ package mapping
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/devicehub/eventservice/pkg/event"
@@ -37,6 +40,10 @@ func TestResolve(t *testing.T) {
 		{"null skipped", `{"temp":null,"on":false}`, outcome.Stored, []string{"boiler.running=false"}},
 		{"all matched null", `{"temp":null}`, outcome.Stored, nil},
 		{"structured", `{"temp":{"a":[1]}}`, outcome.Stored, []string{`boiler.temperature={"a":[1]}`}},
+		{"repeated name: the last counts", `{"temp":1,"on":true,"temp":2}`, outcome.Stored, []string{"boiler.running=true", "boiler.temperature=2"}},
+		{"repeated name, last null", `{"temp":1,"temp":null}`, outcome.Stored, nil},
+		{"escaped name", `{"te\u006dp":3}`, outcome.Stored, []string{"boiler.temperature=3"}},
+		{"data null", `null`, outcome.NoConnections, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := event.Event{ID: "id", Serial: "s", ReceivedNs: 7, ReadingNs: 5, TimeNote: "n", Payload: json.RawMessage(`{"serial":"s","data":` + tc.data + `}`)}
@@ -65,7 +72,40 @@ func TestResolve(t *testing.T) {
 	if m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":{}}`)}, entry(t, registry.Input{Name: "a"})); err != nil || m.Outcome != outcome.NoConnections {
 		t.Fatalf("device without connections: %+v %v", m, err)
 	}
-	if _, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":5}`)}, dev); !errors.Is(err, errPayload) {
-		t.Fatalf("bad payload err = %v", err)
+	for _, bad := range []string{`{"data":5}`, `{"data":{"temp":1}`, `{"data":["temp"]}`} {
+		if _, err := Resolve(event.Event{Payload: json.RawMessage(bad)}, dev); !errors.Is(err, errPayload) {
+			t.Fatalf("payload %s: err = %v", bad, err)
+		}
+	}
+}
+
+// Values keep the order of data, also past the names a list tracks (a
+// device with many inputs, one of them repeated).
+func TestResolveOrderAndManyInputs(t *testing.T) {
+	var inputs []registry.Input
+	var data []string
+	for i := range 40 {
+		name := fmt.Sprintf("in%02d", i)
+		inputs = append(inputs, registry.Input{Name: name, Entity: "e", EntityInput: name})
+		data = append(data, fmt.Sprintf("%q:%d", name, i))
+	}
+	data = append(data, `"in03":"last"`)
+	m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":{` + strings.Join(data, ",") + `}}`)}, entry(t, inputs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range m.Values {
+		got = append(got, v.Input+"="+string(v.JSON))
+	}
+	var want []string
+	for i := range 40 {
+		if i != 3 {
+			want = append(want, fmt.Sprintf("in%02d=%d", i, i))
+		}
+	}
+	want = append(want, `in03="last"`)
+	if !slices.Equal(got, want) {
+		t.Fatalf("values\n%v\nwant\n%v", got, want)
 	}
 }

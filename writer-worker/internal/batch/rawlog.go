@@ -33,9 +33,13 @@ type pendingAck struct {
 // redelivered event's values are found already stored and skipped.
 func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration)) {
 	defer release(0)
-	var rows []chstore.MessageRow
-	var keys []chstore.KeyRow
-	var acks []pendingAck
+	var nr, nk, na int
+	for _, rb := range b.Items {
+		nr, nk, na = nr+len(rb.rows), nk+len(rb.keys), na+len(rb.acks)
+	}
+	rows := make([]chstore.MessageRow, 0, nr)
+	keys := make([]chstore.KeyRow, 0, nk)
+	acks := make([]pendingAck, 0, na)
 	for _, rb := range b.Items {
 		rows = append(rows, rb.rows...)
 		keys = append(keys, rb.keys...)
