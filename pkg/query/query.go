@@ -14,6 +14,12 @@ const (
 	Messages = "messages"
 	Latest   = "latest"
 	Series   = "series"
+	// Buckets is a series aggregated into buckets of StepMs.
+	Buckets = "buckets"
+	// LastSeen asks for the receive time of each of Serials' newest
+	// message; LatestOf for the latest value of each of Pairs.
+	LastSeen = "lastseen"
+	LatestOf = "latestof"
 	// Outcome asks for the outcomes earlier attempts of keyed events were
 	// answered with (see the Idempotency-Key guarantee).
 	Outcome = "outcome"
@@ -23,6 +29,11 @@ const (
 const (
 	DefaultLimit = 100
 	MaxLimit     = 10000
+	// MaxBuckets bounds an aggregated series, MaxSerials a LastSeen
+	// query and MaxPairs a LatestOf query.
+	MaxBuckets = 10000
+	MaxSerials = 1000
+	MaxPairs   = 10000
 )
 
 // Request covers all read queries; each uses the fields it needs.
@@ -35,6 +46,29 @@ type Request struct {
 	Limit  int    `json:"limit,omitempty"`
 	// EventIDs are the keyed events an Outcome query asks about.
 	EventIDs []string `json:"eventIds,omitempty"`
+	// StepMs is a Buckets query's bucket width.
+	StepMs  int64         `json:"stepMs,omitempty"`
+	Serials []string      `json:"serials,omitempty"`
+	Pairs   []EntityInput `json:"pairs,omitempty"`
+}
+
+// EntityInput names one input of an entity.
+type EntityInput struct {
+	Entity string `json:"entity"`
+	Input  string `json:"input"`
+}
+
+// Bucket is one bucket of an aggregated series: the readings with reading
+// times in [TS, TS+step). Min, Max and Avg cover the numbers and booleans
+// (true = 1) among them and are absent when there are none; Last is the
+// value with the greatest reading time.
+type Bucket struct {
+	TS    string          `json:"ts"`
+	Count uint64          `json:"count"`
+	Min   *float64        `json:"min,omitempty"`
+	Max   *float64        `json:"max,omitempty"`
+	Avg   *float64        `json:"avg,omitempty"`
+	Last  json.RawMessage `json:"last"`
 }
 
 // Message is one row of a device's Messages view.
@@ -54,6 +88,8 @@ type Point struct {
 	// TS is the reading time, ReceivedAt when ingest-api received it.
 	TS         string          `json:"ts"`
 	Value      json.RawMessage `json:"value"`
+	Entity     string          `json:"entity,omitempty"`
+	Input      string          `json:"input,omitempty"`
 	Serial     string          `json:"serial,omitempty"`
 	ReceivedAt string          `json:"receivedAt,omitempty"`
 }
@@ -63,6 +99,9 @@ type Response struct {
 	Error    string    `json:"error,omitempty"`
 	Messages []Message `json:"messages,omitempty"`
 	Points   []Point   `json:"points,omitempty"`
+	Buckets  []Bucket  `json:"buckets,omitempty"`
+	// LastSeen maps a serial to its newest message's receive time.
+	LastSeen map[string]string `json:"lastSeen,omitempty"`
 	// Outcomes holds, for an Outcome query, the answered events' outcomes.
 	Outcomes map[string]outcome.Code `json:"outcomes,omitempty"`
 }

@@ -3,6 +3,8 @@ package registry
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -152,3 +154,55 @@ func (c *Cache) IsSynced() bool {
 }
 
 func (c *Cache) markSynced() { c.once.Do(func() { close(c.synced) }) }
+
+// Devices returns, in serial order, up to limit devices whose serial starts
+// with prefix and sorts after after; more reports whether others follow.
+// It sorts the matching serials on every call: a workspace's listing, not a
+// request-path lookup.
+func (c *Cache) Devices(prefix, after string, limit int) (_ []Device, more bool) {
+	c.mu.RLock()
+	var serials []string
+	for serial, s := range c.devices {
+		if s.entry != nil && serial > after && strings.HasPrefix(serial, prefix) {
+			serials = append(serials, serial)
+		}
+	}
+	c.mu.RUnlock()
+	slices.Sort(serials)
+	if more = len(serials) > limit; more {
+		serials = serials[:limit]
+	}
+	out := make([]Device, 0, len(serials))
+	for _, serial := range serials {
+		if e, ok := c.Lookup(serial); ok { // gone meanwhile: left out
+			out = append(out, e.Device)
+		}
+	}
+	return out, more
+}
+
+// EntityInputs returns every connected entity input, by entity then input,
+// with the device inputs that feed it.
+func (c *Cache) EntityInputs() map[string]map[string][]Feed {
+	out := make(map[string]map[string][]Feed)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for serial, s := range c.devices {
+		if s.entry == nil {
+			continue
+		}
+		for name, r := range s.entry.routes {
+			if out[r.Entity] == nil {
+				out[r.Entity] = make(map[string][]Feed)
+			}
+			out[r.Entity][r.Input] = append(out[r.Entity][r.Input], Feed{Serial: serial, DeviceInput: name})
+		}
+	}
+	return out
+}
+
+// Feed is a device input connected to an entity input.
+type Feed struct {
+	Serial      string `json:"serial"`
+	DeviceInput string `json:"deviceInput"`
+}

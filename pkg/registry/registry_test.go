@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,5 +146,43 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("change not seen within 1s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestCacheListings(t *testing.T) {
+	c := NewCache()
+	for i, serial := range []string{"b-2", "a-1", "b-1", "b-3", "c-1", "gone"} {
+		c.Put(Device{Serial: serial, ConnectionType: ConnectionAPI, Inputs: []Input{
+			{Name: "t", Entity: "boiler", EntityInput: "temp"}, {Name: "x"},
+		}}, uint64(i+1))
+	}
+	c.Remove("gone", 10)
+	serials := func(ds []Device) (out []string) {
+		for _, d := range ds {
+			out = append(out, d.Serial)
+		}
+		return out
+	}
+	page, more := c.Devices("b-", "", 2)
+	if got := serials(page); !slices.Equal(got, []string{"b-1", "b-2"}) || !more {
+		t.Fatalf("first page %v more %v", got, more)
+	}
+	page, more = c.Devices("b-", "b-2", 2)
+	if got := serials(page); !slices.Equal(got, []string{"b-3"}) || more {
+		t.Fatalf("second page %v more %v", got, more)
+	}
+	page, _ = c.Devices("", "", 100)
+	if got := serials(page); !slices.Equal(got, []string{"a-1", "b-1", "b-2", "b-3", "c-1"}) {
+		t.Fatalf("all %v", got)
+	}
+	ei := c.EntityInputs()
+	feeds := ei["boiler"]["temp"]
+	if len(ei) != 1 || len(ei["boiler"]) != 1 || len(feeds) != 5 {
+		t.Fatalf("entity inputs %v", ei)
+	}
+	for _, f := range feeds {
+		if f.DeviceInput != "t" || f.Serial == "gone" {
+			t.Fatalf("feed %+v", f)
+		}
 	}
 }

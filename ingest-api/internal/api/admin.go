@@ -112,11 +112,29 @@ func (s *Server) latest(c echo.Context) error {
 }
 
 func (s *Server) series(c echo.Context) error {
-	req, err := seriesRequest(c.QueryParam("limit"), c.QueryParam("from"), c.QueryParam("to"), time.Now())
+	q := c.QueryParams()
+	req, err := seriesRequest(q.Get("limit"), q.Get("from"), q.Get("to"), time.Now())
 	if err != nil {
 		return s.respond(c, outcome.BadRequest, "", "", err.Error())
 	}
 	req.Entity, req.Input = c.Param("entity"), c.Param("input")
+	if req.StepMs, err = seriesStep(q.Get("step"), q.Get("points"), req.FromMs, req.ToMs); err != nil {
+		return s.respond(c, outcome.BadRequest, "", "", err.Error())
+	}
+	if req.StepMs > 0 {
+		resp, code, err := s.ask(c.Request().Context(), query.Buckets, req)
+		if err != nil {
+			return s.respond(c, code, "", "", err.Error())
+		}
+		bs := resp.Buckets
+		if bs == nil {
+			bs = []query.Bucket{}
+		}
+		return c.JSON(http.StatusOK, struct {
+			Step   string         `json:"step"`
+			Points []query.Bucket `json:"points"`
+		}{query.FormatStep(req.StepMs), bs})
+	}
 	resp, code, err := s.ask(c.Request().Context(), query.Series, req)
 	if err != nil {
 		return s.respond(c, code, "", "", err.Error())
@@ -129,6 +147,31 @@ func (s *Server) series(c echo.Context) error {
 		pts[i].Serial = ""
 	}
 	return c.JSON(http.StatusOK, map[string]any{"points": pts})
+}
+
+// seriesStep reads the aggregation parameters: step (a duration) or points
+// (the most buckets wanted), not both; 0 asks for raw points.
+func seriesStep(step, points string, fromMs, toMs int64) (int64, error) {
+	switch {
+	case step != "" && points != "":
+		return 0, errors.New("give step or points, not both")
+	case step != "":
+		ms, err := query.ParseStep(step)
+		if err != nil {
+			return 0, err
+		}
+		if query.BucketCount(fromMs, toMs, ms) > query.MaxBuckets {
+			return 0, fmt.Errorf("step too small for the range (at most %d buckets)", query.MaxBuckets)
+		}
+		return ms, nil
+	case points != "":
+		n, err := strconv.Atoi(points)
+		if err != nil || n < 1 || n > query.MaxBuckets {
+			return 0, fmt.Errorf("points must be 1 to %d", query.MaxBuckets)
+		}
+		return query.StepFor(fromMs, toMs, n), nil
+	}
+	return 0, nil
 }
 
 // seriesRequest reads the series query parameters; the range defaults to the

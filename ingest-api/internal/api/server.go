@@ -116,6 +116,8 @@ func New(d Deps) (*echo.Echo, *Server) {
 	e.GET(openapi.Path, func(c echo.Context) error { return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Doc) })
 
 	admin := e.Group("/api/v1/admin", s.requireAdmin)
+	admin.GET("/devices", s.listDevices)
+	admin.GET("/entities", s.listEntities)
 	admin.PUT("/devices/:serial", s.putDevice)
 	admin.GET("/devices/:serial", s.getDevice)
 	admin.DELETE("/devices/:serial", s.deleteDevice)

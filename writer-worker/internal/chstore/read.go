@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/devicehub/eventservice/pkg/query"
@@ -71,4 +72,119 @@ func (s *Store) points(ctx context.Context, q string, args ...any) ([]query.Poin
 		out = append(out, p)
 	}
 	return out, rows.Err()
+}
+
+// SeriesBuckets aggregates an entity input's values with reading times in
+// [fromMs, toMs] into buckets of stepMs aligned to the epoch, in time order;
+// empty buckets are left out. Count is the number of distinct readings
+// (a duplicate that ReplacingMergeTree has not folded yet is counted once);
+// Min, Max and Avg cover the numbers and booleans, Last is the value with
+// the greatest reading time (then receive time). Avg may weigh such an
+// unfolded duplicate twice until the merge.
+func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error) {
+	rows, err := s.conn.Query(ctx, "SELECT intDiv(ts_ns, ?) AS b, uniqExact(cityHash64(event_id, device_input)), min(value_num), max(value_num), avg(value_num), argMax(value_json, (ts_ns, received_ns)) FROM "+s.db+
+		".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY b ORDER BY b",
+		stepMs*1e6, entity, input, fromMs*1e6, (toMs+1)*1e6)
+	if err != nil {
+		return nil, fmt.Errorf("query buckets: %w", err)
+	}
+	defer rows.Close()
+	var out []query.Bucket
+	for rows.Next() {
+		var (
+			b           query.Bucket
+			n           int64
+			mn, mx, avg *float64
+			last        string
+		)
+		if err := rows.Scan(&n, &b.Count, &mn, &mx, &avg, &last); err != nil {
+			return nil, fmt.Errorf("scan bucket: %w", err)
+		}
+		b.TS, b.Min, b.Max, b.Last = msTime(n*stepMs), mn, mx, json.RawMessage(last)
+		if avg != nil && !math.IsNaN(*avg) {
+			b.Avg = avg
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// LastSeen returns the receive time of the newest message of each serial
+// that has one.
+func (s *Store) LastSeen(ctx context.Context, serials []string) (map[string]string, error) {
+	out := make(map[string]string, len(serials))
+	if len(serials) == 0 {
+		return out, nil
+	}
+	rows, err := s.conn.Query(ctx, "SELECT serial, intDiv(max(ts_ns), 1000000) FROM "+s.db+".device_messages WHERE serial IN ? GROUP BY serial", set(serials))
+	if err != nil {
+		return nil, fmt.Errorf("query last seen: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			serial string
+			ms     int64
+		)
+		if err := rows.Scan(&serial, &ms); err != nil {
+			return nil, fmt.Errorf("scan last seen: %w", err)
+		}
+		out[serial] = msTime(ms)
+	}
+	return out, rows.Err()
+}
+
+// LatestOf returns the latest value (as Latest chooses it) of each pair that
+// has one, with its entity and input named.
+func (s *Store) LatestOf(ctx context.Context, pairs []query.EntityInput) ([]query.Point, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	entities, inputs := make([]string, len(pairs)), make([]string, len(pairs))
+	for i, p := range pairs {
+		entities[i], inputs[i] = p.Entity, p.Input
+	}
+	// The entity filter uses the primary key; the pair filter keeps only the
+	// inputs asked for.
+	rows, err := s.conn.Query(ctx, "SELECT entity, input, intDiv(max(ts_ns), 1000000), argMax(value_json, (ts_ns, received_ns)), argMax(serial, (ts_ns, received_ns)) FROM "+s.db+
+		".input_values WHERE entity IN ? AND concat(entity, '\\0', input) IN ? GROUP BY entity, input",
+		set(uniqueStrings(entities)), set(pairKeys(entities, inputs)))
+	if err != nil {
+		return nil, fmt.Errorf("query latest values: %w", err)
+	}
+	defer rows.Close()
+	var out []query.Point
+	for rows.Next() {
+		var (
+			p  query.Point
+			ms int64
+			v  string
+		)
+		if err := rows.Scan(&p.Entity, &p.Input, &ms, &v, &p.Serial); err != nil {
+			return nil, fmt.Errorf("scan latest value: %w", err)
+		}
+		p.TS, p.Value = msTime(ms), json.RawMessage(v)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+func uniqueStrings(ss []string) []string {
+	seen := make(map[string]bool, len(ss))
+	var out []string
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func pairKeys(entities, inputs []string) []string {
+	out := make([]string, len(entities))
+	for i := range entities {
+		out[i] = entities[i] + "\x00" + inputs[i]
+	}
+	return out
 }

@@ -25,6 +25,9 @@ type Store interface {
 	Messages(ctx context.Context, serial string, limit int) ([]query.Message, error)
 	Latest(ctx context.Context, entity, input string) ([]query.Point, error)
 	Series(ctx context.Context, entity, input string, fromMs, toMs int64, limit int) ([]query.Point, error)
+	SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error)
+	LastSeen(ctx context.Context, serials []string) (map[string]string, error)
+	LatestOf(ctx context.Context, pairs []query.EntityInput) ([]query.Point, error)
 }
 
 var _ Store = (*chstore.Store)(nil)
@@ -115,6 +118,21 @@ func (s *Server) answer(ctx context.Context, kind string, data []byte) (query.Re
 		resp.Points, err = s.store.Latest(ctx, req.Entity, req.Input)
 	case query.Series:
 		resp.Points, err = s.store.Series(ctx, req.Entity, req.Input, req.FromMs, req.ToMs, req.Limit)
+	case query.Buckets:
+		if req.StepMs < 1 || query.BucketCount(req.FromMs, req.ToMs, req.StepMs) > query.MaxBuckets {
+			return resp, fmt.Errorf("step must give at most %d buckets", query.MaxBuckets)
+		}
+		resp.Buckets, err = s.store.SeriesBuckets(ctx, req.Entity, req.Input, req.FromMs, req.ToMs, req.StepMs)
+	case query.LastSeen:
+		if len(req.Serials) > query.MaxSerials {
+			return resp, fmt.Errorf("at most %d serials per query", query.MaxSerials)
+		}
+		resp.LastSeen, err = s.store.LastSeen(ctx, req.Serials)
+	case query.LatestOf:
+		if len(req.Pairs) > query.MaxPairs {
+			return resp, fmt.Errorf("at most %d inputs per query", query.MaxPairs)
+		}
+		resp.Points, err = s.store.LatestOf(ctx, req.Pairs)
 	case query.Outcome:
 		if len(req.EventIDs) > maxOutcomeIDs {
 			return resp, fmt.Errorf("at most %d event ids per query", maxOutcomeIDs)
