@@ -43,6 +43,9 @@ if [ "${BENCH_BATCH:-100}" != 0 ]; then
     -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_BATCH_CONC:-32}" -duration "${BENCH_DURATION:-10s}" \
     -pids "${pids%,}" -out bench/results.txt -batch "${BENCH_BATCH:-100}"
 fi
+# A week of one reading per second, aggregated for a 7-day chart, in a
+# database of its own on the stack's ClickHouse (target: 200 ms).
+CLICKHOUSE_TEST_ADDR=127.0.0.1:$CLICKHOUSE_PORT go test -run '^$' -bench SeriesWeek -count 5 ./writer-worker/internal/chstore/ | tee bench/series.txt
 # What the programs' own metrics saw (the same numbers an operator's
 # Prometheus would scrape while the benchmark runs).
 echo "# metrics after the run"
