@@ -36,6 +36,8 @@ type Schema struct {
 	AdditionalProperties *bool              `json:"-"`
 	Items                *Schema            `json:"items"`
 	Enum                 []string           `json:"enum"`
+	Nullable             bool               `json:"nullable"`
+	OneOf                []*Schema          `json:"oneOf"`
 }
 
 // UnmarshalJSON reads additionalProperties only when it is a boolean.
@@ -158,6 +160,20 @@ func (d *Document) check(s *Schema, v any, at string) error {
 		if s == nil {
 			return fmt.Errorf("%s: unknown schema %s", at, name)
 		}
+	}
+	if v == nil && s.Nullable {
+		return nil
+	}
+	if len(s.OneOf) > 0 {
+		var errs []string
+		for _, alt := range s.OneOf {
+			err := d.check(alt, v, at)
+			if err == nil {
+				return nil
+			}
+			errs = append(errs, err.Error())
+		}
+		return fmt.Errorf("%s: matches none of oneOf: %s", at, strings.Join(errs, "; "))
 	}
 	switch s.Type {
 	case "":
