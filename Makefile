@@ -1,11 +1,14 @@
-.PHONY: build run test bench chaos deps fmt vet clean
+.PHONY: build console run test bench chaos deps fmt vet clean
 
 GO ?= go
 BIN := bin
 
-build:
+build: console
 	$(GO) build -o $(BIN)/ ./ingest-api ./mapper-worker ./writer-worker
 	$(GO) build -o $(BIN)/nats-server github.com/nats-io/nats-server/v2
+
+console:
+	deploy/dev/console.sh
 
 deps:
 	deploy/dev/deps.sh
@@ -23,7 +26,7 @@ vet:
 	$(GO) vet ./...
 
 clean:
-	rm -rf $(BIN) .run
+	rm -rf $(BIN) .run console/node_modules ingest-api/internal/console/dist/assets ingest-api/internal/console/dist/*.html ingest-api/internal/console/dist/*.json
 
 bench: deps build
 	deploy/dev/bench.sh

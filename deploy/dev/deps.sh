@@ -6,6 +6,10 @@ set -euo pipefail
 need=()
 command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server clickhouse-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
+# `deps.sh test`: also what the browser test drives (Debian's chromium).
+if [ "${1:-}" = test ]; then
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else

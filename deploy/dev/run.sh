@@ -57,10 +57,14 @@ cat <<TXT
 
 Device event service is up: ingest-api on http://$INGEST_ADDR (logs in $state/logs)
 
-Create a device:
+Console: http://$INGEST_ADDR/console/  (sign in with the admin token, ADMIN_TOKEN)
+  Create a device there (for instance serial dev-001, input temp connected to entity boiler-1,
+  entity input temperature, access token revealed on its page), then post readings with it:
+
+Or create a device with curl:
   curl -s -X PUT http://$INGEST_ADDR/api/v1/admin/devices/dev-001 -H "Authorization: Bearer $ADMIN_TOKEN" \\
     -d '{"connectionType":"API","accessToken":"secret-token-1","inputs":[{"name":"temp","entity":"boiler-1","entityInput":"temperature"}]}'
-Post a reading:
+Post a reading (the token: secret-token-1 for the curl device, or the one the console shows):
   curl -s http://$INGEST_ADDR/api/v1/deviceapi/event -H 'Content-Type: application/json' -H 'Authorization: Bearer secret-token-1' \\
     -d '{"serial":"dev-001","data":{"temp":21.5}}'
 Read it back:

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# `make test`: starts a ClickHouse server for the run, then unit, fuzz-seed and
-# integration tests (NATS runs in-process in the tests themselves).
+# `make test`: installs what is missing (ClickHouse, chromium), builds the
+# console, starts a ClickHouse server for the run, then unit, fuzz-seed,
+# integration and browser tests (NATS runs in-process in the tests themselves).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-deploy/dev/deps.sh
+deploy/dev/deps.sh test
+# The console is embedded in ingest-api: build it before the programs.
+deploy/dev/console.sh
 port=${CLICKHOUSE_TEST_PORT:-19000}
 http=${CLICKHOUSE_TEST_HTTP_PORT:-18123}
 dir=$root/.run/test-clickhouse

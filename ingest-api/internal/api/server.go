@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/console"
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
 
 	"github.com/labstack/echo/v4"
@@ -114,6 +115,12 @@ func New(d Deps) (*echo.Echo, *Server) {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET(openapi.Path, func(c echo.Context) error { return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Doc) })
+
+	// The console: static pages that use the workspace API below.
+	ui := echo.WrapHandler(console.New())
+	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, console.Prefix) })
+	e.GET(console.Prefix+"*", ui)
+	e.HEAD(console.Prefix+"*", ui)
 
 	admin := e.Group("/api/v1/admin", s.requireAdmin)
 	admin.GET("/devices", s.listDevices)

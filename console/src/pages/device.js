@@ -1,0 +1,159 @@
+// /console/devices/{serial}: the device's overview (inputs, token, edit,
+// delete) and its Messages tab, refreshed every few seconds.
+import { h, replace, time } from '../dom.js';
+import { api, enc } from '../api.js';
+import { deviceForm } from './deviceform.js';
+
+const REFRESH_MS = 3000;
+const MESSAGES = 50;
+
+export async function devicePage({ el, signal, navigate, link, params }, serial) {
+  replace(el, h('p', { class: 'muted' }, 'Loading…'));
+  let device;
+  try {
+    device = await api('GET', `/devices/${enc(serial)}`);
+  } catch (err) {
+    if (signal.aborted) return;
+    replace(el, h('h1', null, 'Device'), h('p', { class: 'error', role: 'alert' }, err.status === 404 ? 'No such device.' : `Could not load the device: ${err.message}`),
+      h('p', null, link('/console/devices', 'Back to the devices')));
+    return;
+  }
+  if (signal.aborted) return;
+  render(device);
+
+  function render(d) {
+    const tab = params.get('tab') === 'messages' ? 'messages' : 'overview';
+    const panel = h('section', { id: `panel-${tab}`, role: 'tabpanel' });
+    const tabButton = (name, label) => h('button', {
+      type: 'button', role: 'tab', id: `tab-${name}`, 'aria-selected': String(tab === name),
+      onclick: () => {
+        const q = name === 'messages' ? '?tab=messages' : '';
+        navigate(`/console/devices/${enc(d.serial)}${q}`, { replace: true });
+      },
+    }, label);
+    replace(el,
+      h('p', { class: 'crumbs' }, link('/console/devices', 'Devices'), ' / '),
+      h('h1', { class: 'serial' }, d.serial),
+      h('div', { role: 'tablist', class: 'tabs' }, tabButton('overview', 'Overview'), tabButton('messages', 'Messages')),
+      panel);
+    if (tab === 'messages') messages(panel, d);
+    else overview(panel, d);
+  }
+
+  function overview(panel, d) {
+    const editSlot = h('div');
+    const inputs = d.inputs.length === 0
+      ? h('p', { class: 'muted' }, 'No inputs.')
+      : h('table', { class: 'list', id: 'device-inputs' },
+        h('thead', null, h('tr', null, h('th', null, 'Input'), h('th', null, 'Stored as'))),
+        h('tbody', null, d.inputs.map((i) => h('tr', null,
+          h('td', null, i.name, d.timestampInput === i.name ? h('span', { class: 'tag' }, 'timestamp') : null),
+          h('td', null, i.entity
+            ? link(`/console/entities/${enc(i.entity)}/inputs/${enc(i.entityInput)}`, `${i.entity} / ${i.entityInput}`)
+            : h('span', { class: 'muted' }, 'not connected'))))));
+    replace(panel,
+      h('dl', { class: 'facts' },
+        h('dt', null, 'Connection type'), h('dd', null, d.connectionType),
+        h('dt', null, 'Timestamp input'), h('dd', null, d.timestampInput || h('span', { class: 'muted' }, 'none: readings are stored at their ts, else their receive time')),
+        h('dt', null, 'Access token'), h('dd', null, tokenControls(d))),
+      h('h2', null, 'Inputs'),
+      inputs,
+      h('div', { class: 'actions' },
+        h('button', { type: 'button', onclick: () => replace(editSlot, deviceForm({ existing: d, onSaved: (saved) => { device = saved; render(saved); }, onCancel: () => replace(editSlot) })) }, 'Edit'),
+        deleteControl(d)),
+      editSlot);
+  }
+
+  function tokenControls(d) {
+    const masked = '•'.repeat(12);
+    const shown = h('code', { id: 'device-token' }, masked);
+    const note = h('span', { class: 'muted', role: 'status' });
+    let visible = false;
+    const reveal = h('button', {
+      type: 'button', class: 'secondary',
+      onclick: () => { visible = !visible; replace(shown, visible ? d.accessToken : masked); replace(reveal, visible ? 'Hide' : 'Reveal'); },
+    }, 'Reveal');
+    const copy = h('button', {
+      type: 'button', class: 'secondary',
+      onclick: async () => {
+        try { await navigator.clipboard.writeText(d.accessToken); replace(note, 'Copied.'); } catch { replace(note, 'Copy failed: reveal it and copy by hand.'); }
+      },
+    }, 'Copy');
+    const regenerate = h('button', {
+      type: 'button', class: 'secondary',
+      onclick: () => confirmInline(regenerate, 'Devices using the old token will be refused. Generate a new one?', 'Generate new token', async () => {
+        const { accessToken, ...rest } = d; // eslint-disable-line no-unused-vars
+        const saved = await api('PUT', `/devices/${enc(d.serial)}`, rest);
+        device = saved;
+        render(saved);
+      }),
+    }, 'New token');
+    return h('span', { class: 'token' }, shown, ' ', reveal, copy, regenerate, ' ', note);
+  }
+
+  function deleteControl(d) {
+    const del = h('button', {
+      type: 'button', class: 'danger',
+      onclick: () => confirmInline(del, `Delete device ${d.serial}? Its stored messages and values stay in ClickHouse.`, 'Delete', async () => {
+        await api('DELETE', `/devices/${enc(d.serial)}`);
+        navigate('/console/devices');
+      }),
+    }, 'Delete device');
+    return del;
+  }
+
+  function messages(panel, d) {
+    const list = h('ol', { class: 'messages', id: 'messages', reversed: true });
+    const status = h('p', { class: 'muted', role: 'status' });
+    const auto = h('input', { type: 'checkbox', id: 'auto-refresh', checked: true });
+    const refresh = h('button', { type: 'button', class: 'secondary', onclick: () => load() }, 'Refresh');
+    let timer = null;
+    async function load() {
+      clearTimeout(timer);
+      try {
+        const { messages: msgs } = await api('GET', `/devices/${enc(d.serial)}/messages?limit=${MESSAGES}`);
+        if (signal.aborted) return;
+        replace(list, msgs.map(messageItem));
+        replace(status, msgs.length === 0 ? 'No messages yet.' : `The newest ${msgs.length} message${msgs.length === 1 ? '' : 's'}, newest first. Updated ${new Date().toLocaleTimeString()}.`);
+      } catch (err) {
+        if (!signal.aborted) replace(status, `Could not load messages: ${err.message}`);
+      }
+      if (!signal.aborted && auto.checked) timer = setTimeout(load, REFRESH_MS);
+    }
+    auto.addEventListener('change', () => (auto.checked ? load() : clearTimeout(timer)));
+    signal.addEventListener('abort', () => clearTimeout(timer));
+    replace(panel,
+      h('div', { class: 'actions' }, refresh, h('label', { for: 'auto-refresh', class: 'inline' }, auto, ` Refresh every ${REFRESH_MS / 1000} s`)),
+      status,
+      list);
+    load();
+  }
+}
+
+function messageItem(m) {
+  const stored = m.outcome === 'Message processed and data stored successfully';
+  return h('li', { class: 'message', 'data-event-id': m.eventId },
+    h('div', { class: 'meta' },
+      h('span', null, 'Received ', time(m.receivedAt)),
+      m.readingTime && m.readingTime !== m.receivedAt ? h('span', null, 'Reading time ', time(m.readingTime)) : null,
+      h('span', { class: stored ? 'outcome ok' : 'outcome' }, m.outcome)),
+    m.timeNote ? h('p', { class: 'note' }, m.timeNote) : null,
+    h('pre', { class: 'payload' }, JSON.stringify(m.payload, null, 2)));
+}
+
+// confirmInline replaces button with a question and two buttons until the
+// user answers: no browser dialog.
+function confirmInline(button, question, yes, action) {
+  const status = h('span', { class: 'error', role: 'alert' });
+  const box = h('span', { class: 'confirm' },
+    h('span', null, question, ' '),
+    h('button', {
+      type: 'button', class: 'danger',
+      onclick: async () => {
+        try { await action(); } catch (err) { replace(status, ` Failed: ${err.message}`); }
+      },
+    }, yes),
+    h('button', { type: 'button', class: 'secondary', onclick: () => box.replaceWith(button) }, 'Cancel'),
+    status);
+  button.replaceWith(box);
+}
