@@ -28,6 +28,7 @@ type Config struct {
 	DeviceBurst       int
 	PublishMaxEvents  int
 	PublishMaxPending int
+	PublishLinger     time.Duration
 	OutcomeTimeout    time.Duration
 	QueryTimeout      time.Duration
 	ReadHeaderTimeout time.Duration
@@ -56,6 +57,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Int(&c.DeviceBurst, "device-burst", 1000, "requests one device may post at once above its rate (buffered readings)")
 	s.Int(&c.PublishMaxEvents, "publish-max-events", 256, "most unkeyed events of concurrent requests gathered into one JetStream message (1: a message per event)")
 	s.Int(&c.PublishMaxPending, "publish-max-pending", 2, "messages awaiting the stream's ack at once; meanwhile new events gather into the next message")
+	s.Duration(&c.PublishLinger, "publish-linger", 2*time.Millisecond, "how long a message waits for more events once it has one: concurrent requests share messages at moderate rates (0: publish at once when a slot is free)")
 	s.Duration(&c.OutcomeTimeout, "outcome-timeout", 5*time.Second, "how long a request waits for the storage outcome")
 	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "how long a workspace read waits for writer-worker")
 	s.Duration(&c.ReadHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")

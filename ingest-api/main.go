@@ -50,7 +50,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 
 	sizes := api.NewPublishSizes(reg)
 	pub := publish.New(publish.Config{
-		Subject: cfg.NATS.Names.EventsSubject(), MaxEvents: cfg.PublishMaxEvents, MaxPending: cfg.PublishMaxPending,
+		Subject: cfg.NATS.Names.EventsSubject(), MaxEvents: cfg.PublishMaxEvents, MaxPending: cfg.PublishMaxPending, Linger: cfg.PublishLinger,
 		MaxBytes: int(nc.MaxPayload() / 2), AckWait: cfg.OutcomeTimeout,
 	}, js, func(n int) { sizes.Observe(float64(n)) })
 	e, srv := api.New(api.Deps{

@@ -29,6 +29,8 @@ type config struct {
 	out                                      string
 	keyed                                    bool
 	batch                                    int
+	rates                                    []int // open loop: requests per second, one level each
+	openConns                                int
 }
 
 func main() {
@@ -59,6 +61,9 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&pids, "pids", "", "processes to sample: name=pid,name=pid")
 	fs.StringVar(&c.out, "out", "", "append the result lines to this file")
 	fs.BoolVar(&c.keyed, "keyed", false, "send a unique Idempotency-Key with every request, as field firmware does")
+	var rates string
+	fs.StringVar(&rates, "rates", "", "open loop instead of closed: constant arrival rates per second, one level each (latency from each request's scheduled time)")
+	fs.IntVar(&c.openConns, "open-conns", 1024, "most connections of an open-loop level: a due request takes an idle one or opens one up to this, then waits")
 	fs.IntVar(&c.batch, "batch", 0, "backlog mode: POST /api/v1/deviceapi/events with this many messages of 2 inputs per request (0: one reading per request)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -69,6 +74,19 @@ func parseFlags(args []string) (config, error) {
 			return c, fmt.Errorf("bad -conc level %q", l)
 		}
 		c.levels = append(c.levels, n)
+	}
+	for _, l := range strings.Split(rates, ",") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(l))
+		if err != nil || n < 1 || n > 100000 {
+			return c, fmt.Errorf("bad -rates level %q", l)
+		}
+		c.rates = append(c.rates, n)
+	}
+	if c.openConns < 1 || c.openConns > 4096 {
+		return c, fmt.Errorf("-open-conns must be 1 to 4096")
 	}
 	c.pids = map[string]int{}
 	for _, kv := range strings.Split(pids, ",") {

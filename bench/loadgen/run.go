@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -65,6 +66,10 @@ func run(ctx context.Context, cfg config) error {
 		lines = append(lines, s)
 	}
 	emit(fmt.Sprintf("# run %s %s devices=%d duration=%s keyed=%v batch=%d", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyed, cfg.batch))
+	if len(cfg.rates) > 0 {
+		err := runOpen(ctx, cfg, runID, entity, serviceReqs, pids, emit)
+		return errors.Join(err, writeLines(cfg.out, lines))
+	}
 	for _, conc := range cfg.levels {
 		keyed := ""
 		if cfg.keyed {
@@ -100,7 +105,7 @@ func run(ctx context.Context, cfg config) error {
 		want := r.confirmed * values
 		emit(fmt.Sprintf("  check conc=%d sent=%d confirmed=%d values_expected=%d stored=%d missing=%d extra=%d conn_errors=%d statuses=%s",
 			conc, r.sent, r.confirmed, want, stored, max(0, want-stored), max(0, stored-want), r.errors, fmtStatuses(r.statuses)))
-		emit("  cpu_pct " + fmtCPU(conc, cpu) + fmt.Sprintf(" p999_ms=%.2f max_ms=%.2f", r.pct(0.999), r.pct(1)))
+		emit("  cpu_pct " + fmtCPU(fmt.Sprintf("conc=%d", conc), cpu) + fmt.Sprintf(" p999_ms=%.2f max_ms=%.2f", r.pct(0.999), r.pct(1)))
 		if g := smp.growth(); len(g) > 0 {
 			line := fmt.Sprintf("  rss_mb_5s_to_end conc=%d", conc)
 			for _, n := range []string{"api", "mapper", "writer"} {
@@ -112,14 +117,62 @@ func run(ctx context.Context, cfg config) error {
 		}
 		sleep(ctx, cfg.settle)
 	}
-	if cfg.out != "" {
-		f, err := os.OpenFile(cfg.out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	return writeLines(cfg.out, lines)
+}
+
+// writeLines appends the result lines to the file out (none: nothing).
+func writeLines(out string, lines []string) error {
+	if out == "" {
+		return nil
+	}
+	f, err := os.OpenFile(out, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintln(f, strings.Join(lines, "\n"))
+	return err
+}
+
+// runOpen drives each open-loop rate in turn and reports latency from the
+// scheduled times, the statuses, the exact reconciliation, and the CPU each
+// event cost the programs, NATS and ClickHouse together.
+func runOpen(ctx context.Context, cfg config, runID, entity string, reqs [][]byte, pids map[string]int, emit func(string)) error {
+	for _, rate := range cfg.rates {
+		keyed := ""
+		if cfg.keyed {
+			keyed = fmt.Sprintf("%s-open-%d", runID, rate)
+		}
+		startMs := time.Now().UnixMilli()
+		smp := startSampler(pids)
+		r, err := driveOpen(ctx, cfg.target, cfg.openConns, rate, cfg.duration, reqs, keyed)
+		_, cpu := smp.finish()
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		_, err = fmt.Fprintln(f, strings.Join(lines, "\n"))
-		return err
+		sleep(ctx, time.Second)
+		stored, err := countStored(ctx, cfg, entity, startMs-1000, time.Now().UnixMilli())
+		if err != nil {
+			return err
+		}
+		achieved := float64(r.confirmed) / cfg.duration.Seconds()
+		emit(fmt.Sprintf("open rate=%d conns=%d keyed=%v achieved_eps=%.0f p50_ms=%.2f p99_ms=%.2f p999_ms=%.2f max_ms=%.2f statuses=%s conn_errors=%d",
+			rate, r.conns, cfg.keyed, achieved, r.pct(50), r.pct(99), r.pct(99.9), float64(r.hist.Max())/1000, fmtStatuses(r.statuses), r.errors))
+		emit(fmt.Sprintf("  check rate=%d scheduled=%d sent=%d confirmed=%d stored=%d missing=%d extra=%d",
+			rate, r.scheduled, r.sent, r.confirmed, stored, max(0, r.confirmed-stored), max(0, stored-r.confirmed)))
+		service := 0.0
+		for name, pct := range cpu {
+			if name != "loadgen" {
+				service += pct
+			}
+		}
+		perEvent := 0.0
+		if r.confirmed > 0 {
+			// % of a core over the level's wall time, per confirmed event
+			perEvent = service / 100 * r.elapsed.Seconds() / float64(r.confirmed) * 1e6
+		}
+		emit("  cpu_pct " + fmtCPU(fmt.Sprintf("rate=%d", rate), cpu) + fmt.Sprintf(" service_us_per_event=%.0f", perEvent))
+		sleep(ctx, cfg.settle)
 	}
 	return nil
 }
@@ -144,13 +197,13 @@ func fmtStatuses(m map[int]int) string {
 	return strings.Join(parts, ",")
 }
 
-func fmtCPU(conc int, cpu map[string]float64) string {
+func fmtCPU(label string, cpu map[string]float64) string {
 	names := make([]string, 0, len(cpu))
 	for k := range cpu {
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	parts := []string{fmt.Sprintf("conc=%d", conc)}
+	parts := []string{label}
 	total := 0.0
 	for _, n := range names {
 		parts = append(parts, fmt.Sprintf("%s=%.0f", n, cpu[n]))

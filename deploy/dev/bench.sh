@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make bench`: the whole stack as `make run` starts it (own ports and state
-# under .run/bench), 1,000 devices, load at 16/64/256/1024 connections from
-# pkg/loadgen, one result line per level, appended to bench/results.txt.
+# under .run/bench), 1,000 devices, closed-loop load at 16/64/256/1024
+# connections, a backlog level, open-loop rates (unkeyed and keyed) from
+# bench/loadgen, one result line per level, appended to bench/results.txt;
+# then the aggregated-series benchmark on the stack's ClickHouse.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -42,6 +44,16 @@ if [ "${BENCH_BATCH:-100}" != 0 ]; then
   bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
     -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_BATCH_CONC:-32}" -duration "${BENCH_DURATION:-10s}" \
     -pids "${pids%,}" -out bench/results.txt -batch "${BENCH_BATCH:-100}"
+fi
+# Open loop: constant arrival rates (latency from each request's scheduled
+# time, HDR percentiles, CPU per event), unkeyed then keyed.
+if [ "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" != 0 ]; then
+  bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+    -devices "${BENCH_DEVICES:-1000}" -rates "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" -duration "${BENCH_OPEN_DURATION:-20s}" \
+    -pids "${pids%,}" -out bench/results.txt
+  bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+    -devices "${BENCH_DEVICES:-1000}" -rates "${BENCH_OPEN_KEYED_RATES:-2000,4000}" -duration "${BENCH_OPEN_DURATION:-20s}" \
+    -pids "${pids%,}" -out bench/results.txt -keyed
 fi
 # A week of one reading per second, aggregated for a 7-day chart, in a
 # database of its own on the stack's ClickHouse (target: 200 ms).

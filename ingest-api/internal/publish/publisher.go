@@ -28,6 +28,10 @@ type Config struct {
 	// While they do, new events join the next message: batches grow with
 	// load and an idle system publishes each event at once.
 	MaxPending int
+	// Linger is how long a message waits for more events once it has one
+	// (0: none). At moderate rates, when slots are free, it is what lets
+	// concurrent requests share a message.
+	Linger time.Duration
 	// AckWait is how long a message's ack is waited for before its slot
 	// is given back (its events' requests still wait for their outcome).
 	AckWait time.Duration
@@ -65,7 +69,7 @@ func New(cfg Config, js jetstream.JetStream, observe Observer) *Publisher {
 		observe = func(int) {}
 	}
 	p := &Publisher{cfg: cfg, js: js, observe: observe, acks: make(chan pending, cfg.MaxPending)}
-	p.batches = batcher.New(batcher.Config{MaxItems: cfg.MaxEvents, MaxSize: cfg.MaxBytes, Slots: cfg.MaxPending},
+	p.batches = batcher.New(batcher.Config{MaxItems: cfg.MaxEvents, MaxSize: cfg.MaxBytes, Slots: cfg.MaxPending, Linger: cfg.Linger},
 		event.EnvelopeCost, p.publish)
 	return p
 }

@@ -80,7 +80,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	err := bus.ConsumeBatches(ctx, w.js, bus.Durable{
 		Stream: w.cfg.Names.EventsStream, Name: w.cfg.Names.MapperConsumer, ConsumerConfig: w.cfg.Consumer,
 		Consuming: func() { w.consuming.Store(true) },
-	}, w.log, batcher.Config{MaxItems: w.cfg.EnvelopeMax}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
+	}, w.log, batcher.Config{MaxItems: w.cfg.EnvelopeMax, Linger: w.cfg.EnvelopeLinger}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
 		w.process(b.Items, queue)
 		release(0)
 	})

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// openResult is what one open-loop level produced.
+type openResult struct {
+	rate, conns                int // conns: connections opened (at most -open-conns)
+	scheduled, sent, confirmed int
+	errors                     int
+	statuses                   map[int]int
+	elapsed                    time.Duration
+	hist                       *hdrhistogram.Histogram // µs from each request's scheduled time to its answer
+}
+
+func (r openResult) pct(p float64) float64 {
+	return float64(r.hist.ValueAtQuantile(p)) / 1000
+}
+
+// driveOpen sends at a constant rate for d, whatever the answers do: request
+// i is due at start + i/rate, and its latency counts from then, so a stall
+// shows as the due requests it holds up (no coordinated omission). A due
+// request goes out on an idle connection, or on a new one while fewer than
+// maxConns are open (a fleet's devices do not share a few connections);
+// past that it waits for one with its clock running. Each request is sent
+// once: a 503 counts as its answer (Retry-After is not waited on here).
+func driveOpen(ctx context.Context, base string, maxConns, rate int, d time.Duration, reqs [][]byte, keyed string) (openResult, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return openResult{}, err
+	}
+	n := int(float64(rate) * d.Seconds())
+	r := openResult{rate: rate, statuses: map[int]int{}, hist: hdrhistogram.New(1, 120_000_000, 3)}
+	var mu sync.Mutex // guards r's counters
+	idle := make(chan *conn, maxConns)
+	var wg sync.WaitGroup
+	send := func(i int, due time.Time, c *conn) {
+		defer wg.Done()
+		req := reqs[i%len(reqs)]
+		if keyed != "" {
+			line := bytes.IndexByte(req, '\n') + 1
+			buf := append(append([]byte(nil), req[:line]...), "Idempotency-Key: "...)
+			buf = append(strconv.AppendInt(append(append(buf, keyed...), '-'), int64(i), 10), "\r\n"...)
+			req = append(buf, req[line:]...)
+		}
+		a, err := c.do(req, 60*time.Second)
+		lat := time.Since(due)
+		if err != nil {
+			c.close()
+			if c, err = dial(u.Host); err != nil {
+				c = nil
+			}
+		}
+		mu.Lock()
+		r.sent++
+		if err != nil {
+			r.errors++
+		} else {
+			_ = r.hist.RecordValue(max(1, lat.Microseconds()))
+			r.statuses[a.status]++
+			if a.ok {
+				r.confirmed++
+			}
+		}
+		mu.Unlock()
+		if c != nil {
+			idle <- c
+		} else {
+			idle <- nil // a slot to dial again
+		}
+	}
+	start := time.Now().Add(20 * time.Millisecond)
+	interval := time.Second / time.Duration(rate)
+	opened := 0
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		due := start.Add(time.Duration(i) * interval)
+		if wait := time.Until(due); wait > 200*time.Microsecond {
+			time.Sleep(wait)
+		}
+		var c *conn
+		select {
+		case c = <-idle:
+		default:
+			if opened < maxConns {
+				opened++
+			} else {
+				c = <-idle
+			}
+		}
+		if c == nil {
+			if c, err = dial(u.Host); err != nil {
+				wg.Wait()
+				return r, fmt.Errorf("dial: %w", err)
+			}
+		}
+		r.scheduled++
+		wg.Add(1)
+		go send(i, due, c)
+	}
+	wg.Wait()
+	close(idle)
+	for c := range idle {
+		if c != nil {
+			c.close()
+		}
+	}
+	r.elapsed, r.conns = time.Since(start), opened
+	return r, ctx.Err()
+}
