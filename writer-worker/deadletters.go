@@ -18,6 +18,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/envflag"
 	"github.com/devicehub/eventservice/pkg/settle"
+	"github.com/devicehub/eventservice/writer-worker/schema"
 )
 
 const deadLettersUsage = `usage: writer-worker dead-letters list   [-from SEQ] [-limit N]
@@ -95,6 +96,15 @@ func deadLetters(args []string, out io.Writer) error {
 // subcommand runs writer-worker's subcommands; it reports whether args
 // named one.
 func subcommand(args []string) bool {
+	if len(args) > 0 && args[0] == "schema" {
+		// schema [-replicated]: print the schema operators apply by hand.
+		if len(args) > 1 && args[1] == "-replicated" {
+			fmt.Print(schema.ReplicatedFile())
+		} else {
+			fmt.Println(strings.Join(schema.Statements("device_events"), ";\n\n") + ";")
+		}
+		return true
+	}
 	if len(args) == 0 || args[0] != "dead-letters" {
 		return false
 	}

@@ -1,60 +1,58 @@
--- The schema for a replicated ClickHouse cluster (current releases, with
--- ClickHouse Keeper): apply once with clickhouse-client before starting
--- writer-worker, replacing {cluster} and {db}. It keeps the table names
--- writer-worker uses, as Distributed tables over replicated local ones, so
--- the writer's own CREATE TABLE IF NOT EXISTS statements do nothing.
---
--- Required for success: true to mean "queryable": the writer's user must
--- insert synchronously into the Distributed tables, e.g. in its profile
---   <distributed_foreground_insert>1</distributed_foreground_insert>
--- (insert_distributed_sync=1 on releases before 23.x). Otherwise an INSERT
--- returns once the rows are queued on the local node, not stored in shards.
--- Not tested here: the development machines have ClickHouse 18.16 only.
+-- The service's schema for replicated storage (ClickHouse 18.16 and current
+-- releases, ZooKeeper or Keeper): one shard, every table a
+-- ReplicatedReplacingMergeTree. Generated from writer-worker/schema
+-- (go run ./writer-worker schema -replicated); writer-worker with
+-- CLICKHOUSE_REPLICATED=true applies the same on every address it is given.
+-- Each server needs the macros {shard} and {replica} (see
+-- deploy/clickhouse/cluster.sh); run this on every replica.
 
-CREATE DATABASE IF NOT EXISTS {db} ON CLUSTER '{cluster}';
+CREATE DATABASE IF NOT EXISTS device_events;
 
-CREATE TABLE IF NOT EXISTS {db}.input_values_local ON CLUSTER '{cluster}'
+CREATE TABLE IF NOT EXISTS device_events.input_values
 (
-    entity String, input String, ts_ns Int64, serial String, device_input String, event_id String, value_json String,
-    ts DateTime ALIAS toDateTime(intDiv(ts_ns, 1000000000)),
-    ts_ms Int64 ALIAS intDiv(ts_ns, 1000000),
-    value_num Nullable(Float64) ALIAS multiIf(value_json = 'true', 1., value_json = 'false', 0., toFloat64OrNull(value_json)),
-    value_type Enum8('number' = 1, 'bool' = 2, 'string' = 3, 'object' = 4, 'array' = 5) ALIAS multiIf(
-        value_json IN ('true', 'false'), 'bool', substring(value_json, 1, 1) = '"', 'string',
-        substring(value_json, 1, 1) = '{', 'object', substring(value_json, 1, 1) = '[', 'array', 'number')
+    entity        String,
+    input         String,
+    ts_ns         Int64,
+    received_ns   Int64 DEFAULT ts_ns,
+    serial        String,
+    device_input  String,
+    event_id      String,
+    value_json    String,
+    ts            DateTime ALIAS toDateTime(intDiv(ts_ns, 1000000000)),
+    ts_ms         Int64 ALIAS intDiv(ts_ns, 1000000),
+    value_num     Nullable(Float64) ALIAS multiIf(value_json = 'true', 1., value_json = 'false', 0., toFloat64OrNull(value_json)),
+    value_type    Enum8('number' = 1, 'bool' = 2, 'string' = 3, 'object' = 4, 'array' = 5) ALIAS multiIf(
+                      value_json IN ('true', 'false'), 'bool', substring(value_json, 1, 1) = '"', 'string',
+                      substring(value_json, 1, 1) = '{', 'object', substring(value_json, 1, 1) = '[', 'array', 'number')
 )
-ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{db}/input_values', '{replica}')
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.input_values', '{replica}')
 PARTITION BY toYYYYMM(toDateTime(intDiv(ts_ns, 1000000000)))
 ORDER BY (entity, input, ts_ns, event_id, device_input);
 
--- Sharded by entity: one entity's series stays on one shard.
-CREATE TABLE IF NOT EXISTS {db}.input_values ON CLUSTER '{cluster}' AS {db}.input_values_local
-ENGINE = Distributed('{cluster}', {db}, input_values_local, cityHash64(entity));
-
-CREATE TABLE IF NOT EXISTS {db}.device_messages_local ON CLUSTER '{cluster}'
+CREATE TABLE IF NOT EXISTS device_events.device_messages
 (
-    serial String, ts_ns Int64, event_id String, payload String, outcome String,
-    ts DateTime ALIAS toDateTime(intDiv(ts_ns, 1000000000)),
-    ts_ms Int64 ALIAS intDiv(ts_ns, 1000000)
+    serial     String,
+    ts_ns      Int64,
+    event_id   String,
+    payload    String,
+    outcome    String,
+    reading_ns Int64 DEFAULT ts_ns,
+    time_note  String DEFAULT '',
+    ts         DateTime ALIAS toDateTime(intDiv(ts_ns, 1000000000)),
+    ts_ms      Int64 ALIAS intDiv(ts_ns, 1000000)
 )
-ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{db}/device_messages', '{replica}')
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.device_messages', '{replica}')
 PARTITION BY toYYYYMM(toDateTime(intDiv(ts_ns, 1000000000)))
 ORDER BY (serial, ts_ns, event_id);
 
-CREATE TABLE IF NOT EXISTS {db}.device_messages ON CLUSTER '{cluster}' AS {db}.device_messages_local
-ENGINE = Distributed('{cluster}', {db}, device_messages_local, cityHash64(serial));
-
--- Current releases have TTL: expiry needs no janitor here (the writer's
--- janitor finds no parts under the Distributed table and does nothing).
-CREATE TABLE IF NOT EXISTS {db}.event_keys_local ON CLUSTER '{cluster}'
+CREATE TABLE IF NOT EXISTS device_events.event_keys
 (
-    event_id String, ts_ns Int64, outcome UInt8
+    event_id   String,
+    ts_ns      Int64,
+    outcome    UInt8
 )
-ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{db}/event_keys', '{replica}')
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.event_keys', '{replica}')
 PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
 ORDER BY event_id
-TTL toDateTime(intDiv(ts_ns, 1000000000)) + INTERVAL 2 DAY   -- keep at least IDEMPOTENCY_WINDOW + 1 day
 SETTINGS index_granularity = 256;
 
-CREATE TABLE IF NOT EXISTS {db}.event_keys ON CLUSTER '{cluster}' AS {db}.event_keys_local
-ENGINE = Distributed('{cluster}', {db}, event_keys_local, cityHash64(event_id));

@@ -4,6 +4,8 @@
 #                                                takes to load its parts (says so every 10 s)
 #   server.sh stop DIR                           SIGTERM, then SIGKILL after 20 s
 # Works with Debian's clickhouse-server 18.16 and with current releases.
+# CLICKHOUSE_EXTRA_CONFIG, if set, is XML put inside <yandex> (cluster.sh uses
+# it for ZooKeeper, macros, the interserver port and remote_servers).
 set -euo pipefail
 cmd=${1:?usage: server.sh start|stop DIR [TCP_PORT] [HTTP_PORT]}
 dir=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
@@ -39,6 +41,7 @@ start)
        server stopped with many outdated parts loads them all at its next
        start (161 s seen for ~1,700 parts from a cold cache). -->
   <merge_tree><old_parts_lifetime>60</old_parts_lifetime></merge_tree>
+  ${CLICKHOUSE_EXTRA_CONFIG:-}
 </yandex>
 XML
   cat > "$dir/users.xml" <<XML

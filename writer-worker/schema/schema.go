@@ -65,3 +65,42 @@ func all(db string) []string {
 	}
 	return out
 }
+
+// Replicated returns Statements(db) for replicated storage: every table a
+// ReplicatedReplacingMergeTree of one shard, under the ZooKeeper path
+// /clickhouse/tables/{shard}/<db>.<table>, its replica named by the server's
+// {replica} macro. Run on every replica (each registers itself); rows
+// inserted through any replica reach the others, and a block inserted twice
+// (a retried insert) is stored once. deploy/clickhouse/schema-replicated.sql
+// is this, for database device_events (a test keeps them equal).
+func Replicated(db string) []string {
+	var out []string
+	for _, st := range Statements(db) {
+		if strings.HasPrefix(st, "CREATE TABLE") {
+			f := strings.Fields(st)
+			// CREATE TABLE IF NOT EXISTS <db>.<table>
+			path := "/clickhouse/tables/{shard}/" + f[5]
+			st = strings.Replace(st, "ENGINE = ReplacingMergeTree()", "ENGINE = ReplicatedReplacingMergeTree('"+path+"', '{replica}')", 1)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// ReplicatedFile renders Replicated("device_events") as the file operators
+// apply with clickhouse-client --multiquery on each replica.
+func ReplicatedFile() string {
+	var b strings.Builder
+	b.WriteString("-- The service's schema for replicated storage (ClickHouse 18.16 and current\n" +
+		"-- releases, ZooKeeper or Keeper): one shard, every table a\n" +
+		"-- ReplicatedReplacingMergeTree. Generated from writer-worker/schema\n" +
+		"-- (go run ./writer-worker schema -replicated); writer-worker with\n" +
+		"-- CLICKHOUSE_REPLICATED=true applies the same on every address it is given.\n" +
+		"-- Each server needs the macros {shard} and {replica} (see\n" +
+		"-- deploy/clickhouse/cluster.sh); run this on every replica.\n\n")
+	for _, st := range Replicated("device_events") {
+		b.WriteString(st)
+		b.WriteString(";\n\n")
+	}
+	return b.String()
+}

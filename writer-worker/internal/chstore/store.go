@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -18,6 +19,9 @@ import (
 
 // Config is how to reach ClickHouse.
 type Config struct {
+	// Addr is one address, or the comma-separated replicas of one shard:
+	// connections go to the first that answers, and to the next when it
+	// fails.
 	Addr        string
 	Database    string
 	User        string
@@ -26,11 +30,30 @@ type Config struct {
 	DialTimeout time.Duration
 	ReadTimeout time.Duration
 	MaxConns    int
+	// Replicated: the tables are ReplicatedReplacingMergeTree (one shard),
+	// created on every address.
+	Replicated bool
+	// InsertQuorum is how many replicas must hold an insert before it
+	// returns (0: the server's default, the one written to). With a
+	// quorum, reads ask for sequential consistency, so that they see every
+	// acknowledged insert whichever replica answers.
+	InsertQuorum int
+}
+
+// Addrs are the addresses in Addr.
+func (c Config) Addrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.Addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Register adds the ClickHouse settings.
 func (c *Config) Register(s *envflag.Set) {
-	s.String(&c.Addr, "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol address")
+	s.String(&c.Addr, "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol address, or the comma-separated replicas of one shard (the writer uses the first that answers and moves on when it fails)")
 	s.String(&c.Database, "clickhouse-database", "device_events", "database holding the service's tables")
 	s.String(&c.User, "clickhouse-user", "default", "ClickHouse user")
 	s.String(&c.Password, "clickhouse-password", "", "ClickHouse password")
@@ -38,6 +61,8 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Duration(&c.DialTimeout, "clickhouse-dial-timeout", 5*time.Second, "ClickHouse connect timeout")
 	s.Duration(&c.ReadTimeout, "clickhouse-read-timeout", 30*time.Second, "ClickHouse read timeout")
 	s.Int(&c.MaxConns, "clickhouse-max-conns", 8, "ClickHouse connections in the pool")
+	s.Bool(&c.Replicated, "clickhouse-replicated", false, "the tables are ReplicatedReplacingMergeTree (one shard; servers need the {shard} and {replica} macros and ZooKeeper): created on every address of CLICKHOUSE_ADDR")
+	s.Int(&c.InsertQuorum, "clickhouse-insert-quorum", 0, "replicas that must hold an insert before success is answered (0: the server's default); 2 of 3 replicas survives the loss of any one")
 }
 
 // Validate reports the first thing wrong with c.
@@ -51,6 +76,10 @@ func (c Config) Validate() error {
 		return errors.New("CLICKHOUSE timeouts must be positive")
 	case c.MaxConns < 2:
 		return errors.New("CLICKHOUSE_MAX_CONNS must be at least 2")
+	case c.InsertQuorum < 0:
+		return errors.New("CLICKHOUSE_INSERT_QUORUM must not be negative")
+	case c.InsertQuorum > 1 && !c.Replicated:
+		return errors.New("CLICKHOUSE_INSERT_QUORUM above 1 needs CLICKHOUSE_REPLICATED")
 	}
 	return nil
 }
@@ -59,12 +88,40 @@ func (c Config) Validate() error {
 type Store struct {
 	conn driver.Conn
 	db   string
+	cfg  Config
+}
+
+// settingsConn adds query settings to every call: the insert quorum, and
+// the sequential consistency that lets reads see every quorum insert.
+type settingsConn struct {
+	driver.Conn
+	settings clickhouse.Settings
+}
+
+func (c settingsConn) with(ctx context.Context) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithSettings(c.settings))
+}
+
+func (c settingsConn) Query(ctx context.Context, q string, args ...any) (driver.Rows, error) {
+	return c.Conn.Query(c.with(ctx), q, args...)
+}
+
+func (c settingsConn) QueryRow(ctx context.Context, q string, args ...any) driver.Row {
+	return c.Conn.QueryRow(c.with(ctx), q, args...)
+}
+
+func (c settingsConn) Exec(ctx context.Context, q string, args ...any) error {
+	return c.Conn.Exec(c.with(ctx), q, args...)
+}
+
+func (c settingsConn) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	return c.Conn.PrepareBatch(c.with(ctx), q, opts...)
 }
 
 // Open connects (lazily: the pool dials on first use) and returns a Store.
 func Open(cfg Config) (*Store, error) {
 	opts := &clickhouse.Options{
-		Addr:             []string{cfg.Addr},
+		Addr:             cfg.Addrs(),
 		Auth:             clickhouse.Auth{Database: "default", Username: cfg.User, Password: cfg.Password},
 		DialTimeout:      cfg.DialTimeout,
 		ReadTimeout:      cfg.ReadTimeout,
@@ -80,13 +137,24 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse: %w", err)
 	}
-	return &Store{conn: conn, db: cfg.Database}, nil
+	if cfg.InsertQuorum > 0 {
+		// A quorum not reached within the insert's own time is a failed
+		// insert (retried; the duplicate checks find what did land), not a
+		// 10-minute wait (the server's default).
+		conn = settingsConn{Conn: conn, settings: clickhouse.Settings{
+			"insert_quorum": cfg.InsertQuorum, "insert_quorum_timeout": cfg.ReadTimeout.Milliseconds(), "select_sequential_consistency": 1,
+		}}
+	}
+	return &Store{conn: conn, db: cfg.Database, cfg: cfg}, nil
 }
 
 // Migrate applies the schema: the CREATE statements (idempotent), then
 // each added column its table lacks. Copies starting together may race to
 // add one: a failed ALTER is forgiven when the column is there after all.
 func (s *Store) Migrate(ctx context.Context) error {
+	if s.cfg.Replicated {
+		return s.migrateReplicas(ctx)
+	}
 	for _, stmt := range schema.Statements(s.db) {
 		if err := s.conn.Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("apply schema: %w", err)
@@ -104,6 +172,30 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if has, _ := s.hasColumn(ctx, c.Table, c.Name); !has {
 				return fmt.Errorf("add column %s.%s: %w", c.Table, c.Name, err)
 			}
+		}
+	}
+	return nil
+}
+
+// migrateReplicas creates the replicated tables on every address: each
+// replica registers itself in ZooKeeper. (Their columns are all in the
+// CREATE statements; an ALTER would replicate from one replica.)
+func (s *Store) migrateReplicas(ctx context.Context) error {
+	for _, addr := range s.cfg.Addrs() {
+		one := s.cfg
+		one.Addr, one.InsertQuorum, one.Replicated = addr, 0, false
+		st, err := Open(one)
+		if err != nil {
+			return err
+		}
+		for _, stmt := range schema.Replicated(s.db) {
+			if err = st.conn.Exec(ctx, stmt); err != nil {
+				break
+			}
+		}
+		_ = st.Close()
+		if err != nil {
+			return fmt.Errorf("apply the replicated schema on %s: %w", addr, err)
 		}
 	}
 	return nil

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Starts or stops replicated ClickHouse on one machine: a ZooKeeper (Debian's
+# 3.8 package, run directly) and N ClickHouse replicas of one shard, all on
+# loopback, with state under DIR.
+#   cluster.sh start DIR ZK_PORT TCP_PORT,HTTP_PORT,INTERSERVER_PORT [...]   one triple per replica
+#   cluster.sh stop DIR
+#   cluster.sh zk-stop DIR | zk-start DIR                                    ZooKeeper alone (faults)
+#   cluster.sh replica-stop DIR N | replica-start DIR N                      replica N alone (faults)
+# Each replica's state is DIR/rN (server.sh); macros: shard=1, replica=rN;
+# cluster "events" lists every replica. Needs clickhouse-server, java and
+# zookeeper (apt-get install -y clickhouse-server zookeeper).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cmd=${1:?usage: cluster.sh start|stop|zk-start|zk-stop DIR ...}
+dir=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
+
+zk_start() {
+  local port
+  port=$(cat "$dir/zk/port")
+  if [ -f "$dir/zk/pid" ] && kill -0 "$(cat "$dir/zk/pid")" 2>/dev/null; then return 0; fi
+  # zookeeper.jar's manifest names its dependencies in /usr/share/java.
+  java -Xmx256m -Dzookeeper.log.dir="$dir/zk" -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" \
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zk/zoo.cfg" >"$dir/zk/out.log" 2>&1 &
+  echo $! > "$dir/zk/pid"
+  for _ in $(seq 1 300); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    kill -0 "$(cat "$dir/zk/pid")" 2>/dev/null || { echo "zookeeper exited; see $dir/zk/out.log" >&2; tail -20 "$dir/zk/out.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "zookeeper did not listen on $port" >&2; exit 1
+}
+
+zk_stop() {
+  [ -f "$dir/zk/pid" ] || return 0
+  local pid
+  pid=$(cat "$dir/zk/pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$dir/zk/pid"
+}
+
+replica_start() {
+  local ports
+  read -r -a ports < "$dir/r$1/ports"
+  CLICKHOUSE_EXTRA_CONFIG=$(cat "$dir/r$1/extra.xml") "$here/server.sh" start "$dir/r$1" "${ports[0]}" "${ports[1]}"
+}
+
+case "$cmd" in
+start)
+  zkport=${3:?ZK_PORT}
+  shift 3
+  [ $# -ge 1 ] || { echo "at least one replica TCP,HTTP,INTERSERVER triple" >&2; exit 2; }
+  command -v java >/dev/null 2>&1 && [ -f /usr/share/java/zookeeper.jar ] || { echo "zookeeper not found: apt-get install -y zookeeper" >&2; exit 1; }
+  mkdir -p "$dir/zk/data"
+  echo "$zkport" > "$dir/zk/port"
+  cat > "$dir/zk/zoo.cfg" <<CFG
+tickTime=500
+initLimit=10
+syncLimit=5
+dataDir=$dir/zk/data
+clientPort=$zkport
+clientPortAddress=127.0.0.1
+maxClientCnxns=200
+admin.enableServer=false
+4lw.commands.whitelist=ruok,stat
+CFG
+  zk_start
+  replicas=""
+  n=0
+  for triple in "$@"; do
+    n=$((n + 1))
+    IFS=, read -r tcp _ _ <<<"$triple"
+    replicas="$replicas<replica><host>127.0.0.1</host><port>$tcp</port></replica>"
+  done
+  echo "$@" > "$dir/replicas"
+  n=0
+  for triple in "$@"; do
+    n=$((n + 1))
+    IFS=, read -r tcp http inter <<<"$triple"
+    mkdir -p "$dir/r$n"
+    echo "$tcp $http" > "$dir/r$n/ports"
+    echo "<interserver_http_host>127.0.0.1</interserver_http_host><interserver_http_port>$inter</interserver_http_port>
+  <zookeeper><node><host>127.0.0.1</host><port>$zkport</port></node><session_timeout_ms>6000</session_timeout_ms></zookeeper>
+  <macros><shard>1</shard><replica>r$n</replica></macros>
+  <remote_servers><events><shard><internal_replication>true</internal_replication>$replicas</shard></events></remote_servers>
+  <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>" > "$dir/r$n/extra.xml"
+    replica_start "$n"
+  done
+  ;;
+replica-start) replica_start "${3:?N}" ;;
+replica-stop) "$here/server.sh" stop "$dir/r${3:?N}" ;;
+stop)
+  for r in "$dir"/r*; do
+    [ -d "$r" ] && "$here/server.sh" stop "$r"
+  done
+  zk_stop
+  ;;
+zk-stop) zk_stop ;;
+zk-start) zk_start ;;
+*) echo "unknown command $cmd" >&2; exit 2 ;;
+esac
