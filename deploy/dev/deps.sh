@@ -6,9 +6,11 @@ set -euo pipefail
 need=()
 command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server clickhouse-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
-# `deps.sh test`: also what the browser test drives (Debian's chromium).
+# `deps.sh test`: also what the browser test drives (Debian's chromium) and
+# the replicated storage test's ZooKeeper.
 if [ "${1:-}" = test ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

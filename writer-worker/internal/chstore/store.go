@@ -142,7 +142,7 @@ func Open(cfg Config) (*Store, error) {
 		// insert (retried; the duplicate checks find what did land), not a
 		// 10-minute wait (the server's default).
 		conn = settingsConn{Conn: conn, settings: clickhouse.Settings{
-			"insert_quorum": cfg.InsertQuorum, "insert_quorum_timeout": cfg.ReadTimeout.Milliseconds(), "select_sequential_consistency": 1,
+			"insert_quorum": cfg.InsertQuorum, "insert_quorum_timeout": int(cfg.ReadTimeout.Milliseconds()), "select_sequential_consistency": 1,
 		}}
 	}
 	return &Store{conn: conn, db: cfg.Database, cfg: cfg}, nil
