@@ -13,6 +13,7 @@ type workerMetrics struct {
 	envelopes      prometheus.Counter
 	envelopeEvents prometheus.Histogram
 	publishErrors  prometheus.Counter
+	republished    prometheus.Counter
 	staleWaits     prometheus.Counter
 }
 
@@ -35,12 +36,16 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 			Namespace: metrics.Mapper, Name: "publish_errors_total",
 			Help: "Envelopes the stream did not accept; their messages are retried as the settlement policy says.",
 		}),
+		republished: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Mapper, Name: "envelopes_republished_total",
+			Help: "Envelopes whose ack did not come, published again with the same message id and then acknowledged (the stream keeps one copy).",
+		}),
 		staleWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Mapper, Name: "registry_stale_waits_total",
 			Help: "Events put back because this copy of the registry had not yet seen the record they were accepted under.",
 		}),
 	}
-	reg.MustRegister(m.events, m.envelopes, m.envelopeEvents, m.publishErrors, m.staleWaits)
+	reg.MustRegister(m.events, m.envelopes, m.envelopeEvents, m.publishErrors, m.republished, m.staleWaits)
 	for _, c := range []outcome.Code{outcome.Stored, outcome.NoConnections, outcome.DeviceNotFound, outcome.ProcessingFailed} {
 		m.events.WithLabelValues(c.String())
 	}

@@ -55,6 +55,10 @@ func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registr
 type envelope struct {
 	fut    jetstream.PubAckFuture
 	inputs []input
+	// msg and id are what was published, for a re-publish with the same
+	// message id when the stream's ack did not come.
+	msg *nats.Msg
+	id  string
 }
 
 // input is one events message that went into an envelope.
@@ -233,7 +237,8 @@ func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *env
 	}
 	id := hex.EncodeToString(h.Sum(nil)[:16])
 	w.m.envelopeEvents.Observe(float64(len(mapped)))
-	fut, err := w.js.PublishMsgAsync(&nats.Msg{Subject: w.cfg.Names.MappedSubject(), Data: event.AppendEnvelope(nil, mapped)}, jetstream.WithMsgID(id))
+	env.msg, env.id = &nats.Msg{Subject: w.cfg.Names.MappedSubject(), Data: event.AppendEnvelope(nil, mapped)}, id
+	fut, err := w.js.PublishMsgAsync(env.msg, jetstream.WithMsgID(id))
 	if err != nil {
 		w.handoffFailed(env, err)
 		return
@@ -253,9 +258,45 @@ func (w *Worker) awaitAcks(queue <-chan *envelope) {
 				w.settle.Apply(in.msg, w.settle.Decide(in.msg, settle.Done, nil, in.keyed), nil, in.keyed)
 			}
 		case err := <-env.fut.Err():
+			if w.republish(env) {
+				w.m.envelopes.Inc()
+				for _, in := range env.inputs {
+					w.settle.Apply(in.msg, w.settle.Decide(in.msg, settle.Done, nil, in.keyed), nil, in.keyed)
+				}
+				continue
+			}
 			w.handoffFailed(env, err)
 		}
 	}
+}
+
+// Re-publishing an envelope whose ack did not come.
+const (
+	republishTries   = 3
+	republishTimeout = 2 * time.Second
+)
+
+// republish sends an envelope again, with the same message id, when the
+// stream's ack did not come (a timeout, a leader change): the envelope may
+// be stored already, and the stream's duplicate window then answers with
+// its ack instead of storing it twice. Only when that fails too are its
+// inputs redelivered and mapped again, possibly into other envelopes: the
+// writer then checks those events against what is stored, but an envelope
+// stored late could not be told apart. It reports whether the stream has
+// the envelope.
+func (w *Worker) republish(env *envelope) bool {
+	for try := 0; try < republishTries; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), republishTimeout)
+		_, err := w.js.PublishMsg(ctx, env.msg, jetstream.WithMsgID(env.id))
+		cancel()
+		if err == nil {
+			w.m.republished.Inc()
+			return true
+		}
+		w.log.Debug("re-publish envelope", zap.Int("try", try+1), zap.Error(err))
+		time.Sleep(250 * time.Millisecond)
+	}
+	return false
 }
 
 // handoffFailed settles the inputs of an envelope the next stream did not
