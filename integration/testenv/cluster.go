@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,4 +99,32 @@ func (c *ClickHouseCluster) Count(i int, q string, args ...any) (uint64, error) 
 	var n uint64
 	err = conn.QueryRow(ctx, q, args...).Scan(&n)
 	return n, err
+}
+
+// KillReplica SIGKILLs replica i (0-based), as a crash would.
+func (c *ClickHouseCluster) KillReplica(i int) {
+	c.t.Helper()
+	pidFile := filepath.Join(c.dir, fmt.Sprintf("r%d", i+1), "pid")
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(raw), &pid); err != nil {
+		c.t.Fatal(err)
+	}
+	p, err := os.FindProcess(pid)
+	if err == nil {
+		err = p.Kill()
+	}
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for range 100 { // gone, so that its ports are free for the restart
+		if p.Signal(syscall.Signal(0)) != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = os.Remove(pidFile)
 }
