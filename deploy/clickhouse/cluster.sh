@@ -2,12 +2,12 @@
 # Starts or stops replicated ClickHouse on one machine: a ZooKeeper (Debian's
 # 3.8 package, run directly) and N ClickHouse replicas of one shard, all on
 # loopback, with state under DIR.
-#   cluster.sh start DIR ZK_PORT TCP_PORT,HTTP_PORT,INTERSERVER_PORT [...]   one triple per replica
+#   cluster.sh start DIR ZK_PORT TCP,HTTP,INTERSERVER[,SHARD] [...]           one per replica (shard 1 by default)
 #   cluster.sh stop DIR
 #   cluster.sh zk-stop DIR | zk-start DIR                                    ZooKeeper alone (faults)
 #   cluster.sh replica-stop DIR N | replica-start DIR N                      replica N alone (faults)
-# Each replica's state is DIR/rN (server.sh); macros: shard=1, replica=rN;
-# cluster "events" lists every replica. Needs clickhouse-server, java and
+# Each replica's state is DIR/rN (server.sh); macros: shard=its shard,
+# replica=rN; cluster "events" lists every shard with its replicas. Needs clickhouse-server, java and
 # zookeeper (apt-get install -y clickhouse-server zookeeper).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -66,24 +66,26 @@ admin.enableServer=false
 4lw.commands.whitelist=ruok,stat
 CFG
   zk_start
-  replicas=""
-  n=0
-  for triple in "$@"; do
-    n=$((n + 1))
-    IFS=, read -r tcp _ _ <<<"$triple"
-    replicas="$replicas<replica><host>127.0.0.1</host><port>$tcp</port></replica>"
+  shards=""
+  for sh in $(for triple in "$@"; do IFS=, read -r _ _ _ shard <<<"$triple"; echo "${shard:-1}"; done | sort -un); do
+    replicas=""
+    for triple in "$@"; do
+      IFS=, read -r tcp _ _ shard <<<"$triple"
+      [ "${shard:-1}" = "$sh" ] && replicas="$replicas<replica><host>127.0.0.1</host><port>$tcp</port></replica>"
+    done
+    shards="$shards<shard><internal_replication>true</internal_replication>$replicas</shard>"
   done
   echo "$@" > "$dir/replicas"
   n=0
   for triple in "$@"; do
     n=$((n + 1))
-    IFS=, read -r tcp http inter <<<"$triple"
+    IFS=, read -r tcp http inter shard <<<"$triple"
     mkdir -p "$dir/r$n"
     echo "$tcp $http" > "$dir/r$n/ports"
     echo "<interserver_http_host>127.0.0.1</interserver_http_host><interserver_http_port>$inter</interserver_http_port>
   <zookeeper><node><host>127.0.0.1</host><port>$zkport</port></node><session_timeout_ms>6000</session_timeout_ms></zookeeper>
-  <macros><shard>1</shard><replica>r$n</replica></macros>
-  <remote_servers><events><shard><internal_replication>true</internal_replication>$replicas</shard></events></remote_servers>
+  <macros><shard>${shard:-1}</shard><replica>r$n</replica></macros>
+  <remote_servers><events>$shards</events></remote_servers>
   <distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>" > "$dir/r$n/extra.xml"
     replica_start "$n"
   done

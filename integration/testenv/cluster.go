@@ -27,11 +27,28 @@ type ClickHouseCluster struct {
 // them, never skip.
 func ReplicatedClickHouse(t testing.TB, n int) *ClickHouseCluster {
 	t.Helper()
+	return startCluster(t, make([]int, n))
+}
+
+// ShardedClickHouse starts ZooKeeper and n servers, each a shard of its own
+// (one replica each), in the cluster "events".
+func ShardedClickHouse(t testing.TB, n int) *ClickHouseCluster {
+	t.Helper()
+	shards := make([]int, n)
+	for i := range shards {
+		shards[i] = i
+	}
+	return startCluster(t, shards)
+}
+
+// startCluster starts a server per entry of shards, in that shard (0-based).
+func startCluster(t testing.TB, shards []int) *ClickHouseCluster {
+	t.Helper()
 	c := &ClickHouseCluster{t: t, dir: t.TempDir()}
 	args := []string{"start", c.dir, fmt.Sprint(FreePort(t))}
-	for range n {
+	for _, shard := range shards {
 		tcp := FreePort(t)
-		args = append(args, fmt.Sprintf("%d,%d,%d", tcp, FreePort(t), FreePort(t)))
+		args = append(args, fmt.Sprintf("%d,%d,%d,%d", tcp, FreePort(t), FreePort(t), shard+1))
 		c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.1:%d", tcp))
 	}
 	t.Cleanup(func() { _ = c.run("stop", c.dir) })

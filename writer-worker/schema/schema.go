@@ -104,3 +104,31 @@ func ReplicatedFile() string {
 	}
 	return b.String()
 }
+
+// ShardKeys are the sharding keys of the tables: every copy of an event
+// lands on the shard of its first copy (see docs/sizing.md).
+var ShardKeys = map[string]string{
+	"input_values":    "cityHash64(entity)",
+	"device_messages": "cityHash64(serial)",
+	"event_keys":      "cityHash64(event_id)",
+}
+
+// Sharded returns the statements for sharded storage: each table as a
+// replicated <table>_local (see Replicated) on every server, and under the
+// table's own name a Distributed table over cluster, sharded by ShardKeys.
+// Run on every server of the cluster.
+func Sharded(db, cluster string) []string {
+	var out []string
+	for _, st := range Replicated(db) {
+		if !strings.HasPrefix(st, "CREATE TABLE") {
+			out = append(out, st)
+			continue
+		}
+		// CREATE TABLE IF NOT EXISTS <db>.<table>
+		full := strings.Fields(st)[5]
+		_, table, _ := strings.Cut(full, ".")
+		out = append(out, strings.Replace(st, full, full+"_local", 1),
+			"CREATE TABLE IF NOT EXISTS "+full+" AS "+full+"_local ENGINE = Distributed('"+cluster+"', '"+db+"', '"+table+"_local', "+ShardKeys[table]+")")
+	}
+	return out
+}

@@ -33,6 +33,11 @@ type Config struct {
 	// Replicated: the tables are ReplicatedReplacingMergeTree (one shard),
 	// created on every address.
 	Replicated bool
+	// Cluster, when set, shards the tables over that cluster of the
+	// servers' remote_servers: replicated <table>_local tables on every
+	// server, Distributed tables under the table names, inserted into
+	// synchronously. Needs Replicated.
+	Cluster string
 	// InsertQuorum is how many replicas must hold an insert before it
 	// returns (0: the server's default, the one written to). With a
 	// quorum, reads ask for sequential consistency, so that they see every
@@ -62,6 +67,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Duration(&c.ReadTimeout, "clickhouse-read-timeout", 30*time.Second, "ClickHouse read timeout")
 	s.Int(&c.MaxConns, "clickhouse-max-conns", 8, "ClickHouse connections in the pool")
 	s.Bool(&c.Replicated, "clickhouse-replicated", false, "the tables are ReplicatedReplacingMergeTree (one shard; servers need the {shard} and {replica} macros and ZooKeeper): created on every address of CLICKHOUSE_ADDR")
+	s.String(&c.Cluster, "clickhouse-cluster", "", "shard the tables over this cluster of the servers' remote_servers (replicated local tables, Distributed tables in front, synchronous inserts; CLICKHOUSE_ADDR lists every server); empty: one shard")
 	s.Int(&c.InsertQuorum, "clickhouse-insert-quorum", 0, "replicas that must hold an insert before success is answered (0: the server's default); 2 of 3 replicas survives the loss of any one")
 }
 
@@ -80,6 +86,8 @@ func (c Config) Validate() error {
 		return errors.New("CLICKHOUSE_INSERT_QUORUM must not be negative")
 	case c.InsertQuorum > 1 && !c.Replicated:
 		return errors.New("CLICKHOUSE_INSERT_QUORUM above 1 needs CLICKHOUSE_REPLICATED")
+	case c.Cluster != "" && !c.Replicated:
+		return errors.New("CLICKHOUSE_CLUSTER needs CLICKHOUSE_REPLICATED")
 	}
 	return nil
 }
@@ -137,13 +145,22 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open clickhouse: %w", err)
 	}
+	settings := clickhouse.Settings{}
 	if cfg.InsertQuorum > 0 {
 		// A quorum not reached within the insert's own time is a failed
 		// insert (retried; the duplicate checks find what did land), not a
 		// 10-minute wait (the server's default).
-		conn = settingsConn{Conn: conn, settings: clickhouse.Settings{
-			"insert_quorum": cfg.InsertQuorum, "insert_quorum_timeout": int(cfg.ReadTimeout.Milliseconds()), "select_sequential_consistency": 1,
-		}}
+		settings["insert_quorum"] = cfg.InsertQuorum
+		settings["insert_quorum_timeout"] = int(cfg.ReadTimeout.Milliseconds())
+		settings["select_sequential_consistency"] = 1
+	}
+	if cfg.Cluster != "" {
+		// An insert returns once every shard has its rows, not once they
+		// are queued on the server written to.
+		settings["insert_distributed_sync"] = 1
+	}
+	if len(settings) > 0 {
+		conn = settingsConn{Conn: conn, settings: settings}
 	}
 	return &Store{conn: conn, db: cfg.Database, cfg: cfg}, nil
 }
@@ -183,12 +200,16 @@ func (s *Store) Migrate(ctx context.Context) error {
 func (s *Store) migrateReplicas(ctx context.Context) error {
 	for _, addr := range s.cfg.Addrs() {
 		one := s.cfg
-		one.Addr, one.InsertQuorum, one.Replicated = addr, 0, false
+		one.Addr, one.InsertQuorum, one.Replicated, one.Cluster = addr, 0, false, ""
 		st, err := Open(one)
 		if err != nil {
 			return err
 		}
-		for _, stmt := range schema.Replicated(s.db) {
+		stmts := schema.Replicated(s.db)
+		if s.cfg.Cluster != "" {
+			stmts = schema.Sharded(s.db, s.cfg.Cluster)
+		}
+		for _, stmt := range stmts {
 			if err = st.conn.Exec(ctx, stmt); err != nil {
 				break
 			}

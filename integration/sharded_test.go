@@ -1,0 +1,78 @@
+package integration
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devicehub/eventservice/integration/testenv"
+)
+
+// Two shards of one replica each (ZooKeeper and two ClickHouse 18.16
+// servers on loopback), the writer given both with CLICKHOUSE_CLUSTER:
+// replicated local tables, Distributed tables in front sharded by entity,
+// synchronous inserts. Each entity's values live on one shard, both shards
+// hold some, every reading is stored once (a keyed retry included), and
+// the workspace reads see them all through the Distributed tables.
+func TestShardedStorage(t *testing.T) {
+	cl := testenv.ShardedClickHouse(t, 2)
+	s := startStackOn(t, cl.Addrs[0], "CLICKHOUSE_ADDR="+strings.Join(cl.Addrs, ","), "CLICKHOUSE_REPLICATED=true", "CLICKHOUSE_CLUSTER=events")
+	var inputs, data []string
+	const entities, readings = 6, 15
+	for e := range entities {
+		inputs = append(inputs, fmt.Sprintf(`{"name":"v%d","entity":"sh-%d","entityInput":"v"}`, e, e))
+	}
+	s.admin(t, "PUT", "/devices/sh-dev", `{"accessToken":"tok-S","inputs":[`+strings.Join(inputs, ",")+`]}`)
+	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Minute)
+	body := func(n int) string {
+		data = data[:0]
+		for e := range entities {
+			data = append(data, fmt.Sprintf(`"v%d":%d`, e, n))
+		}
+		return fmt.Sprintf(`{"serial":"sh-dev","ts":%d,"data":{%s}}`, base.Add(time.Duration(n)*time.Second).UnixMilli(), strings.Join(data, ","))
+	}
+	for n := range readings {
+		expect(t, s.post(t, body(n), keyHeader("tok-S", fmt.Sprint("sh-", n))), 200, storedMsg, "")
+	}
+	// A retry of reading 0 with its key: the first attempt's answer, nothing more stored.
+	expect(t, s.post(t, body(0), keyHeader("tok-S", "sh-0")), 200, storedMsg, "")
+
+	perShard := make([]uint64, len(cl.Addrs))
+	for i := range cl.Addrs {
+		n, err := cl.Count(i, "SELECT count() FROM "+s.db+".input_values_local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		perShard[i] = n
+		// An entity's values are all on one shard.
+		split, err := cl.Count(i, "SELECT count() FROM (SELECT entity, count() AS c FROM "+s.db+".input_values_local GROUP BY entity HAVING c != ?)", uint64(readings))
+		if err != nil || split != 0 {
+			t.Fatalf("shard %d: %d entities with other than %d values (%v)", i+1, split, readings, err)
+		}
+	}
+	if perShard[0] == 0 || perShard[1] == 0 || perShard[0]+perShard[1] != entities*readings {
+		t.Fatalf("values per shard %v, want both used and %d in all", perShard, entities*readings)
+	}
+	total, err := cl.Count(1, "SELECT count() FROM "+s.db+".input_values")
+	if err != nil || total != entities*readings {
+		t.Fatalf("through the Distributed table on shard 2: %d (%v), want %d", total, err, entities*readings)
+	}
+	for e := range entities {
+		latest := s.admin(t, "GET", fmt.Sprintf("/entities/sh-%d/inputs/v/latest", e), "")
+		if fmt.Sprint(latest.Body["value"]) != fmt.Sprint(readings-1) {
+			t.Fatalf("latest of sh-%d: %s", e, latest.Raw)
+		}
+	}
+	q := url.Values{"from": {apiTime(base.Add(-time.Minute))}, "to": {apiTime(base.Add(time.Minute))}, "step": {"1h"}}
+	if r := s.admin(t, "GET", "/entities/sh-3/inputs/v/series?"+q.Encode(), ""); !strings.Contains(string(r.Raw), fmt.Sprintf(`"count":%d,"min":0,"max":%d`, readings, readings-1)) {
+		t.Fatalf("aggregated series through the Distributed table: %s", r.Raw)
+	}
+	eventually(t, 10*time.Second, func() bool {
+		m := s.admin(t, "GET", "/devices/sh-dev/messages?limit=100", "")
+		msgs, _ := m.Body["messages"].([]any)
+		return len(msgs) == readings
+	})
+	t.Logf("values per shard: %v", perShard)
+}
