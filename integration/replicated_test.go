@@ -10,7 +10,7 @@ import (
 )
 
 // Replicated storage on one machine: ZooKeeper and three ClickHouse 18.16
-// replicas of one shard, the writer given all three with a quorum of 2.
+// replicas of one shard, the writer given all three (its default quorum: 2).
 // Every success is on a quorum when it is answered and on every replica
 // soon after; the replica the writer uses is stopped under load and the
 // writer moves on, then the replica catches up; ZooKeeper stopped refuses
@@ -18,8 +18,9 @@ import (
 // recovers by itself. Every reading is stored exactly once on every replica.
 func TestReplicatedStorage(t *testing.T) {
 	cl := testenv.ReplicatedClickHouse(t, 3)
+	// The default quorum with three replicas: 2.
 	s := startStackOn(t, cl.Addrs[0], "CLICKHOUSE_ADDR="+strings.Join(cl.Addrs, ","), "CLICKHOUSE_REPLICATED=true",
-		"CLICKHOUSE_INSERT_QUORUM=2", "OUTCOME_TIMEOUT=2s", "RETRY_DELAY=200ms", "RETRY_MAX_DELAY=1s", "INSERT_TIMEOUT=2s")
+		"OUTCOME_TIMEOUT=2s", "RETRY_DELAY=200ms", "RETRY_MAX_DELAY=1s", "INSERT_TIMEOUT=2s")
 	s.admin(t, "PUT", "/devices/rep-1", `{"accessToken":"tok-R","inputs":[{"name":"v","entity":"rep","entityInput":"v"}]}`)
 
 	sent := 0

@@ -39,10 +39,22 @@ type Config struct {
 	// synchronously. Needs Replicated.
 	Cluster string
 	// InsertQuorum is how many replicas must hold an insert before it
-	// returns (0: the server's default, the one written to). With a
-	// quorum, reads ask for sequential consistency, so that they see every
+	// returns (0: the server's default, the one written to; -1: a majority
+	// of the replicas in Addr when Replicated and not sharded, else 0). With
+	// a quorum, reads ask for sequential consistency, so that they see every
 	// acknowledged insert whichever replica answers.
 	InsertQuorum int
+}
+
+// Quorum is the insert quorum in effect (InsertQuorum with -1 resolved).
+func (c Config) Quorum() int {
+	if c.InsertQuorum >= 0 {
+		return c.InsertQuorum
+	}
+	if n := len(c.Addrs()); c.Replicated && c.Cluster == "" && n > 1 {
+		return n/2 + 1
+	}
+	return 0
 }
 
 // Addrs are the addresses in Addr.
@@ -68,7 +80,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Int(&c.MaxConns, "clickhouse-max-conns", 8, "ClickHouse connections in the pool")
 	s.Bool(&c.Replicated, "clickhouse-replicated", false, "the tables are ReplicatedReplacingMergeTree (one shard; servers need the {shard} and {replica} macros and ZooKeeper): created on every address of CLICKHOUSE_ADDR")
 	s.String(&c.Cluster, "clickhouse-cluster", "", "shard the tables over this cluster of the servers' remote_servers (replicated local tables, Distributed tables in front, synchronous inserts; CLICKHOUSE_ADDR lists every server); empty: one shard")
-	s.Int(&c.InsertQuorum, "clickhouse-insert-quorum", 0, "replicas that must hold an insert before success is answered (0: the server's default); 2 of 3 replicas survives the loss of any one")
+	s.Int(&c.InsertQuorum, "clickhouse-insert-quorum", -1, "replicas that must hold an insert before success is answered (0: the server's default, one; -1: a majority of CLICKHOUSE_ADDR's replicas when CLICKHOUSE_REPLICATED, e.g. 2 of 3, which survives the loss of any one)")
 }
 
 // Validate reports the first thing wrong with c.
@@ -82,8 +94,8 @@ func (c Config) Validate() error {
 		return errors.New("CLICKHOUSE timeouts must be positive")
 	case c.MaxConns < 2:
 		return errors.New("CLICKHOUSE_MAX_CONNS must be at least 2")
-	case c.InsertQuorum < 0:
-		return errors.New("CLICKHOUSE_INSERT_QUORUM must not be negative")
+	case c.InsertQuorum < -1:
+		return errors.New("CLICKHOUSE_INSERT_QUORUM must be -1 (a majority), 0 or a number of replicas")
 	case c.InsertQuorum > 1 && !c.Replicated:
 		return errors.New("CLICKHOUSE_INSERT_QUORUM above 1 needs CLICKHOUSE_REPLICATED")
 	case c.Cluster != "" && !c.Replicated:
@@ -146,11 +158,11 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("open clickhouse: %w", err)
 	}
 	settings := clickhouse.Settings{}
-	if cfg.InsertQuorum > 0 {
+	if q := cfg.Quorum(); q > 0 {
 		// A quorum not reached within the insert's own time is a failed
 		// insert (retried; the duplicate checks find what did land), not a
 		// 10-minute wait (the server's default).
-		settings["insert_quorum"] = cfg.InsertQuorum
+		settings["insert_quorum"] = q
 		settings["insert_quorum_timeout"] = int(cfg.ReadTimeout.Milliseconds())
 		settings["select_sequential_consistency"] = 1
 	}

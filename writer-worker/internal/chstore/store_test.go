@@ -120,3 +120,23 @@ func TestMessagesNewestFirst(t *testing.T) {
 		t.Fatalf("payload = %s", msgs[1].Payload)
 	}
 }
+
+func TestQuorumDefault(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{Addr: "a:9000", InsertQuorum: -1}, 0},
+		{Config{Addr: "a:9000,b:9000,c:9000", InsertQuorum: -1}, 0},
+		{Config{Addr: "a:9000,b:9000,c:9000", InsertQuorum: -1, Replicated: true}, 2},
+		{Config{Addr: "a:9000, b:9000", InsertQuorum: -1, Replicated: true}, 2},
+		{Config{Addr: "a:9000,b:9000,c:9000,d:9000,e:9000", InsertQuorum: -1, Replicated: true}, 3},
+		{Config{Addr: "a:9000,b:9000", InsertQuorum: -1, Replicated: true, Cluster: "events"}, 0},
+		{Config{Addr: "a:9000,b:9000,c:9000", InsertQuorum: 3, Replicated: true}, 3},
+		{Config{Addr: "a:9000,b:9000,c:9000", InsertQuorum: 0, Replicated: true}, 0},
+	} {
+		if got := tc.cfg.Quorum(); got != tc.want {
+			t.Errorf("%+v: quorum %d, want %d", tc.cfg, got, tc.want)
+		}
+	}
+}
