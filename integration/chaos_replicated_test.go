@@ -1,8 +1,6 @@
 package integration
 
 import (
-	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -39,19 +37,9 @@ func converged(t *testing.T, s *stack, cl *testenv.ClickHouseCluster, l *load) {
 			return nil
 		}
 		defer conn.Close()
-		rows, err := conn.Query(context.Background(), "SELECT value_json, count() FROM "+s.db+".input_values WHERE entity = 'chaos' GROUP BY value_json")
+		out, err := valuesOn(conn, s.db)
 		if err != nil {
 			return nil
-		}
-		defer rows.Close()
-		out := map[int]uint64{}
-		for rows.Next() {
-			var v string
-			var n uint64
-			if rows.Scan(&v, &n) == nil {
-				k, _ := strconv.Atoi(v)
-				out[k] = n
-			}
 		}
 		return out
 	}

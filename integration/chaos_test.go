@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // The fault tests of issue 4: real processes killed, stopped and restarted
@@ -143,9 +145,19 @@ func reconcile(t *testing.T, s *stack, fault string, l *load) {
 
 func storedValues(t *testing.T, s *stack) map[int]uint64 {
 	t.Helper()
-	rows, err := s.ch.Query(context.Background(), "SELECT value_json, count() FROM "+s.db+".input_values WHERE entity = 'chaos' GROUP BY value_json")
+	out, err := valuesOn(s.ch, s.db)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// valuesOn counts the chaos load's values stored in db on the server behind
+// conn, by value.
+func valuesOn(conn driver.Conn, db string) (map[int]uint64, error) {
+	rows, err := conn.Query(context.Background(), "SELECT value_json, count() FROM "+db+".input_values WHERE entity = 'chaos' GROUP BY value_json")
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	out := map[int]uint64{}
@@ -153,12 +165,12 @@ func storedValues(t *testing.T, s *stack) map[int]uint64 {
 		var v string
 		var n uint64
 		if err := rows.Scan(&v, &n); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		i, _ := strconv.Atoi(v)
 		out[i] = n
 	}
-	return out
+	return out, rows.Err()
 }
 
 // underLoad runs the load for d, calling fault once at `at`.
