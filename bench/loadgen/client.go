@@ -108,3 +108,12 @@ func readFull(r *bufio.Reader, b []byte) (int, error) {
 }
 
 func (c *conn) close() { _ = c.c.Close() }
+
+// withKey returns req with an Idempotency-Key header "<keyed>-<n>" after its
+// request line, built in buf (reused by the caller); req itself is unchanged.
+func withKey(buf, req []byte, keyed string, n int) []byte {
+	line := bytes.IndexByte(req, '\n') + 1
+	buf = append(append(buf[:0], req[:line]...), "Idempotency-Key: "...)
+	buf = append(strconv.AppendInt(append(append(buf, keyed...), '-'), int64(n), 10), "\r\n"...)
+	return append(buf, req[line:]...)
+}

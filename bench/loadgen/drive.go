@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -33,8 +31,7 @@ func (r result) pct(p float64) float64 {
 // drive sends for d from conc connections, each request waiting for its
 // answer (and, after a 503, for its Retry-After, as field clients do); once
 // d passes no new request starts, and drive returns when the last answer is
-// in, so the confirmed count is exact.
-// drive sends reqs round-robin from conc connections for d. With keyed set,
+// in, so the confirmed count is exact. reqs go round-robin; with keyed set,
 // every request carries a unique Idempotency-Key starting with it, as field
 // firmware sends.
 func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][]byte, keyed string) (result, error) {
@@ -73,10 +70,8 @@ func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][
 			for n := i; time.Now().Before(deadline) && ctx.Err() == nil; n += conc {
 				req := reqs[n%len(reqs)]
 				if keyed != "" {
-					line := bytes.IndexByte(req, '\n') + 1
-					buf = append(append(buf[:0], req[:line]...), "Idempotency-Key: "...)
-					buf = append(strconv.AppendInt(append(append(buf, keyed...), '-'), int64(n), 10), "\r\n"...)
-					req = append(buf, req[line:]...)
+					buf = withKey(buf, req, keyed, n)
+					req = buf
 				}
 				t0 := time.Now()
 				a, err := c.do(req, 30*time.Second)

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -47,10 +45,7 @@ func driveOpen(ctx context.Context, base string, maxConns, rate int, d time.Dura
 		defer wg.Done()
 		req := reqs[i%len(reqs)]
 		if keyed != "" {
-			line := bytes.IndexByte(req, '\n') + 1
-			buf := append(append([]byte(nil), req[:line]...), "Idempotency-Key: "...)
-			buf = append(strconv.AppendInt(append(append(buf, keyed...), '-'), int64(i), 10), "\r\n"...)
-			req = append(buf, req[line:]...)
+			req = withKey(nil, req, keyed, i)
 		}
 		a, err := c.do(req, 60*time.Second)
 		lat := time.Since(due)

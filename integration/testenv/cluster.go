@@ -17,9 +17,10 @@ import (
 // ClickHouseCluster is ZooKeeper and ClickHouse replicas of one shard on
 // loopback, run by deploy/clickhouse/cluster.sh, stopped when the test ends.
 type ClickHouseCluster struct {
-	t     testing.TB
-	dir   string
-	Addrs []string // native protocol address of each replica
+	t      testing.TB
+	dir    string
+	script string   // deploy/clickhouse/cluster.sh
+	Addrs  []string // native protocol address of each replica
 }
 
 // ReplicatedClickHouse starts ZooKeeper and n replicas (Debian's zookeeper
@@ -44,7 +45,12 @@ func ShardedClickHouse(t testing.TB, n int) *ClickHouseCluster {
 // startCluster starts a server per entry of shards, in that shard (0-based).
 func startCluster(t testing.TB, shards []int) *ClickHouseCluster {
 	t.Helper()
-	c := &ClickHouseCluster{t: t, dir: t.TempDir()}
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &ClickHouseCluster{t: t, dir: t.TempDir(),
+		script: filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "deploy", "clickhouse", "cluster.sh")}
 	args := []string{"start", c.dir, fmt.Sprint(FreePort(t))}
 	for _, shard := range shards {
 		tcp := FreePort(t)
@@ -59,12 +65,7 @@ func startCluster(t testing.TB, shards []int) *ClickHouseCluster {
 }
 
 func (c *ClickHouseCluster) run(args ...string) error {
-	root, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return err
-	}
-	script := filepath.Join(filepath.Dir(strings.TrimSpace(string(root))), "deploy", "clickhouse", "cluster.sh")
-	cmd := exec.Command(script, args...)
+	cmd := exec.Command(c.script, args...)
 	cmd.Env = os.Environ()
 	out, err := cmd.CombinedOutput()
 	if err != nil {

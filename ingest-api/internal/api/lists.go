@@ -19,7 +19,7 @@ import (
 // Listing pages.
 const (
 	defaultPage = 50
-	maxPage     = 1000 // also bounds the ClickHouse query behind a page
+	maxPage     = query.MaxSerials // a page's last-message times are one query
 )
 
 // deviceSummary is one device of the listing: the record without its token,
@@ -102,7 +102,7 @@ func (s *Server) listEntities(c echo.Context) error {
 	all := s.cache.EntityInputs()
 	var names []string
 	for name := range all {
-		if name > after && len(name) >= len(prefix) && name[:len(prefix)] == prefix {
+		if name > after && strings.HasPrefix(name, prefix) {
 			names = append(names, name)
 		}
 	}

@@ -45,9 +45,6 @@ func newHandler(files fs.FS) *Handler {
 	return &Handler{files: files, index: index}
 }
 
-// Built reports whether the console's assets are in the binary.
-func (h *Handler) Built() bool { return h.index != nil }
-
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hdr := w.Header()
 	hdr.Set("Content-Security-Policy", SecurityPolicy)

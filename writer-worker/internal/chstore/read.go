@@ -140,15 +140,20 @@ func (s *Store) LatestOf(ctx context.Context, pairs []query.EntityInput) ([]quer
 	if len(pairs) == 0 {
 		return nil, nil
 	}
-	entities, inputs := make([]string, len(pairs)), make([]string, len(pairs))
-	for i, p := range pairs {
-		entities[i], inputs[i] = p.Entity, p.Input
+	var entities, keys []string
+	seen := make(map[string]bool)
+	for _, p := range pairs {
+		if !seen[p.Entity] {
+			seen[p.Entity] = true
+			entities = append(entities, p.Entity)
+		}
+		keys = append(keys, p.Entity+"\x00"+p.Input)
 	}
 	// The entity filter uses the primary key; the pair filter keeps only the
 	// inputs asked for.
 	rows, err := s.conn.Query(ctx, "SELECT entity, input, intDiv(max(ts_ns), 1000000), argMax(value_json, (ts_ns, received_ns)), argMax(serial, (ts_ns, received_ns)) FROM "+s.db+
 		".input_values WHERE entity IN ? AND concat(entity, '\\0', input) IN ? GROUP BY entity, input",
-		set(uniqueStrings(entities)), set(pairKeys(entities, inputs)))
+		set(entities), set(keys))
 	if err != nil {
 		return nil, fmt.Errorf("query latest values: %w", err)
 	}
@@ -167,24 +172,4 @@ func (s *Store) LatestOf(ctx context.Context, pairs []query.EntityInput) ([]quer
 		out = append(out, p)
 	}
 	return out, rows.Err()
-}
-
-func uniqueStrings(ss []string) []string {
-	seen := make(map[string]bool, len(ss))
-	var out []string
-	for _, s := range ss {
-		if !seen[s] {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-func pairKeys(entities, inputs []string) []string {
-	out := make([]string, len(entities))
-	for i := range entities {
-		out[i] = entities[i] + "\x00" + inputs[i]
-	}
-	return out
 }
