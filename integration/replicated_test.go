@@ -106,4 +106,18 @@ func TestReplicatedStorage(t *testing.T) {
 		post(sent, 60*time.Second)
 	}
 	onEvery(uint64(sent), 0, 1, 2)
+
+	// The quorum is enforced: with one replica left, a success would rest
+	// on a single copy, so the insert is refused instead.
+	cl.StopReplica(0)
+	cl.StopReplica(1)
+	r := s.post(t, fmt.Sprintf(`{"serial":"rep-1","data":{"v":%d}}`, sent), keyHeader("tok-R", fmt.Sprint("rep-", sent)))
+	if r.Status != 503 || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("with one replica of three: %d %s, want 503: a quorum of 2 cannot be met", r.Status, r.Raw)
+	}
+	cl.StartReplica(0)
+	cl.StartReplica(1)
+	post(sent, 60*time.Second)
+	sent++
+	onEvery(uint64(sent), 0, 1, 2)
 }
