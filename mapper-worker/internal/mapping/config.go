@@ -12,11 +12,9 @@ import (
 // Config tunes the mapper's consumer.
 type Config struct {
 	Consumer bus.ConsumerConfig
-	// EnvelopeMax is the most events one envelope carries.
+	// EnvelopeMax is the most events messages mapped in one round; each
+	// becomes its own envelope.
 	EnvelopeMax int
-	// EnvelopeLinger is how long an envelope waits for more messages once
-	// it has one (0: none).
-	EnvelopeLinger time.Duration
 	// StaleWait is how long an event waits for this process's registry copy
 	// to reach the revision the event was accepted under.
 	StaleWait time.Duration
@@ -29,8 +27,7 @@ type Config struct {
 // Register adds the mapper's settings.
 func (c *Config) Register(s *envflag.Set) {
 	c.Consumer.Register(s, bus.ConsumerConfig{MaxAckPending: 8192, PullBatch: 500, AckWait: 5 * time.Second}, "events messages")
-	s.Int(&c.EnvelopeMax, "envelope-max-events", 500, "most events in one message to writer-worker")
-	s.Duration(&c.EnvelopeLinger, "envelope-linger", 2*time.Millisecond, "how long an envelope waits for more messages once it has one (0: map what was pulled at once)")
+	s.Int(&c.EnvelopeMax, "envelope-max-events", 500, "most events messages mapped in one round (each becomes its own envelope to writer-worker, so that a redelivered one is dropped by the stream as a duplicate)")
 	s.Duration(&c.StaleWait, "registry-stale-wait", 2*time.Second, "how long an event waits for a registry change it was accepted under")
 	c.Limits.Register(s, settle.Limits{MaxDeliver: 200, RetryDelay: 250 * time.Millisecond, RetryMaxDelay: 30 * time.Second})
 }

@@ -84,7 +84,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	err := bus.ConsumeBatches(ctx, w.js, bus.Durable{
 		Stream: w.cfg.Names.EventsStream, Name: w.cfg.Names.MapperConsumer, ConsumerConfig: w.cfg.Consumer,
 		Consuming: func() { w.consuming.Store(true) },
-	}, w.log, batcher.Config{MaxItems: w.cfg.EnvelopeMax, Linger: w.cfg.EnvelopeLinger}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
+	}, w.log, batcher.Config{MaxItems: w.cfg.EnvelopeMax}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
 		w.process(b.Items, queue)
 		release(0)
 	})
@@ -101,9 +101,6 @@ func (w *Worker) Run(ctx context.Context) error {
 // every event it is handed.
 func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 	var now settle.Replies
-	var open [2]building // by keyed
-	// An envelope stays well under the server's message size limit.
-	limit := int(w.nc.MaxPayload() / 2)
 	var mapped []event.Mapped
 	var devs []*registry.Entry
 	for _, m := range msgs {
@@ -133,7 +130,7 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		}
 		replay := settle.IsReplay(m)
 		var unreadable []byte
-		mapped, size := mapped[:0], 0
+		mapped = mapped[:0]
 		for i := range evs {
 			ev := &evs[i]
 			mp, ok, err := w.resolve(ev, devs[i], &now)
@@ -146,7 +143,6 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 			}
 			mp.MaybeStored, mp.Replay = delivered > 1 || replay, replay
 			mapped = append(mapped, mp)
-			size += event.EnvelopeCost(ev)
 		}
 		if unreadable != nil {
 			// Kept for operators; the rest of the message goes on.
@@ -159,22 +155,13 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 			w.settle.Apply(m, w.settle.Decide(m, settle.Done, nil, keyed), nil, keyed)
 			continue
 		}
-		b := &open[boolIndex(keyed)]
-		if len(b.mapped) > 0 && (b.size+size > limit || len(b.mapped)+len(mapped) > w.cfg.EnvelopeMax) {
-			w.publish(b.env, b.mapped, queue)
-			*b = building{}
-		}
-		if b.env == nil {
-			b.env = &envelope{}
-		}
-		b.mapped = append(b.mapped, mapped...)
-		b.env.inputs = append(b.env.inputs, input{msg: m, keyed: keyed})
-		b.size += size
-	}
-	for i := range open {
-		if len(open[i].mapped) > 0 {
-			w.publish(open[i].env, open[i].mapped, queue)
-		}
+		// One envelope per events message: a redelivered message maps to
+		// the same events, so its envelope has the same message id and the
+		// stream drops it as a duplicate. An envelope gathering several
+		// messages would get another id when one of them came back alone,
+		// and two writer copies could each store one copy. (ingest-api
+		// already gathers concurrent events into one message.)
+		w.publish(&envelope{inputs: []input{{msg: m, keyed: keyed}}}, mapped, queue)
 	}
 	if err := now.Send(w.nc); err != nil {
 		w.log.Warn("send outcomes", zap.Error(err))
@@ -212,20 +199,6 @@ func (w *Worker) resolve(ev *event.Event, dev *registry.Entry, now *settle.Repli
 	mp.Keyed = ev.Keyed
 	mp.Reply = ev.Reply
 	return mp, true, nil
-}
-
-// building is an envelope being filled.
-type building struct {
-	env    *envelope
-	mapped []event.Mapped
-	size   int
-}
-
-func boolIndex(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // publish sends one envelope. Its message id is derived from the events it
