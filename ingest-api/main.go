@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/api"
+	"github.com/devicehub/eventservice/ingest-api/internal/claim"
 	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
@@ -45,6 +46,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer waiter.Close()
 
+	claims, err := claim.Open(ctx, js, cfg.NATS.Names)
+	if err != nil {
+		return err
+	}
+
 	reg := metrics.NewRegistry()
 	metrics.WatchRegistry(reg, metrics.Ingest, store.Cache())
 
@@ -52,7 +58,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	pub := publish.New(publish.Config{
 		Subject: cfg.NATS.Names.EventsSubject(), MaxEvents: cfg.PublishMaxEvents, MaxPending: cfg.PublishMaxPending, Linger: cfg.PublishLinger,
 		MaxBytes: int(nc.MaxPayload() / 2), AckWait: cfg.OutcomeTimeout,
-	}, js, func(n int) { sizes.Observe(float64(n)) })
+	}, js, claims, func(n int) { sizes.Observe(float64(n)) }, log.With(zap.String("component", "publish")))
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
 		Log:     log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter, Publisher: pub,

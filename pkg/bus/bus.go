@@ -26,8 +26,13 @@ type Names struct {
 	// DeadLetterStream keeps the messages either worker gave up on, for
 	// operators to list and replay.
 	DeadLetterStream string
+	// ClaimsStream holds one message per keyed event in the pipeline, on
+	// <prefix>.claims.<event id>: the claim that keeps a retry with the
+	// same Idempotency-Key out while the first attempt is on its way.
+	ClaimsStream string
 	// SubjectPrefix starts every subject: <prefix>.events.in,
-	// <prefix>.mapped.in, <prefix>.query.<kind>, <prefix>.reply.<instance>.
+	// <prefix>.mapped.in, <prefix>.claims.<id>, <prefix>.query.<kind>,
+	// <prefix>.reply.<instance>.
 	SubjectPrefix string
 }
 
@@ -35,7 +40,7 @@ type Names struct {
 var DefaultNames = Names{
 	EventsStream: "DEVICE_EVENTS", MappedStream: "DEVICE_MAPPED",
 	MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "devices",
-	DeadLetterStream: "DEVICE_DEADLETTER",
+	DeadLetterStream: "DEVICE_DEADLETTER", ClaimsStream: "DEVICE_KEY_CLAIMS",
 }
 
 // EventsSubject is where ingest-api publishes accepted events.
@@ -43,6 +48,10 @@ func (n Names) EventsSubject() string { return n.SubjectPrefix + ".events.in" }
 
 // MappedSubject is where mapper-worker publishes envelopes.
 func (n Names) MappedSubject() string { return n.SubjectPrefix + ".mapped.in" }
+
+// ClaimSubject is the subject of the claim on a keyed event's id (a UUID:
+// one subject token).
+func (n Names) ClaimSubject(id string) string { return n.SubjectPrefix + ".claims." + id }
 
 // DeadLetterSubject is where the workers publish dead letters.
 func (n Names) DeadLetterSubject() string { return n.SubjectPrefix + ".deadletter" }
@@ -56,6 +65,18 @@ func (n Names) ReplyPrefix() string { return n.SubjectPrefix + ".reply." }
 
 // QueryQueue is the queue group of the read queries.
 const QueryQueue = "writer"
+
+// distinctStreams reports whether the stream names are valid and different.
+func (n Names) distinctStreams() bool {
+	seen := make(map[string]bool, 4)
+	for _, s := range []string{n.EventsStream, n.MappedStream, n.DeadLetterStream, n.ClaimsStream} {
+		if !validName(s) || seen[s] {
+			return false
+		}
+		seen[s] = true
+	}
+	return true
+}
 
 func validName(s string) bool {
 	return s != "" && !strings.ContainsAny(s, " \t\r\n.*>")
@@ -113,9 +134,8 @@ func (c Config) Validate() error {
 		return errors.New("NATS_DEDUPE_WINDOW must be positive and at most NATS_STREAM_MAX_AGE")
 	case c.DeadLetterMaxAge <= 0 || c.DeadLetterMaxBytes <= 0:
 		return errors.New("NATS_DEADLETTER_MAX_AGE and NATS_DEADLETTER_MAX_BYTES must be positive")
-	case !validName(c.Names.EventsStream) || !validName(c.Names.MappedStream) || !validName(c.Names.DeadLetterStream) ||
-		c.Names.EventsStream == c.Names.MappedStream || c.Names.DeadLetterStream == c.Names.EventsStream || c.Names.DeadLetterStream == c.Names.MappedStream:
-		return errors.New("NATS_EVENTS_STREAM, NATS_MAPPED_STREAM and NATS_DEADLETTER_STREAM must be three different names without spaces, '.', '*' or '>'")
+	case !c.Names.distinctStreams():
+		return errors.New("NATS_EVENTS_STREAM, NATS_MAPPED_STREAM, NATS_DEADLETTER_STREAM and NATS_CLAIMS_STREAM must be four different names without spaces, '.', '*' or '>'")
 	case !validName(c.Names.MapperConsumer) || !validName(c.Names.WriterConsumer):
 		return errors.New("NATS_MAPPER_CONSUMER and NATS_WRITER_CONSUMER must be names without spaces, '.', '*' or '>'")
 	case !validPrefix(c.Names.SubjectPrefix):
@@ -215,6 +235,24 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 	})
 	if err != nil {
 		return fmt.Errorf("ensure stream %s: %w", n.DeadLetterStream, err)
+	}
+	// A claim lives as long as the events stream remembers message ids;
+	// ingest-api deletes it sooner when its event never entered the
+	// pipeline. Nothing consumes claims: a claim costs one stream write.
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:              n.ClaimsStream,
+		Description:       "one claim per keyed event in the pipeline: a retry with the same Idempotency-Key waits for the first attempt's outcome",
+		Subjects:          []string{n.ClaimSubject("*")},
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            cfg.DedupeWindow,
+		MaxMsgsPerSubject: 1,
+		Storage:           jetstream.MemoryStorage,
+		Replicas:          cfg.Replicas,
+		Duplicates:        cfg.DedupeWindow,
+	})
+	if err != nil {
+		return fmt.Errorf("ensure stream %s: %w", n.ClaimsStream, err)
 	}
 	return nil
 }

@@ -22,6 +22,7 @@ func (c *Config) RegisterFlags(s *envflag.Set) {
 	s.String(&c.Names.WriterConsumer, "nats-writer-consumer", DefaultNames.WriterConsumer, "durable consumer every writer-worker copy shares")
 	s.String(&c.Names.SubjectPrefix, "nats-subject-prefix", DefaultNames.SubjectPrefix, "first tokens of every subject the programs use")
 	s.String(&c.Names.DeadLetterStream, "nats-deadletter-stream", DefaultNames.DeadLetterStream, "stream of dead letters: messages the workers gave up on")
+	s.String(&c.Names.ClaimsStream, "nats-claims-stream", DefaultNames.ClaimsStream, "stream of claims on keyed events in the pipeline (a retry with the same Idempotency-Key waits for the first)")
 	s.Duration(&c.DeadLetterMaxAge, "nats-deadletter-max-age", 14*24*time.Hour, "oldest dead letter kept")
 	s.Int64(&c.DeadLetterMaxBytes, "nats-deadletter-max-bytes", 1<<30, "bytes of dead letters kept (the oldest go first)")
 	s.Int64(&c.StreamMaxBytes, "nats-stream-max-bytes", 1<<30, "bytes a stream may hold before publishes are refused")

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/claim"
 	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
 	"github.com/devicehub/eventservice/pkg/event"
@@ -50,64 +50,52 @@ func (s *Server) publishEvent(c echo.Context, req request, dev *registry.Entry) 
 	replies, cancel := s.waiter.Register(ev.ID)
 	defer cancel()
 	published := time.Now()
-	// An unkeyed event shares a message with the events of concurrent
-	// requests. A keyed one goes alone, with its id as the message id, so
-	// that the stream drops a retry's copy and says so in the ack.
+	deadline := published.Add(s.limits.OutcomeTimeout)
+	// The event shares a message with the events of concurrent requests.
+	// A keyed one first takes the claim on its id: a retry that finds it
+	// taken is answered with the first attempt's outcome.
 	var refused <-chan struct{}
-	var acked <-chan *jetstream.PubAck
-	var fut jetstream.PubAckFuture
+	var failed <-chan error
 	var batch *publish.Batch
 	var err error
 	if ev.Keyed {
-		fut, err = s.js.PublishMsgAsync(&nats.Msg{Subject: s.names.EventsSubject(), Data: event.AppendEvent(nil, &ev)}, jetstream.WithMsgID(ev.ID))
-		if err == nil {
-			acked = fut.Ok()
-		}
+		failed, err = s.publisher.AddKeyed(&ev)
 	} else if batch, err = s.publisher.Add(&ev); err == nil {
 		refused = batch.Failed()
 	}
 	if err != nil {
-		s.metrics.publishErrors.Inc()
-		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
+		return s.notAccepted(c, req.Serial, ev.ID, err)
 	}
 
 	// The stream's ack is not awaited on its own: the outcome follows it,
 	// and not waking for it saves a goroutine switch per request. A
-	// refusal by the stream does wake us, at once; so does the ack of a
-	// keyed event, which may say the stream has the event already.
-	deadline := published.Add(s.limits.OutcomeTimeout)
+	// refusal does wake us, at once.
 	timer := time.NewTimer(s.limits.OutcomeTimeout)
 	defer timer.Stop()
-	var keyedErr <-chan error
-	if fut != nil {
-		keyedErr = fut.Err()
-	}
 	ctx := c.Request().Context()
-	for {
-		select {
-		case r := <-replies:
-			s.metrics.outcomeWait.Observe(time.Since(published).Seconds())
-			return s.respond(c, r.Code, req.Serial, ev.ID, r.Detail)
-		case ack := <-acked:
-			if ack.Duplicate {
-				// An earlier attempt with this key is in the stream or
-				// went through it: its outcome is the answer.
-				return s.awaitEarlier(c, req.Serial, ev.ID, replies, deadline)
-			}
-			acked = nil
-		case err := <-keyedErr:
-			s.metrics.publishErrors.Inc()
-			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+err.Error())
-		case <-refused:
-			s.metrics.publishErrors.Inc()
-			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "event not accepted: "+batch.Err().Error())
-		case <-timer.C:
-			return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "timed out waiting for the storage outcome")
-		case <-ctx.Done():
-			// The client is gone; nobody reads an answer.
-			return nil
+	select {
+	case r := <-replies:
+		s.metrics.outcomeWait.Observe(time.Since(published).Seconds())
+		return s.respond(c, r.Code, req.Serial, ev.ID, r.Detail)
+	case err := <-failed:
+		if errors.Is(err, claim.ErrTaken) {
+			return s.awaitEarlier(c, req.Serial, ev.ID, replies, deadline)
 		}
+		return s.notAccepted(c, req.Serial, ev.ID, err)
+	case <-refused:
+		return s.notAccepted(c, req.Serial, ev.ID, batch.Err())
+	case <-timer.C:
+		return s.respond(c, outcome.ProcessingFailed, req.Serial, ev.ID, "timed out waiting for the storage outcome")
+	case <-ctx.Done():
+		// The client is gone; nobody reads an answer.
+		return nil
 	}
+}
+
+// notAccepted answers an event that did not enter the events stream.
+func (s *Server) notAccepted(c echo.Context, serial, id string, err error) error {
+	s.metrics.publishErrors.Inc()
+	return s.respond(c, outcome.ProcessingFailed, serial, id, "event not accepted: "+err.Error())
 }
 
 // HeaderIdempotencyKey names the header that makes retries of one reading

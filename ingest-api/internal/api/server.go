@@ -56,7 +56,7 @@ type Deps struct {
 	JS         jetstream.JetStream
 	Registry   *registry.Store
 	Waiter     *reply.Waiter
-	Publisher  *publish.Publisher // unkeyed events go out through it
+	Publisher  *publish.Publisher // single readings go out through it
 	Limiter    *ratelimit.Limiter // nil: no per-device limit
 	AdminToken string
 	Names      bus.Names // streams and subjects shared with the workers

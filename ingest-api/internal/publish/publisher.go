@@ -1,14 +1,24 @@
 // Package publish gathers the events of concurrent requests into JetStream
 // messages: one message, one stream write and one mapper delivery for
 // however many events arrived while the previous message was on its way.
+// Keyed events (sent with an Idempotency-Key) fill messages of their own,
+// so that every message, and the envelope the mapper makes of it, is settled
+// by one rule; each message's events first take their claims (see
+// ingest-api/internal/claim), all in one round trip.
 package publish
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/ingest-api/internal/claim"
 
 	"github.com/devicehub/eventservice/pkg/batcher"
 	"github.com/devicehub/eventservice/pkg/event"
@@ -40,6 +50,18 @@ type Config struct {
 // ErrClosed is returned by Add once the publisher has stopped.
 var ErrClosed = batcher.ErrClosed
 
+// errNotSent marks a message that never left this process.
+var errNotSent = errors.New("not sent")
+
+// NotStored reports whether err, from publishing, means the events
+// certainly are not in the stream: the message was never sent, no stream
+// listens on the subject, or the stream refused it. Another failure (a lost
+// connection while the ack was awaited) may hide a stored message.
+func NotStored(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, errNotSent) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.As(err, &apiErr)
+}
+
 // Batch is one message: its events, and whether the stream refused it.
 type Batch = batcher.Batch[*event.Event]
 
@@ -52,8 +74,13 @@ type Publisher struct {
 	cfg     Config
 	js      jetstream.JetStream
 	observe Observer
-	batches *batcher.Batcher[*event.Event]
+	claims  *claim.Claims
+	log     *zap.Logger
+	batches *batcher.Batcher[*event.Event] // unkeyed events
+	keyed   *batcher.Batcher[*keyedEvent]
 	acks    chan pending
+	// keyedOut counts keyed messages being claimed and published.
+	keyedOut sync.WaitGroup
 }
 
 type pending struct {
@@ -62,23 +89,26 @@ type pending struct {
 	release func(time.Duration)
 }
 
-// New returns a Publisher; Run publishes.
-func New(cfg Config, js jetstream.JetStream, observe Observer) *Publisher {
+// New returns a Publisher; Run publishes. Keyed events are claimed in
+// claims.
+func New(cfg Config, js jetstream.JetStream, claims *claim.Claims, observe Observer, log *zap.Logger) *Publisher {
 	cfg.MaxPending = max(cfg.MaxPending, 1)
 	if observe == nil {
 		observe = func(int) {}
 	}
-	p := &Publisher{cfg: cfg, js: js, observe: observe, acks: make(chan pending, cfg.MaxPending)}
-	p.batches = batcher.New(batcher.Config{MaxItems: cfg.MaxEvents, MaxSize: cfg.MaxBytes, Slots: cfg.MaxPending, Linger: cfg.Linger},
-		event.EnvelopeCost, p.publish)
+	p := &Publisher{cfg: cfg, js: js, claims: claims, observe: observe, log: log, acks: make(chan pending, cfg.MaxPending)}
+	bc := batcher.Config{MaxItems: cfg.MaxEvents, MaxSize: cfg.MaxBytes, Slots: cfg.MaxPending, Linger: cfg.Linger}
+	p.batches = batcher.New(bc, event.EnvelopeCost, p.publish)
+	p.keyed = batcher.New(bc, func(k *keyedEvent) int { return event.EnvelopeCost(k.ev) }, p.publishKeyed)
 	return p
 }
 
-// Add puts ev into the message being filled and returns that message.
+// Add puts an unkeyed ev into the message being filled and returns that
+// message.
 func (p *Publisher) Add(ev *event.Event) (*Batch, error) { return p.batches.Add(ev) }
 
-// AddGroup puts the events of one backlog request into one message, so
-// that they travel the pipeline as one unit, and returns that message.
+// AddGroup puts the unkeyed events of one backlog request into one message,
+// so that they travel the pipeline as one unit, and returns that message.
 func (p *Publisher) AddGroup(evs []*event.Event) (*Batch, error) { return p.batches.AddAll(evs) }
 
 // Run publishes until ctx ends; then it refuses new events, publishes what
@@ -89,8 +119,12 @@ func (p *Publisher) Run(ctx context.Context) error {
 		defer close(done)
 		p.settle()
 	}()
+	keyed := make(chan error, 1)
+	go func() { keyed <- p.keyed.Run(ctx) }()
 	err := p.batches.Run(ctx)
 	close(p.acks)
+	err = errors.Join(err, <-keyed)
+	p.keyedOut.Wait()
 	<-done
 	return err
 }
@@ -105,7 +139,7 @@ func (p *Publisher) publish(b *Batch, release func(time.Duration)) {
 	}
 	fut, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.cfg.Subject, Data: data})
 	if err != nil {
-		b.Fail(err)
+		b.Fail(fmt.Errorf("%w: %w", errNotSent, err))
 		release(0)
 		return
 	}

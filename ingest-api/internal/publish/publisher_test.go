@@ -2,15 +2,20 @@ package publish
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/claim"
 	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 )
 
@@ -68,8 +73,8 @@ func ev(id string, payload int) *event.Event {
 func TestEventsGatherWhileThePublisherIsBusyAndGoAloneWhenIdle(t *testing.T) {
 	js, read := stream(t)
 	var sizes []int
-	p := New(Config{Subject: "ev.in", MaxEvents: 3, MaxBytes: 3 * event.EnvelopeCost(ev("", 10)), MaxPending: 1, AckWait: time.Second}, js,
-		func(n int) { sizes = append(sizes, n) })
+	p := New(Config{Subject: "ev.in", MaxEvents: 3, MaxBytes: 3 * event.EnvelopeCost(ev("", 10)), MaxPending: 1, AckWait: time.Second}, js, nil,
+		func(n int) { sizes = append(sizes, n) }, zap.NewNop())
 	var batches []*Batch
 	add := func(e *event.Event) {
 		b, err := p.Add(e)
@@ -120,7 +125,7 @@ func TestEventsGatherWhileThePublisherIsBusyAndGoAloneWhenIdle(t *testing.T) {
 // A message the stream refuses fails every event in it, with the reason.
 func TestARefusedMessageFailsItsEvents(t *testing.T) {
 	js, _ := stream(t)
-	p := New(Config{Subject: "nostream.in", MaxEvents: 10, MaxBytes: 1 << 20, MaxPending: 1, AckWait: time.Second}, js, nil)
+	p := New(Config{Subject: "nostream.in", MaxEvents: 10, MaxBytes: 1 << 20, MaxPending: 1, AckWait: time.Second}, js, nil, nil, zap.NewNop())
 	a, _ := p.Add(ev("a", 1))
 	b, _ := p.Add(ev("b", 1))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -141,7 +146,7 @@ func TestARefusedMessageFailsItsEvents(t *testing.T) {
 // Stopping publishes what was added before, and refuses what comes after.
 func TestStopPublishesWhatItHolds(t *testing.T) {
 	js, read := stream(t)
-	p := New(Config{Subject: "ev.in", MaxEvents: 2, MaxBytes: 1 << 20, MaxPending: 1, AckWait: time.Second}, js, nil)
+	p := New(Config{Subject: "ev.in", MaxEvents: 2, MaxBytes: 1 << 20, MaxPending: 1, AckWait: time.Second}, js, nil, nil, zap.NewNop())
 	for i := range 5 {
 		if _, err := p.Add(ev(fmt.Sprint(i), 1)); err != nil {
 			t.Fatal(err)
@@ -158,4 +163,106 @@ func TestStopPublishesWhatItHolds(t *testing.T) {
 	if got, want := read(3), [][]string{{"0", "1"}, {"2", "3"}, {"4"}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("messages %v, want %v", got, want)
 	}
+}
+
+// Keyed events take their claims, all in one round trip, and gather into
+// messages of their own: a message, and the envelope made of it, is all
+// keyed or all unkeyed. An event whose claim another attempt holds is told
+// so and stays out.
+func TestKeyedEventsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
+	js, read := stream(t)
+	claims := openClaims(t, js)
+	if _, err := claims.Take(context.Background(), "k-held"); err != nil {
+		t.Fatal(err)
+	}
+	p := New(Config{Subject: "ev.in", MaxEvents: 10, MaxBytes: 1 << 20, MaxPending: 1, AckWait: time.Second}, js, claims, nil, zap.NewNop())
+	keyed := func(id string) *event.Event { e := ev(id, 1); e.Keyed = true; return e }
+	fails := map[string]<-chan error{}
+	for _, e := range []*event.Event{ev("u0", 1), keyed("k0"), ev("u1", 1), keyed("k1"), keyed("k-held"), keyed("k0")} {
+		var err error
+		if e.Keyed {
+			var f <-chan error
+			f, err = p.AddKeyed(e)
+			fails[e.ID] = f
+		} else {
+			_, err = p.Add(e)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := read(2)
+	slices.SortFunc(got, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	if want := [][]string{{"k0", "k1"}, {"u0", "u1"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("messages %v, want %v", got, want)
+	}
+	for id, f := range fails {
+		select {
+		case err := <-f:
+			if id != "k-held" && id != "k0" || !errors.Is(err, claim.ErrTaken) {
+				t.Fatalf("%s: %v", id, err)
+			}
+		default:
+			if id == "k-held" {
+				t.Fatal("k-held was not told its claim is taken")
+			}
+		}
+	}
+	// Every event that went out holds its claim.
+	for _, id := range []string{"k0", "k1"} {
+		if _, err := claims.Take(context.Background(), id); !errors.Is(err, claim.ErrTaken) {
+			t.Fatalf("claim on %s after publishing: %v", id, err)
+		}
+	}
+}
+
+// When the stream refuses a keyed message, its events are told why and
+// their claims are released: a retry is processed anew.
+func TestARefusedKeyedMessageReleasesItsClaims(t *testing.T) {
+	js, _ := stream(t)
+	claims := openClaims(t, js)
+	p := New(Config{Subject: "nostream.in", MaxEvents: 10, MaxBytes: 1 << 20, MaxPending: 1, AckWait: time.Second}, js, claims, nil, zap.NewNop())
+	e := ev("k-refused", 1)
+	e.Keyed = true
+	f, err := p.AddKeyed(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = p.Run(ctx) }()
+	select {
+	case err := <-f:
+		if err == nil || errors.Is(err, claim.ErrTaken) || !NotStored(err) {
+			t.Fatalf("refusal reported as %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("refusal not reported")
+	}
+	cl, err := claims.Take(context.Background(), "k-refused")
+	if err != nil {
+		t.Fatalf("the claim was not released: %v", err)
+	}
+	if err := claims.Release(context.Background(), cl); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openClaims(t *testing.T, js jetstream.JetStream) *claim.Claims {
+	t.Helper()
+	ctx := context.Background()
+	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26,
+		DedupeWindow: time.Minute, Names: bus.DefaultNames}); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := claim.Open(ctx, js, bus.DefaultNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return claims
 }

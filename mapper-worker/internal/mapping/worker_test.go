@@ -24,7 +24,7 @@ func streams(t *testing.T) (*nats.Conn, jetstream.JetStream, bus.Config) {
 	t.Helper()
 	nc, js := testenv.Connect(t)
 	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Replicas: 1,
-		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t", DeadLetterStream: "DL"}}
+		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t", DeadLetterStream: "DL", ClaimsStream: "CL"}}
 	if err := bus.EnsureStreams(context.Background(), js, cfg); err != nil {
 		t.Fatal(err)
 	}

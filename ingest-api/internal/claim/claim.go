@@ -1,0 +1,110 @@
+// Package claim keeps one attempt of each keyed event in the pipeline at a
+// time. Before a keyed event (sent with an Idempotency-Key) is published it
+// takes the claim on its id: a message on <prefix>.claims.<id> in the claims
+// stream, stored only if that subject holds none. A retry that finds the
+// claim taken waits for the first attempt's outcome instead of entering the
+// pipeline a second time, on whichever ingest-api copy it arrives.
+//
+// This is what lets keyed events share JetStream messages with the events of
+// concurrent requests: the events stream's message ids guarded one event per
+// message, a claim guards one event whatever message carries it. A claim
+// lasts the dedupe window (the stream's MaxAge); it is deleted at once when
+// its event never entered the events stream, so that the device's retry is
+// processed as a new request.
+package claim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+)
+
+// ErrTaken means another attempt with the same id holds the claim.
+var ErrTaken = errors.New("an earlier attempt with this Idempotency-Key is in the pipeline")
+
+// Claims takes and releases claims in the claims stream.
+type Claims struct {
+	js     jetstream.JetStream
+	names  bus.Names
+	stream jetstream.Stream
+}
+
+// Open returns Claims on the stream names.ClaimsStream, which
+// bus.EnsureStreams creates.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names) (*Claims, error) {
+	st, err := js.Stream(ctx, names.ClaimsStream)
+	if err != nil {
+		return nil, fmt.Errorf("claims stream %s: %w", names.ClaimsStream, err)
+	}
+	return &Claims{js: js, names: names, stream: st}, nil
+}
+
+// Claim is a claim taken: its sequence in the claims stream.
+type Claim struct{ seq uint64 }
+
+// Take claims id: ErrTaken when another attempt holds it, another error when
+// the stream could not be asked (nothing is claimed then).
+func (c *Claims) Take(ctx context.Context, id string) (Claim, error) {
+	cls, errs := c.TakeAll(ctx, []string{id})
+	return cls[0], errs[0]
+}
+
+// TakeAll claims every one of ids in one round trip: cls[i] is the claim on
+// ids[i] when errs[i] is nil.
+func (c *Claims) TakeAll(ctx context.Context, ids []string) (cls []Claim, errs []error) {
+	cls, errs = make([]Claim, len(ids)), make([]error, len(ids))
+	futs := make([]jetstream.PubAckFuture, len(ids))
+	for i, id := range ids {
+		futs[i], errs[i] = c.js.PublishMsgAsync(&nats.Msg{Subject: c.names.ClaimSubject(id)}, jetstream.WithExpectLastSequencePerSubject(0))
+	}
+	for i, fut := range futs {
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("claim: %w", errs[i])
+			continue
+		}
+		select {
+		case ack := <-fut.Ok():
+			cls[i] = Claim{seq: ack.Sequence}
+		case err := <-fut.Err():
+			if isTaken(err) {
+				errs[i] = ErrTaken
+			} else {
+				errs[i] = fmt.Errorf("claim: %w", err)
+			}
+		case <-ctx.Done():
+			// Perhaps taken, perhaps not: a retry may wait for the
+			// dedupe window.
+			errs[i] = fmt.Errorf("claim: %w", ctx.Err())
+		}
+	}
+	return cls, errs
+}
+
+// isTaken reports a refusal because the subject holds a message: code 10071,
+// or 10164 from a replicated stream.
+func isTaken(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) &&
+		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// Release deletes claims whose events never entered the events stream. A
+// claim that cannot be deleted lasts the dedupe window: until then, retries
+// wait for an outcome that will not come and are answered 503.
+func (c *Claims) Release(ctx context.Context, cls ...Claim) error {
+	var errs []error
+	for _, cl := range cls {
+		if cl.seq == 0 {
+			continue
+		}
+		if err := c.stream.DeleteMsg(ctx, cl.seq); err != nil {
+			errs = append(errs, fmt.Errorf("release claim: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
