@@ -55,7 +55,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Int(&c.MaxInFlight, "max-in-flight", 512, "requests handled at once; 503 + Retry-After beyond (sized for 2 cores: more in flight only adds queueing)")
 	s.Float64(&c.DeviceRate, "device-rate", 100, "requests per second one device may post (0: no limit); 429 beyond")
 	s.Int(&c.DeviceBurst, "device-burst", 1000, "requests one device may post at once above its rate (buffered readings)")
-	s.Int(&c.PublishMaxEvents, "publish-max-events", 256, "most unkeyed events of concurrent requests gathered into one JetStream message (1: a message per event)")
+	s.Int(&c.PublishMaxEvents, "publish-max-events", 256, "most single readings of concurrent requests gathered into one JetStream message, keyed and unkeyed apart (1: a message per reading)")
 	s.Int(&c.PublishMaxPending, "publish-max-pending", 2, "messages awaiting the stream's ack at once; meanwhile new events gather into the next message")
 	s.Duration(&c.PublishLinger, "publish-linger", 2*time.Millisecond, "how long a message waits for more events once it has one: concurrent requests share messages at moderate rates (0: publish at once when a slot is free)")
 	s.Duration(&c.OutcomeTimeout, "outcome-timeout", 5*time.Second, "how long a request waits for the storage outcome")

@@ -71,9 +71,11 @@ func TestConfiguration(t *testing.T) {
 // subject names the pipeline works and uses only those.
 func TestCustomNATSNames(t *testing.T) {
 	s := startStack(t, "NATS_SUBJECT_PREFIX=fleet.eu", "NATS_EVENTS_STREAM=EU_EVENTS", "NATS_MAPPED_STREAM=EU_MAPPED",
-		"NATS_MAPPER_CONSUMER=eu-mapper", "NATS_WRITER_CONSUMER=eu-writer", "NATS_DEADLETTER_STREAM=EU_DEADLETTER")
+		"NATS_MAPPER_CONSUMER=eu-mapper", "NATS_WRITER_CONSUMER=eu-writer", "NATS_DEADLETTER_STREAM=EU_DEADLETTER",
+		"NATS_CLAIMS_STREAM=EU_CLAIMS")
 	s.admin(t, http.MethodPut, "/devices/dev-EU", `{"accessToken":"tok-EU","inputs":[{"name":"t","entity":"eu","entityInput":"t"}]}`)
 	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":1}}`, bearer("tok-EU")), 200, storedMsg, "")
+	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":2}}`, keyHeader("tok-EU", "eu-1")), 200, storedMsg, "")
 	if r := s.admin(t, http.MethodGet, "/entities/eu/inputs/t/latest", ""); r.Status != 200 {
 		t.Fatalf("read through the renamed query subject: %d %s", r.Status, r.Raw)
 	}
@@ -90,8 +92,16 @@ func TestCustomNATSNames(t *testing.T) {
 		streams = append(streams, n)
 	}
 	sort.Strings(streams)
-	if want := []string{"EU_DEADLETTER", "EU_EVENTS", "EU_MAPPED", "KV_device_registry"}; !slices.Equal(streams, want) {
+	if want := []string{"EU_CLAIMS", "EU_DEADLETTER", "EU_EVENTS", "EU_MAPPED", "KV_device_registry"}; !slices.Equal(streams, want) {
 		t.Fatalf("streams %v, want %v", streams, want)
+	}
+	// The keyed reading's claim is in the renamed stream, under the prefix.
+	claims, err := js.Stream(ctx, "EU_CLAIMS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := claims.CachedInfo(); info.State.Msgs != 1 || !slices.Equal(info.Config.Subjects, []string{"fleet.eu.claims.*"}) {
+		t.Fatalf("claims stream holds %d messages on %v, want 1 on [fleet.eu.claims.*]", info.State.Msgs, info.Config.Subjects)
 	}
 	for stream, consumer := range map[string]string{"EU_EVENTS": "eu-mapper", "EU_MAPPED": "eu-writer"} {
 		var got []string

@@ -193,16 +193,38 @@ func Connect(cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.Je
 	return nc, js, nil
 }
 
-// EnsureStreams creates or updates the two work-queue streams and the
-// dead-letter stream. Every program calls it at start, so the order in which
-// they start does not matter.
+// EnsureStreams creates or updates the two work-queue streams, the
+// dead-letter stream and the claims stream, all at once: in a cluster each
+// creation waits for its stream's leader election. Every program calls it at
+// start, so the order in which they start does not matter.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	cfgs := streamConfigs(cfg)
+	errs := make(chan error, len(cfgs))
+	for _, sc := range cfgs {
+		go func() {
+			if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+				errs <- fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	var all []error
+	for range cfgs {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// streamConfigs are the streams the programs share.
+func streamConfigs(cfg Config) []jetstream.StreamConfig {
 	n := cfg.Names
+	var cfgs []jetstream.StreamConfig
 	for _, s := range []struct{ name, subject, desc string }{
 		{n.EventsStream, n.EventsSubject(), "accepted device events, awaiting entity mapping"},
 		{n.MappedStream, n.MappedSubject(), "mapped device events, awaiting the ClickHouse write"},
 	} {
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		cfgs = append(cfgs, jetstream.StreamConfig{
 			Name:        s.name,
 			Description: s.desc,
 			Subjects:    []string{s.subject},
@@ -214,14 +236,11 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 			Replicas:    cfg.Replicas,
 			Duplicates:  cfg.DedupeWindow,
 		})
-		if err != nil {
-			return fmt.Errorf("ensure stream %s: %w", s.name, err)
-		}
 	}
 	// Dead letters are kept for reading and replay (not a work queue), and
 	// when full the oldest go: a full dead-letter stream must not stop
 	// ingestion. The dead-letter alert fires long before.
-	_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	cfgs = append(cfgs, jetstream.StreamConfig{
 		Name:        n.DeadLetterStream,
 		Description: "messages the workers gave up on (permanent failures, delivery limit): list and replay with writer-worker dead-letters",
 		Subjects:    []string{n.DeadLetterSubject()},
@@ -233,13 +252,10 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		Replicas:    cfg.Replicas,
 		Duplicates:  cfg.DedupeWindow,
 	})
-	if err != nil {
-		return fmt.Errorf("ensure stream %s: %w", n.DeadLetterStream, err)
-	}
-	// A claim lives as long as the events stream remembers message ids;
-	// ingest-api deletes it sooner when its event never entered the
-	// pipeline. Nothing consumes claims: a claim costs one stream write.
-	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	// A claim lives as long as the streams remember message ids; ingest-api
+	// deletes it sooner when its event never entered the pipeline. Nothing
+	// consumes claims: a claim costs one stream write.
+	cfgs = append(cfgs, jetstream.StreamConfig{
 		Name:              n.ClaimsStream,
 		Description:       "one claim per keyed event in the pipeline: a retry with the same Idempotency-Key waits for the first attempt's outcome",
 		Subjects:          []string{n.ClaimSubject("*")},
@@ -247,14 +263,11 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		Discard:           jetstream.DiscardOld,
 		MaxAge:            cfg.DedupeWindow,
 		MaxMsgsPerSubject: 1,
-		Storage:           jetstream.MemoryStorage,
+		Storage:           jetstream.FileStorage,
 		Replicas:          cfg.Replicas,
 		Duplicates:        cfg.DedupeWindow,
 	})
-	if err != nil {
-		return fmt.Errorf("ensure stream %s: %w", n.ClaimsStream, err)
-	}
-	return nil
+	return cfgs
 }
 
 // WaitConnected blocks until nc is connected or ctx ends. With

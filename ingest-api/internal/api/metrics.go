@@ -25,7 +25,7 @@ type serverMetrics struct {
 func NewPublishSizes(reg prometheus.Registerer) prometheus.Histogram {
 	h := prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: metrics.Ingest, Name: "publish_batch_events",
-		Help:    "Unkeyed events per JetStream message (the events of concurrent requests share one).",
+		Help:    "Single readings per JetStream message (the events of concurrent requests share one; keyed and unkeyed ones fill messages of their own).",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 9),
 	})
 	metrics.Or(reg).MustRegister(h)
