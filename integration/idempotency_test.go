@@ -4,11 +4,16 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/writer-worker/schema"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 const storedMsg = "Message processed and data stored successfully"
@@ -174,5 +179,67 @@ func TestIdempotencyKeyPastTheDedupeWindow(t *testing.T) {
 	}
 	if n := s.count(t, "device_messages WHERE serial = 'dev-KW'"); n != 1 {
 		t.Fatalf("%d raw messages, want 1", n)
+	}
+}
+
+// A retry that reaches another ingest-api copy while the first attempt is
+// still in the pipeline finds the first attempt's claim: it does not enter
+// the pipeline, and once the first is stored its retries are answered
+// stored, with the first body the one stored.
+func TestKeyedRetryOnAnotherCopyWhileTheFirstIsInFlight(t *testing.T) {
+	ns := testenv.NATSControl(t)
+	s := newStack(t, testenv.ClickHouseAddr(t), ns.Server().ClientURL(), "OUTCOME_TIMEOUT=20s")
+	s.nats = ns
+	second := "http://" + freeAddr(t)
+	s.bases = append(s.bases, second)
+	s.start("writer-worker")
+	s.start("mapper-worker")
+	s.start("ingest-api")
+	s.start("ingest-api.2", "HTTP_ADDR="+strings.TrimPrefix(second, "http://"))
+	s.waitReady()
+	s.kill(t, "writer-worker", os.Interrupt)
+	s.admin(t, http.MethodPut, "/devices/dev-KF", `{"accessToken":"tok-KF","inputs":[{"name":"t","entity":"ikf","entityInput":"t"}]}`)
+
+	nc, err := nats.Connect(ns.Server().ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	msgs := func(stream string) uint64 {
+		st, err := js.Stream(context.Background(), stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.CachedInfo().State.Msgs
+	}
+
+	// No writer: the first attempt is mapped and waits in the stream.
+	first := make(chan reply, 1)
+	go func() { first <- s.post(t, `{"serial":"dev-KF","data":{"t":1}}`, keyHeader("tok-KF", "key-f")) }()
+	eventually(t, 10*time.Second, func() bool { return msgs(bus.DefaultNames.MappedStream) == 1 })
+	if n := msgs(bus.DefaultNames.ClaimsStream); n != 1 {
+		t.Fatalf("%d claims, want 1", n)
+	}
+
+	// The retry, on the other copy, is told to retry later (no writer can
+	// say how the first ended) and enters nothing.
+	other := *s
+	other.base = second
+	r := other.post(t, `{"serial":"dev-KF","data":{"t":2}}`, keyHeader("tok-KF", "key-f"))
+	expect(t, r, 503, "Failed to process message", r.Body["error"].(string))
+	time.Sleep(300 * time.Millisecond)
+	if ev, mp, cl := msgs(bus.DefaultNames.EventsStream), msgs(bus.DefaultNames.MappedStream), msgs(bus.DefaultNames.ClaimsStream); ev != 0 || mp != 1 || cl != 1 {
+		t.Fatalf("after the retry: %d events, %d envelopes, %d claims; want 0, 1, 1", ev, mp, cl)
+	}
+
+	// With a writer again the first attempt is stored, and so answered; a
+	// retry on either copy learns it.
+	s.start("writer-worker")
+	expect(t, <-first, 200, storedMsg, "")
+	expect(t, other.post(t, `{"serial":"dev-KF","data":{"t":3}}`, keyHeader("tok-KF", "key-f")), 200, storedMsg, "")
+	expect(t, s.post(t, `{"serial":"dev-KF","data":{"t":4}}`, keyHeader("tok-KF", "key-f")), 200, storedMsg, "")
+	if v := s.onlyValue(t, "ikf"); v != "1" {
+		t.Fatalf("stored %s, want the first attempt's 1", v)
 	}
 }
