@@ -46,14 +46,20 @@ if [ "${BENCH_BATCH:-100}" != 0 ]; then
     -pids "${pids%,}" -out bench/results.txt -batch "${BENCH_BATCH:-100}"
 fi
 # Open loop: constant arrival rates (latency from each request's scheduled
-# time, HDR percentiles, CPU per event), unkeyed then keyed.
+# time, HDR percentiles, CPU per event), unkeyed; then each keyed rate right
+# after an unkeyed run at the same rate, so that the pair meets ClickHouse
+# in the same state (the sweep leaves parts to merge).
 if [ "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" != 0 ]; then
   bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
     -devices "${BENCH_DEVICES:-1000}" -rates "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" -duration "${BENCH_OPEN_DURATION:-20s}" \
     -pids "${pids%,}" -out bench/results.txt
-  bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
-    -devices "${BENCH_DEVICES:-1000}" -rates "${BENCH_OPEN_KEYED_RATES:-2000,4000}" -duration "${BENCH_OPEN_DURATION:-20s}" \
-    -pids "${pids%,}" -out bench/results.txt -keyed
+  for rate in $(echo "${BENCH_OPEN_KEYED_RATES:-2000,4000}" | tr , ' '); do
+    for keyed in "" -keyed; do
+      bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+        -devices "${BENCH_DEVICES:-1000}" -rates "$rate" -duration "${BENCH_OPEN_DURATION:-20s}" \
+        -pids "${pids%,}" -out bench/results.txt $keyed
+    done
+  done
 fi
 # A week of one reading per second, aggregated for a 7-day chart, in a
 # database of its own on the stack's ClickHouse (target: 200 ms).
