@@ -96,9 +96,9 @@ func (w *Worker) Run(ctx context.Context) error {
 // process maps a batch of events messages and publishes them as envelopes.
 // All events of one message go into one envelope, so that the message is
 // settled once that envelope is stored. Keyed events travel in envelopes of
-// their own (ingest-api publishes each alone). Events the mapper finishes
-// itself (device gone, unreadable payload) it answers; the writer answers
-// every event it is handed.
+// their own (ingest-api never puts keyed and unkeyed events in one message).
+// Events the mapper finishes itself (device gone, unreadable payload) it
+// answers; the writer answers every event it is handed.
 func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 	var now settle.Replies
 	var mapped []event.Mapped
