@@ -2,10 +2,8 @@ package publish
 
 import (
 	"context"
-	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/claim"
@@ -34,18 +32,25 @@ func (p *Publisher) AddKeyed(ev *event.Event) (<-chan error, error) {
 }
 
 // publishKeyed claims b's events and publishes those it claimed as one
-// message; its slot is given back when that is done.
+// message; its slot is given back when that message's ack comes.
 func (p *Publisher) publishKeyed(b *batcher.Batch[*keyedEvent], release func(time.Duration)) {
 	p.observe(len(b.Items))
 	p.keyedOut.Add(1)
 	go func() {
 		defer p.keyedOut.Done()
-		defer release(0)
-		p.claimAndPublish(b.Items)
+		sent, held, data := p.claim(b.Items)
+		if len(sent) == 0 {
+			release(0)
+			return
+		}
+		p.send(data, func(err error) { p.refused(sent, held, err) }, release)
 	}()
 }
 
-func (p *Publisher) claimAndPublish(items []*keyedEvent) {
+// claim takes the claims of items in one round trip, tells those whose
+// claim it could not take, and returns the others, their claims and their
+// message.
+func (p *Publisher) claim(items []*keyedEvent) (sent []*keyedEvent, held []claim.Claim, data []byte) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.AckWait)
 	defer cancel()
 	ids := make([]string, len(items))
@@ -53,9 +58,9 @@ func (p *Publisher) claimAndPublish(items []*keyedEvent) {
 		ids[i] = k.ev.ID
 	}
 	cls, errs := p.claims.TakeAll(ctx, ids)
-	data := make([]byte, 0, 256*len(items))
-	sent := make([]*keyedEvent, 0, len(items))
-	held := make([]claim.Claim, 0, len(items))
+	data = make([]byte, 0, 256*len(items))
+	sent = make([]*keyedEvent, 0, len(items))
+	held = make([]claim.Claim, 0, len(items))
 	for i, k := range items {
 		if errs[i] != nil {
 			k.failed <- errs[i]
@@ -64,30 +69,20 @@ func (p *Publisher) claimAndPublish(items []*keyedEvent) {
 		data = event.AppendEvent(data, k.ev)
 		sent, held = append(sent, k), append(held, cls[i])
 	}
-	if len(sent) == 0 {
-		return
-	}
-	fut, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.cfg.Subject, Data: data})
-	if err != nil {
-		err = fmt.Errorf("%w: %w", errNotSent, err)
-	} else {
-		select {
-		case <-fut.Ok():
-			return
-		case err = <-fut.Err():
-		case <-ctx.Done():
-			return // no answer: perhaps stored, so the claims stand
-		}
-	}
-	// Refused, or perhaps stored (the connection dropped while the ack was
-	// awaited): only claims on events certainly not in the stream go, so
-	// that the devices' retries are processed anew.
+	return sent, held, data
+}
+
+// refused tells the events of a keyed message the stream did not take why.
+// Only claims on events certainly not in the stream go (a message whose ack
+// was lost with the connection may be stored), so that the devices' retries
+// are processed anew.
+func (p *Publisher) refused(sent []*keyedEvent, held []claim.Claim, err error) {
 	if NotStored(err) {
-		rctx, rcancel := context.WithTimeout(context.Background(), p.cfg.AckWait)
-		if rerr := p.claims.Release(rctx, held...); rerr != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), p.cfg.AckWait)
+		if rerr := p.claims.Release(ctx, held...); rerr != nil {
 			p.log.Warn("claims not released: retries wait for the dedupe window", zap.Int("events", len(held)), zap.Error(rerr))
 		}
-		rcancel()
+		cancel()
 	}
 	for _, k := range sent {
 		k.failed <- err

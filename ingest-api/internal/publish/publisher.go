@@ -83,9 +83,11 @@ type Publisher struct {
 	keyedOut sync.WaitGroup
 }
 
+// pending is a message awaiting its stream ack: fail is told if the
+// stream refuses it, release gives its slot back.
 type pending struct {
 	fut     jetstream.PubAckFuture
-	b       *Batch
+	fail    func(error)
 	release func(time.Duration)
 }
 
@@ -96,7 +98,7 @@ func New(cfg Config, js jetstream.JetStream, claims *claim.Claims, observe Obser
 	if observe == nil {
 		observe = func(int) {}
 	}
-	p := &Publisher{cfg: cfg, js: js, claims: claims, observe: observe, log: log, acks: make(chan pending, cfg.MaxPending)}
+	p := &Publisher{cfg: cfg, js: js, claims: claims, observe: observe, log: log, acks: make(chan pending, 2*cfg.MaxPending)}
 	bc := batcher.Config{MaxItems: cfg.MaxEvents, MaxSize: cfg.MaxBytes, Slots: cfg.MaxPending, Linger: cfg.Linger}
 	p.batches = batcher.New(bc, event.EnvelopeCost, p.publish)
 	p.keyed = batcher.New(bc, func(k *keyedEvent) int { return event.EnvelopeCost(k.ev) }, p.publishKeyed)
@@ -122,9 +124,9 @@ func (p *Publisher) Run(ctx context.Context) error {
 	keyed := make(chan error, 1)
 	go func() { keyed <- p.keyed.Run(ctx) }()
 	err := p.batches.Run(ctx)
-	close(p.acks)
 	err = errors.Join(err, <-keyed)
-	p.keyedOut.Wait()
+	p.keyedOut.Wait() // every message is sent
+	close(p.acks)
 	<-done
 	return err
 }
@@ -137,13 +139,18 @@ func (p *Publisher) publish(b *Batch, release func(time.Duration)) {
 	for _, ev := range b.Items {
 		data = event.AppendEvent(data, ev)
 	}
+	p.send(data, b.Fail, release)
+}
+
+// send publishes data as one message, keyed or not, and hands it to settle.
+func (p *Publisher) send(data []byte, fail func(error), release func(time.Duration)) {
 	fut, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.cfg.Subject, Data: data})
 	if err != nil {
-		b.Fail(fmt.Errorf("%w: %w", errNotSent, err))
+		fail(fmt.Errorf("%w: %w", errNotSent, err))
 		release(0)
 		return
 	}
-	p.acks <- pending{fut: fut, b: b, release: release}
+	p.acks <- pending{fut: fut, fail: fail, release: release}
 }
 
 // settle waits for the acks in publishing order, tells the events of a
@@ -156,7 +163,7 @@ func (p *Publisher) settle() {
 		select {
 		case <-a.fut.Ok():
 		case err := <-a.fut.Err():
-			a.b.Fail(err)
+			a.fail(err)
 		case <-timer.C:
 			// No answer (a lost connection): the requests' own
 			// deadlines decide; the slot must not be lost.
