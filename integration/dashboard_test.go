@@ -124,6 +124,15 @@ func TestDashboardReads(t *testing.T) {
 	if r := s.admin(t, "GET", "/entities/pump/inputs/mode/series?"+q.Encode(), ""); !strings.Contains(string(r.Raw), `"count":2,"last":"\u003cimg src=x onerror=alert(1)\u003e"}`) {
 		t.Fatalf("string buckets %s", r.Raw)
 	}
+	// A range without readings answers empty lists, not null.
+	empty := url.Values{"from": {apiTime(base.Add(-2 * time.Hour))}, "to": {apiTime(base.Add(-time.Hour))}}
+	if r := s.admin(t, "GET", "/entities/boiler/inputs/temp/series?"+empty.Encode(), ""); strings.TrimSpace(string(r.Raw)) != `{"points":[]}` {
+		t.Fatalf("empty raw series: %s", r.Raw)
+	}
+	empty.Set("step", "1m")
+	if r := s.admin(t, "GET", "/entities/boiler/inputs/temp/series?"+empty.Encode(), ""); strings.TrimSpace(string(r.Raw)) != `{"step":"1m","points":[]}` {
+		t.Fatalf("empty buckets: %s", r.Raw)
+	}
 	// points=N: the service picks the step, at most N buckets.
 	q.Del("step")
 	q.Set("points", "3")

@@ -89,11 +89,7 @@ func (s *Server) deviceMessages(c echo.Context) error {
 	if err != nil {
 		return s.respond(c, code, req.Serial, "", err.Error())
 	}
-	msgs := resp.Messages
-	if msgs == nil {
-		msgs = []query.Message{}
-	}
-	return c.JSON(http.StatusOK, map[string]any{"messages": msgs})
+	return c.JSON(http.StatusOK, map[string]any{"messages": orEmpty(resp.Messages)})
 }
 
 func (s *Server) latest(c echo.Context) error {
@@ -126,23 +122,16 @@ func (s *Server) series(c echo.Context) error {
 		if err != nil {
 			return s.respond(c, code, "", "", err.Error())
 		}
-		bs := resp.Buckets
-		if bs == nil {
-			bs = []query.Bucket{}
-		}
 		return c.JSON(http.StatusOK, struct {
 			Step   string         `json:"step"`
 			Points []query.Bucket `json:"points"`
-		}{query.FormatStep(req.StepMs), bs})
+		}{query.FormatStep(req.StepMs), orEmpty(resp.Buckets)})
 	}
 	resp, code, err := s.ask(c.Request().Context(), query.Series, req)
 	if err != nil {
 		return s.respond(c, code, "", "", err.Error())
 	}
-	pts := resp.Points
-	if pts == nil {
-		pts = []query.Point{}
-	}
+	pts := orEmpty(resp.Points)
 	for i := range pts {
 		pts[i].Serial = ""
 	}

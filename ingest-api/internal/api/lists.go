@@ -44,11 +44,7 @@ func (s *Server) listDevices(c echo.Context) error {
 	out := make([]deviceSummary, len(devs))
 	serials := make([]string, len(devs))
 	for i, d := range devs {
-		inputs := d.Inputs
-		if inputs == nil {
-			inputs = []registry.Input{}
-		}
-		out[i] = deviceSummary{Serial: d.Serial, ConnectionType: d.ConnectionType, Inputs: inputs, TimestampInput: d.TimestampInput}
+		out[i] = deviceSummary{Serial: d.Serial, ConnectionType: d.ConnectionType, Inputs: orEmpty(d.Inputs), TimestampInput: d.TimestampInput}
 		serials[i] = d.Serial
 	}
 	body := map[string]any{"devices": out}

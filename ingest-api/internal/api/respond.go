@@ -116,3 +116,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 	}
 	_ = c.JSON(status, body)
 }
+
+// orEmpty is s, or an empty slice for nil: a list answers [] rather than
+// null.
+func orEmpty[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
