@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/envflag"
@@ -13,6 +14,9 @@ import (
 // devAdminToken is the token `make run` uses when ADMIN_TOKEN is unset. The
 // program refuses it unless -dev is given.
 const devAdminToken = "dev-admin-token"
+
+// bodyCopies is what a body costs in memory per byte (see api's body.go).
+const bodyCopies = 3
 
 // Config is ingest-api's whole configuration.
 type Config struct {
@@ -40,6 +44,7 @@ type Config struct {
 	ReadingTime       readtime.Bounds
 	MaxBatchMessages  int
 	NATS              bus.Config
+	Guard             guard.Config
 }
 
 // Register adds every setting as a flag and environment variable.
@@ -52,9 +57,9 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Bool(&c.Dev, "dev", false, "development mode: allow the built-in admin token")
 	s.Int64(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 beyond)")
 	s.Int64(&c.DiscardBodyBytes, "discard-body-bytes", 16<<20, "how much of a refused body is read and dropped so that clients that write before they read get the 413 (beyond it the connection is closed)")
-	s.Int(&c.MaxInFlight, "max-in-flight", 512, "requests handled at once; 503 + Retry-After beyond (sized for 2 cores: more in flight only adds queueing)")
-	s.Float64(&c.DeviceRate, "device-rate", 100, "requests per second one device may post (0: no limit); 429 beyond")
-	s.Int(&c.DeviceBurst, "device-burst", 1000, "requests one device may post at once above its rate (buffered readings)")
+	s.Int(&c.MaxInFlight, "max-in-flight", 512, "authenticated requests in the pipeline at once (bodies being read do not count: MAX_BODY_MEMORY bounds them); 503 + Retry-After beyond")
+	s.Float64(&c.DeviceRate, "device-rate", 100, "readings per second one device may post, a backlog counting each of its messages (0: no limit); 429 beyond")
+	s.Int(&c.DeviceBurst, "device-burst", 1000, "readings one device may post at once above its rate (a backlog of MAX_BATCH_MESSAGES must fit)")
 	s.Int(&c.PublishMaxEvents, "publish-max-events", 256, "most single readings of concurrent requests gathered into one JetStream message, keyed and unkeyed apart (1: a message per reading)")
 	s.Int(&c.PublishMaxPending, "publish-max-pending", 2, "messages awaiting the stream's ack at once; meanwhile new events gather into the next message")
 	s.Duration(&c.PublishLinger, "publish-linger", 2*time.Millisecond, "how long a message waits for more events once it has one: concurrent requests share messages at moderate rates (0: publish at once when a slot is free)")
@@ -70,6 +75,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Duration(&c.ReadingTime.MaxAge, "max-reading-age", 90*24*time.Hour, "oldest reading time accepted (ts or the timestamp input); an older one is stored at its receive time, with a note")
 	s.Duration(&c.ReadingTime.MaxFuture, "max-reading-future", 5*time.Minute, "how far ahead of the receive time a reading time may be (device clocks drift)")
 	c.NATS.RegisterFlags(s)
+	c.Guard.Register(s)
 }
 
 // Validate reports the first thing wrong, in one line.
@@ -108,6 +114,13 @@ func (c *Config) Validate() error {
 		return errors.New("HTTP_WRITE_TIMEOUT must exceed OUTCOME_TIMEOUT")
 	case c.RegistryBucket == "":
 		return errors.New("REGISTRY_BUCKET is empty")
+	case c.DeviceRate > 0 && c.DeviceBurst < c.MaxBatchMessages:
+		return errors.New("DEVICE_BURST must be at least MAX_BATCH_MESSAGES: a backlog takes a token per message")
+	case c.Guard.BodyMemory < bodyCopies*c.MaxBodyBytes:
+		return errors.New("MAX_BODY_MEMORY must hold at least three copies of MAX_BODY_BYTES")
+	}
+	if err := c.Guard.Validate(); err != nil {
+		return err
 	}
 	return c.NATS.Validate()
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/devicehub/eventservice/ingest-api/internal/api"
 	"github.com/devicehub/eventservice/ingest-api/internal/claim"
+	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
@@ -59,14 +60,23 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Subject: cfg.NATS.Names.EventsSubject(), MaxEvents: cfg.PublishMaxEvents, MaxPending: cfg.PublishMaxPending, Linger: cfg.PublishLinger,
 		MaxBytes: int(nc.MaxPayload() / 2), AckWait: cfg.OutcomeTimeout,
 	}, js, claims, func(n int) { sizes.Observe(float64(n)) }, log.With(zap.String("component", "publish")))
+	proxies, err := cfg.Guard.Proxies()
+	if err != nil {
+		return err
+	}
+	failures, budget := guard.NewFailures(cfg.Guard.AuthFailures, cfg.Guard.AuthWindow), guard.NewBudget(cfg.Guard.BodyMemory)
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
 		Log:     log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter, Publisher: pub,
 		Limiter:    ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst),
+		Failures:   failures,
+		Budget:     budget,
+		Proxies:    proxies,
 		AdminToken: cfg.AdminToken,
 		Names:      cfg.NATS.Names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: cfg.DiscardBodyBytes, MaxInFlight: cfg.MaxInFlight,
-			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout, ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages},
+			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout, ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,
+			BodyMinRate: cfg.Guard.BodyMinRate, BodyTimeout: cfg.ReadTimeout},
 	})
 	// The operations listener's /readyz checks what the API's does.
 	ops := health.New(cfg.MetricsAddr, srv.Ready)
@@ -87,20 +97,23 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "registry", Run: store.Run, Ready: store.Cache().Synced()},
 			{Name: "publisher", Run: pub.Run},
 			{Name: "ops", Run: ops.Run},
+			{Name: "readiness", Run: srv.WatchReady},
 		},
 		program.Stage{{Name: "http", Run: func(ctx context.Context) error {
-			return serve(ctx, cfg, hs, srv, store.Cache().Len(), log)
+			ln, err := net.Listen("tcp", cfg.HTTPAddr)
+			if err != nil {
+				return fmt.Errorf("listen: %w", err)
+			}
+			conns := guard.Listen(ln, cfg.Guard.MaxConnsPerSource, cfg.Guard.MaxConns, proxies, cfg.TLSCert != "")
+			guard.RegisterMetrics(reg, conns, failures, budget)
+			return serve(ctx, cfg, hs, conns, srv, store.Cache().Len(), log)
 		}}},
 	)
 }
 
 // serve answers HTTP until ctx ends, then shuts down in order: not ready,
 // stop accepting, answer what is in flight.
-func serve(ctx context.Context, cfg Config, hs *http.Server, srv *api.Server, devices int, log *zap.Logger) error {
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
+func serve(ctx context.Context, cfg Config, hs *http.Server, ln net.Listener, srv *api.Server, devices int, log *zap.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() {
 		if cfg.TLSCert != "" {
@@ -119,7 +132,7 @@ func serve(ctx context.Context, cfg Config, hs *http.Server, srv *api.Server, de
 	log.Info("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	err = hs.Shutdown(sctx)
+	err := hs.Shutdown(sctx)
 	<-serveErr // the serving goroutine has returned
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)

@@ -26,5 +26,14 @@ func New(level, format string) (*zap.Logger, error) {
 	}
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.DisableStacktrace = true
+	// Lines with the same message and level are sampled per second: the
+	// first sampleFirst are written, then one in sampleThereafter. A flood
+	// of rejections costs bounded log bytes (docs/operations.md).
+	cfg.Sampling = &zap.SamplingConfig{Initial: sampleFirst, Thereafter: sampleThereafter}
 	return cfg.Build()
 }
+
+const (
+	sampleFirst      = 20
+	sampleThereafter = 1000
+)

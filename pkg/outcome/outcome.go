@@ -37,6 +37,11 @@ const (
 	EmptyMessages   Code = 19
 	TooManyMessages Code = 20
 	PartlyStored    Code = 21
+	// The front door's own answers to what a stranger may not cost.
+	BodyTimeout    Code = 22
+	SourceRefused  Code = 23
+	TooManyConns   Code = 24
+	ConnsExhausted Code = 25
 )
 
 // Row is one line of the table. ErrorText may hold "<serial>", replaced by the
@@ -74,6 +79,10 @@ var table = [...]Row{
 	EmptyMessages:    {400, "Invalid data format", "Messages must be a non-empty array", 0},
 	TooManyMessages:  {413, "Payload too large", "", 0},
 	PartlyStored:     {200, "Some messages were not stored", "", 0},
+	BodyTimeout:      {408, "Request timeout", "The request body did not arrive in time", 0},
+	SourceRefused:    {429, "Rate limit exceeded", "Too many failed authentications from this address", 60},
+	TooManyConns:     {429, "Rate limit exceeded", "Too many connections from this address", 10},
+	ConnsExhausted:   {503, "Failed to process message", "Too many connections, retry later", 1},
 }
 
 // Lookup returns the row for c. Unknown codes (from a newer peer) read as an
@@ -120,4 +129,5 @@ var names = [...]string{
 	"processing_failed", "payload_too_large", "overloaded", "unauthorized",
 	"route_not_found", "method_not_allowed", "bad_request", "not_found", "internal",
 	"rate_limited", "empty_messages", "too_many_messages", "partly_stored",
+	"body_timeout", "source_refused", "too_many_conns", "conns_exhausted",
 }

@@ -65,5 +65,8 @@ func start(name string, args []string, cfg Config, run func(context.Context, *za
 		}
 		defer stopProf()
 	}
+	if limit := setMemoryLimit(); limit > 0 && limit < 1<<62 {
+		log.Info("memory limit", zap.Int64("bytes", limit))
+	}
 	return run(ctx, log.With(zap.String("program", name)))
 }

@@ -1,63 +1,233 @@
 package api
 
 import (
-	"bytes"
 	"compress/gzip"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
-var errTooLarge = errors.New("body too large")
+// What reading a body may cost (docs/guarantees.md, "Hostile input").
+const (
+	// bodyGrace is the time a body has before BODY_MIN_RATE applies: a
+	// stalled upload is cut after about this long.
+	bodyGrace = 2 * time.Second
+	// bodyFree is the part of each body not counted against the memory
+	// budget, so that a flood of large bodies cannot starve small ones;
+	// the connection bounds bound it instead. It is also the largest
+	// buffer kept for reuse.
+	bodyFree = 16 << 10
+	// bodyCopies is what a body costs in memory per byte: itself, the
+	// payload parsed out of it and its encoding in a message.
+	bodyCopies = 3
+	// inflateRatio caps how much a gzip body may inflate per byte sent
+	// (JSON telemetry inflates 5-20x; a decompression bomb 1000x).
+	inflateRatio = 100
+	// gzipCost is the memory of one gzip reader's state.
+	gzipCost = 48 << 10
+)
 
-// readBody reads at most limit bytes of the request body, inflating it when
-// it is gzip encoded (the inflated size is bounded too). The Content-Type is
-// not consulted: devices label JSON in many ways.
-func readBody(r *http.Request, limit int64, buf *bytes.Buffer) (outcome.Code, error) {
-	if r.ContentLength > limit {
-		return outcome.PayloadTooLarge, errTooLarge
+var (
+	errTooLarge  = errors.New("body too large")
+	errBomb      = errors.New("body inflates too much")
+	errSlowBody  = errors.New("body arrives too slowly")
+	errNoBudget  = errors.New("too many request bodies in memory, retry later")
+	errEncoding  = errors.New("unsupported content encoding")
+	gzipReaders  sync.Pool
+	bodyBuffers  = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+	bodyOutcomes = map[error]outcome.Code{
+		errTooLarge: outcome.PayloadTooLarge, errBomb: outcome.PayloadTooLarge, errSlowBody: outcome.BodyTimeout,
+		errNoBudget: outcome.Overloaded, errEncoding: outcome.InvalidFormat,
 	}
-	return readLimited(r, limit, buf)
+)
+
+// body is a request body read within the front door's bounds. release
+// gives its memory back; the bytes must not be used after it.
+type body struct {
+	b      []byte
+	buf    *[]byte
+	held   int64
+	budget *guard.Budget
+}
+
+func (b *body) release() {
+	if b.budget != nil && b.held > 0 {
+		b.budget.Give(b.held)
+		b.held = 0
+	}
+	if b.buf != nil && cap(b.b) <= bodyFree {
+		*b.buf = b.b[:0]
+		bodyBuffers.Put(b.buf)
+	}
+	b.buf, b.b = nil, nil
+}
+
+// take reserves n more bytes of the budget for this body.
+func (b *body) take(n int64) bool {
+	if b.budget == nil {
+		return true
+	}
+	if !b.budget.Take(n) {
+		return false
+	}
+	b.held += n
+	return true
+}
+
+// readBody reads the request body, inflating it when it is gzip encoded,
+// within every bound: its size (inflated too), its inflate ratio, its
+// pace (BODY_MIN_RATE after a grace period) and the memory budget. On an
+// error the outcome says how to answer, and what was taken is given back.
+// The Content-Type is not consulted: devices label JSON in many ways.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, outcome.Code, error) {
+	b := &body{budget: s.budget}
+	err := s.fill(b, w, r)
+	if err != nil {
+		b.release()
+		code, ok := bodyOutcomes[err]
+		if !ok {
+			code = outcome.InvalidFormat
+		}
+		return nil, code, err
+	}
+	return b, outcome.Stored, nil
+}
+
+func (s *Server) fill(b *body, w http.ResponseWriter, r *http.Request) error {
+	limit := s.limits.MaxBodyBytes
+	if r.ContentLength > limit {
+		return errTooLarge
+	}
+	src := &paced{r: r.Body, rc: http.NewResponseController(w), start: time.Now(), rate: float64(s.limits.BodyMinRate),
+		end: time.Now().Add(s.limits.BodyTimeout)}
+	var in io.Reader = src
+	if enc := strings.TrimSpace(r.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
+		if !strings.EqualFold(enc, "gzip") {
+			return errEncoding
+		}
+		if !b.take(gzipCost) {
+			return errNoBudget
+		}
+		zr, err := newGzip(src)
+		if err != nil {
+			return bodyErr(err)
+		}
+		defer gzipReaders.Put(zr)
+		in = &capped{r: zr, src: src}
+	}
+	b.buf = bodyBuffers.Get().(*[]byte)
+	b.b = (*b.buf)[:0]
+	for {
+		if len(b.b) == cap(b.b) {
+			grown := max(2*cap(b.b), 4096)
+			if grown > bodyFree && !b.take(int64(bodyCopies*(grown-max(cap(b.b), bodyFree)))) {
+				return errNoBudget
+			}
+			b.b = append(make([]byte, 0, grown), b.b...)
+		}
+		n, err := in.Read(b.b[len(b.b):cap(b.b)])
+		b.b = b.b[:len(b.b)+n]
+		if int64(len(b.b)) > limit {
+			return errTooLarge
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return bodyErr(err)
+		}
+	}
+}
+
+func newGzip(src io.Reader) (*gzip.Reader, error) {
+	if zr, ok := gzipReaders.Get().(*gzip.Reader); ok {
+		if err := zr.Reset(src); err != nil {
+			gzipReaders.Put(zr)
+			return nil, err
+		}
+		return zr, nil
+	}
+	return gzip.NewReader(src)
+}
+
+// bodyErr names what went wrong reading a body.
+func bodyErr(err error) error {
+	var mbe *http.MaxBytesError
+	var ne net.Error
+	switch {
+	case errors.Is(err, errBomb) || errors.Is(err, errSlowBody):
+		return err
+	case errors.As(err, &mbe):
+		return errTooLarge
+	case errors.As(err, &ne) && ne.Timeout():
+		return errSlowBody
+	}
+	return err
+}
+
+// paced reads a body no slower than rate bytes a second once bodyGrace
+// has passed, and not past end (HTTP_READ_TIMEOUT): before each read the
+// connection's read deadline is moved to when the bytes asked for are due.
+type paced struct {
+	r     io.Reader
+	rc    *http.ResponseController
+	start time.Time
+	end   time.Time
+	rate  float64 // bytes per second; 0: no pacing
+	n     int64
+}
+
+func (p *paced) Read(b []byte) (int, error) {
+	if p.rate > 0 {
+		if len(b) > bodyFree {
+			b = b[:bodyFree]
+		}
+		due := p.start.Add(bodyGrace + time.Duration(float64(p.n+int64(len(b)))/p.rate*float64(time.Second)))
+		if !p.end.IsZero() && due.After(p.end) {
+			due = p.end
+		}
+		// Without deadline support (a test's recorder) the body is read
+		// as it comes.
+		_ = p.rc.SetReadDeadline(due)
+	}
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	return n, err
+}
+
+// capped stops a gzip body that inflates more than inflateRatio times the
+// compressed bytes read so far (plus one free buffer).
+type capped struct {
+	r   io.Reader
+	src *paced
+	n   int64
+}
+
+func (c *capped) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	if c.n > bodyFree+inflateRatio*c.src.n {
+		return n, errBomb
+	}
+	return n, err
 }
 
 // discardRest reads and drops what is left of a refused body, up to max
 // bytes, as nginx's lingering close does: many clients (Python's urllib,
 // embedded HTTP stacks) write their whole body before they read, and an
 // answer sent while the body still arrives, followed by a close, reaches
-// them as a broken pipe or a reset instead of the 413. It reports whether
-// the body was read to its end; if not, the connection is closed after the
-// answer (HTTP_READ_TIMEOUT bounds the time a slow sender gets).
+// them as a broken pipe or a reset instead of the answer. It reports
+// whether the body was read to its end; if not, the connection is closed
+// after the answer. A read deadline set while reading the body still
+// holds, so a slow sender gets no more time.
 func discardRest(r *http.Request, max int64) bool {
 	n, err := io.CopyN(io.Discard, r.Body, max+1)
 	return n <= max && err == io.EOF
-}
-
-func readLimited(r *http.Request, limit int64, buf *bytes.Buffer) (outcome.Code, error) {
-	var src io.Reader = r.Body
-	if enc := strings.TrimSpace(r.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
-		if !strings.EqualFold(enc, "gzip") {
-			return outcome.InvalidFormat, errors.New("unsupported content encoding")
-		}
-		zr, err := gzip.NewReader(io.LimitReader(r.Body, limit+1))
-		if err != nil {
-			return outcome.InvalidFormat, err
-		}
-		defer zr.Close()
-		src = zr
-	}
-	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
-	if n > limit {
-		return outcome.PayloadTooLarge, errTooLarge
-	}
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return outcome.PayloadTooLarge, errTooLarge
-		}
-		return outcome.InvalidFormat, err
-	}
-	return outcome.Stored, nil
 }

@@ -25,10 +25,10 @@ import (
 // worker sends back.
 func (s *Server) postEvent(c echo.Context) error {
 	var req request
-	return s.ingest(c, func(body []byte, headerToken string) (string, string, outcome.Code, string) {
+	return s.ingest(c, func(body []byte, headerToken string) (string, string, int, outcome.Code, string) {
 		var code outcome.Code
 		req, code = parse(body, headerToken)
-		return req.Serial, req.BodyToken, code, ""
+		return req.Serial, req.BodyToken, 1, code, ""
 	}, func(dev *registry.Entry) error { return s.publishEvent(c, req, dev) })
 }
 

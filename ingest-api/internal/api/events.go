@@ -32,11 +32,11 @@ type BatchBody struct {
 // message, one envelope, one insert) and each gets its own result.
 func (s *Server) postEvents(c echo.Context) error {
 	var req batchRequest
-	return s.ingest(c, func(body []byte, headerToken string) (string, string, outcome.Code, string) {
+	return s.ingest(c, func(body []byte, headerToken string) (string, string, int, outcome.Code, string) {
 		var code outcome.Code
 		var detail string
 		req, code, detail = parseBatch(body, headerToken, s.limits.MaxBatchMessages)
-		return req.Serial, req.BodyToken, code, detail
+		return req.Serial, req.BodyToken, len(req.Messages), code, detail
 	}, func(dev *registry.Entry) error { return s.publishBacklog(c, req, dev) })
 }
 
@@ -190,8 +190,8 @@ func (s *Server) respondBatch(c echo.Context, serial string, codes []outcome.Cod
 	}
 	status, body := s.outcome(c, code, serial, detail)
 	if code != outcome.Stored {
-		s.log.Info("backlog not stored whole", zap.String("outcome", code.String()), zap.Int("status", status), zap.String("serial", serial),
-			zap.String("message", body.Message), zap.String("error", body.Error), zap.String("remote", c.RealIP()))
+		s.log.Info("backlog not stored whole", zap.String("outcome", code.String()), zap.Int("status", status), zap.String("serial", Clip(serial)),
+			zap.String("message", body.Message), zap.String("error", Clip(body.Error)), zap.String("remote", c.RealIP()))
 	}
 	// Rendered whole, so that the answer carries a Content-Length (a
 	// streamed one over 4 KB would go chunked, which simple device HTTP

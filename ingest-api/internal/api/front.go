@@ -1,7 +1,10 @@
 package api
 
 import (
-	"bytes"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -10,46 +13,73 @@ import (
 )
 
 // checkFunc reads a device request's body as one endpoint does, up to the
-// registry checks: the serial, the body's token, and the outcome (Stored:
-// well-formed) with its detail.
-type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, code outcome.Code, detail string)
+// registry checks: the serial, the body's token, the readings it holds,
+// and the outcome (Stored: well-formed) with its detail.
+type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, readings int, code outcome.Code, detail string)
 
-// ingest is the front of both device endpoints, in the spec's order: the
-// in-flight bound, the body and its size, the endpoint's own checks, the
-// device and its token (field clients send a user JWT in the header and the
-// device token in the body: either one being the device's token
-// authenticates), then the per-device rate limit, which counts requests.
-// handle runs once all pass, while the body is still held.
+// ingest is the front of both device endpoints, cheapest check first: the
+// client address's standing (refused after too many failed
+// authentications), the body within its size, pace and memory bounds, the
+// endpoint's own checks in the spec's order, the device and its token
+// (field clients send a user JWT in the header and the device token in the
+// body: either one being the device's token authenticates), the device's
+// rate in readings, and only then a slot of the pipeline (MAX_IN_FLIGHT):
+// a slow body never holds one. handle runs once all pass, while the body
+// is still held.
 func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *registry.Entry) error) error {
-	select {
-	case s.inflight <- struct{}{}:
-		defer func() { <-s.inflight }()
-	default:
-		return s.respond(c, outcome.Overloaded, "", "", "too many requests in flight, retry later")
+	src := s.clientAddr(c)
+	if wait, refused := s.failures.Refused(src); refused {
+		return s.refuseSource(c, wait)
 	}
-	buf := s.bufs.Get().(*bytes.Buffer)
-	defer s.bufs.Put(buf)
-	buf.Reset()
-	if code, err := readBody(c.Request(), s.limits.MaxBodyBytes, buf); err != nil {
-		if !discardRest(c.Request(), s.limits.DiscardBytes) {
+	b, code, err := s.readBody(c.Response(), c.Request())
+	if err != nil {
+		if code == outcome.BodyTimeout || !discardRest(c.Request(), s.limits.DiscardBytes) {
 			c.Response().Header().Set(echo.HeaderConnection, "close")
 		}
-		return s.respond(c, code, "", "", "")
+		return s.respond(c, code, "", "", err.Error())
 	}
+	defer b.release()
 	headerToken := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
-	serial, bodyToken, code, detail := check(buf.Bytes(), headerToken)
+	serial, bodyToken, readings, code, detail := check(b.b, headerToken)
 	if code != outcome.Stored {
 		return s.respond(c, code, serial, "", detail)
 	}
 	dev, ok := s.cache.Lookup(serial)
 	if !ok {
+		s.failures.Fail(src)
 		return s.respond(c, outcome.DeviceNotFound, serial, "", "")
 	}
 	if !dev.AcceptsAPI() || !(dev.TokenMatches(headerToken) || dev.TokenMatches(bodyToken)) {
+		s.failures.Fail(src)
 		return s.respond(c, outcome.InvalidToken, serial, "", "")
 	}
-	if !s.limiter.Allow(serial) {
+	if !s.limiter.AllowN(serial, readings) {
 		return s.respond(c, outcome.RateLimited, serial, "", "")
 	}
+	select {
+	case s.inflight <- struct{}{}:
+		defer func() { <-s.inflight }()
+	default:
+		return s.respond(c, outcome.Overloaded, serial, "", "too many requests in flight, retry later")
+	}
 	return handle(dev)
+}
+
+// clientAddr is the address limits apply to: the peer, or the client a
+// trusted proxy names.
+func (s *Server) clientAddr(c echo.Context) netip.Addr {
+	return s.proxies.Client(c.Request())
+}
+
+// refuseSource answers a client address that failed authentication too
+// often, before its body is read (what it sends is dropped for a moment,
+// so that a client writing before it reads still gets the answer).
+func (s *Server) refuseSource(c echo.Context, wait time.Duration) error {
+	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(bodyGrace))
+	if !discardRest(c.Request(), s.limits.DiscardBytes) {
+		c.Response().Header().Set(echo.HeaderConnection, "close")
+	}
+	secs := int((wait + time.Second - 1) / time.Second)
+	c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+	return s.respond(c, outcome.SourceRefused, "", "", "")
 }

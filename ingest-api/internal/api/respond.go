@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
@@ -29,17 +30,18 @@ func BodyFor(code outcome.Code, serial, detail string) (int, Body) {
 	return row.Status, Body{Message: row.Message, Error: row.Error(serial, detail)}
 }
 
-// respond writes the outcome and, for anything but success, logs one line.
-// No token is ever passed in here, so none can reach the log.
+// respond writes the outcome and, for anything but success, logs one line
+// (the logger samples repeated lines, and client text is cut to
+// logTextMax). No token is ever passed in here, so none can reach the log.
 func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, detail string) error {
 	status, body := s.outcome(c, code, serial, detail)
 	if code != outcome.Stored {
 		fields := []zap.Field{
 			zap.String("outcome", code.String()),
 			zap.Int("status", status),
-			zap.String("serial", serial),
+			zap.String("serial", Clip(serial)),
 			zap.String("message", body.Message),
-			zap.String("error", body.Error),
+			zap.String("error", Clip(body.Error)),
 			zap.String("remote", c.RealIP()),
 		}
 		if eventID != "" {
@@ -67,10 +69,24 @@ func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, det
 func (s *Server) outcome(c echo.Context, code outcome.Code, serial, detail string) (int, Body) {
 	status, body := BodyFor(code, serial, detail)
 	s.metrics.countOutcome(code, status)
-	if row := outcome.Lookup(code); row.RetryAfter > 0 {
+	if row := outcome.Lookup(code); row.RetryAfter > 0 && c.Response().Header().Get("Retry-After") == "" {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(row.RetryAfter))
 	}
 	return status, body
+}
+
+// logTextMax is the most of a client's text (a serial, an error that
+// quotes one) a log line carries: a flood of 256 KiB serials must not
+// write 256 KiB per line.
+const logTextMax = 128
+
+// Clip cuts client text to logTextMax bytes for a log line or a metric,
+// saying how long it was; answers keep the spec's texts whole.
+func Clip(s string) string {
+	if len(s) <= logTextMax {
+		return s
+	}
+	return strings.ToValidUTF8(s[:logTextMax], "") + "...(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // storedJSON is the success answer, byte for byte what c.JSON renders.

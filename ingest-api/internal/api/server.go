@@ -3,18 +3,17 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/console"
+	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
 
 	"github.com/labstack/echo/v4"
@@ -45,6 +44,11 @@ type Limits struct {
 	QueryTimeout   time.Duration
 	// MaxBatchMessages is the most messages one backlog request holds.
 	MaxBatchMessages int
+	// BodyMinRate is the slowest a body may arrive after a grace period,
+	// in bytes a second (0: no pacing); BodyTimeout is the most a body
+	// may take in all (HTTP_READ_TIMEOUT).
+	BodyMinRate int64
+	BodyTimeout time.Duration
 	// ReadingTime bounds the reading times devices send.
 	ReadingTime readtime.Bounds
 }
@@ -58,6 +62,9 @@ type Deps struct {
 	Waiter     *reply.Waiter
 	Publisher  *publish.Publisher // single readings go out through it
 	Limiter    *ratelimit.Limiter // nil: no per-device limit
+	Failures   *guard.Failures    // nil: no address is refused
+	Budget     *guard.Budget      // nil: bodies' memory is not bounded
+	Proxies    guard.Proxies      // whose X-Forwarded-For names the client
 	AdminToken string
 	Names      bus.Names // streams and subjects shared with the workers
 	Limits     Limits
@@ -74,13 +81,16 @@ type Server struct {
 	waiter    *reply.Waiter
 	publisher *publish.Publisher
 	limiter   *ratelimit.Limiter
+	failures  *guard.Failures
+	budget    *guard.Budget
+	proxies   guard.Proxies
 	limits    Limits
 	names     bus.Names
 	adminSum  [sha256.Size]byte
 	inflight  chan struct{}
-	bufs      sync.Pool
 	lastTS    atomic.Int64
 	draining  atomic.Bool
+	readiness atomic.Pointer[error] // nil: not checked yet
 	metrics   *serverMetrics
 }
 
@@ -95,18 +105,20 @@ func New(d Deps) (*echo.Echo, *Server) {
 		waiter:    d.Waiter,
 		publisher: d.Publisher,
 		limiter:   d.Limiter,
+		failures:  d.Failures,
+		budget:    d.Budget,
+		proxies:   d.Proxies,
 		limits:    d.Limits,
 		names:     d.Names,
 		adminSum:  sha256.Sum256([]byte(d.AdminToken)),
 		inflight:  make(chan struct{}, d.Limits.MaxInFlight),
-		bufs:      sync.Pool{New: func() any { return new(bytes.Buffer) }},
 	}
 	s.metrics = newServerMetrics(metrics.Or(d.Metrics), s)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	// Log the peer's address, not a header a client can write; behind a
-	// proxy this is the proxy's address.
-	e.IPExtractor = echo.ExtractIPDirect()
+	// The peer's address, not a header a client can write, unless the
+	// peer is a configured proxy (TRUSTED_PROXIES).
+	e.IPExtractor = func(r *http.Request) string { return d.Proxies.Client(r).String() }
 	e.HTTPErrorHandler = s.handleError
 	e.Use(s.metrics.timeRoutes, middleware.Recover())
 
@@ -152,12 +164,20 @@ func (s *Server) timestamp() int64 {
 	}
 }
 
+// requireAdmin lets through requests with the admin token. A client
+// address that keeps sending wrong ones is refused as one that keeps
+// failing device authentication is.
 func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
+		src := s.clientAddr(c)
+		if wait, refused := s.failures.Refused(src); refused {
+			return s.refuseSource(c, wait)
+		}
 		tok := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
 		sum := sha256.Sum256([]byte(tok))
 		if tok == "" || subtle.ConstantTimeCompare(sum[:], s.adminSum[:]) != 1 {
-			return s.respond(c, outcome.Unauthorized, c.Param("serial"), "", "")
+			s.failures.Fail(src)
+			return s.respond(c, outcome.Unauthorized, Clip(c.Param("serial")), "", "")
 		}
 		return next(c)
 	}
@@ -167,13 +187,44 @@ func (s *Server) healthz(c echo.Context) error {
 	return c.JSON(http.StatusOK, Body{Success: true, Message: "alive"})
 }
 
-// Ready reports nil when NATS is connected, the registry is loaded, a
-// writer answers on the storage path, and the server is not draining. Both
-// /readyz listeners (the API's and METRICS_ADDR's) answer with it.
-func (s *Server) Ready(ctx context.Context) error {
-	switch {
-	case s.draining.Load():
+// readyEvery is how often readiness is checked in the background.
+const readyEvery = time.Second
+
+// WatchReady checks readiness every readyEvery until ctx ends; Ready
+// answers from the last check, so that no request to /readyz, however
+// many, reaches NATS or a writer.
+func (s *Server) WatchReady(ctx context.Context) error {
+	t := time.NewTicker(readyEvery)
+	defer t.Stop()
+	for {
+		err := s.check(ctx)
+		s.readiness.Store(&err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Ready reports nil when, at the last background check, NATS was
+// connected, the registry loaded and a writer answered on the storage
+// path, and the server is not draining. Both /readyz listeners (the API's
+// and METRICS_ADDR's) answer with it.
+func (s *Server) Ready(context.Context) error {
+	if s.draining.Load() {
 		return errors.New("shutting down")
+	}
+	last := s.readiness.Load()
+	if last == nil {
+		return errors.New("not checked yet")
+	}
+	return *last
+}
+
+// check is one readiness check.
+func (s *Server) check(ctx context.Context) error {
+	switch {
 	case !s.nc.IsConnected():
 		return errors.New("nats disconnected")
 	case !s.cache.IsSynced():

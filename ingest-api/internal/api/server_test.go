@@ -73,10 +73,13 @@ func TestInFlightBoundAnswers503(t *testing.T) {
 	// Fill every in-flight slot, as requests waiting for outcomes would.
 	_, s := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminToken: "adm",
 		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 2, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+	s.cache = registry.NewCache()
+	s.cache.Put(registry.Device{Serial: "a", ConnectionType: registry.ConnectionAPI, AccessToken: "tok-a"}, 1)
 	s.inflight <- struct{}{}
 	s.inflight <- struct{}{}
 	ec := echo.New()
-	req := httptest.NewRequest("POST", "/api/v1/deviceapi/event", strings.NewReader(`{"serial":"a","data":{}}`))
+	// The slot is taken once the device authenticated.
+	req := httptest.NewRequest("POST", "/api/v1/deviceapi/event", strings.NewReader(`{"serial":"a","accessToken":"tok-a","data":{}}`))
 	rec := httptest.NewRecorder()
 	if err := s.postEvent(ec.NewContext(req, rec)); err != nil {
 		t.Fatal(err)

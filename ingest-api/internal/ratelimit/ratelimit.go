@@ -5,6 +5,7 @@ package ratelimit
 
 import (
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 )
@@ -18,14 +19,15 @@ type Limiter struct {
 	buckets map[string]*rate.Limiter
 }
 
-// New allows perSecond requests per device with bursts of burst; perSecond
+// New allows perSecond readings per device with bursts of burst; perSecond
 // of zero or less turns limiting off.
 func New(perSecond float64, burst int) *Limiter {
 	return &Limiter{perSecond: rate.Limit(perSecond), burst: burst, buckets: make(map[string]*rate.Limiter)}
 }
 
-// Allow reports whether serial may post now, taking one token if so.
-func (l *Limiter) Allow(serial string) bool {
+// AllowN reports whether serial may post n readings now, taking n tokens
+// if so: a backlog costs what its messages would cost one by one.
+func (l *Limiter) AllowN(serial string, n int) bool {
 	if l == nil || l.perSecond <= 0 {
 		return true
 	}
@@ -36,7 +38,7 @@ func (l *Limiter) Allow(serial string) bool {
 		l.buckets[serial] = b
 	}
 	l.mu.Unlock()
-	return b.Allow()
+	return b.AllowN(time.Now(), n)
 }
 
 // Forget drops the bucket of a device that was deleted.

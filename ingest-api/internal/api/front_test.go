@@ -1,0 +1,226 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/ingest-api/internal/guard"
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+// frontServer is ingest-api's HTTP surface on a real listener, with one
+// device ("dev-1", token "tok-1") and no pipeline behind it: what these
+// tests look at is answered before a request would be published.
+func frontServer(t *testing.T, d Deps) (*httptest.Server, *Server) {
+	t.Helper()
+	d.Log, d.Registry, d.AdminToken = zap.NewNop(), &registry.Store{}, "adm-secret"
+	if d.Limits.MaxBodyBytes == 0 {
+		d.Limits.MaxBodyBytes = 1 << 20
+	}
+	d.Limits.DiscardBytes, d.Limits.MaxInFlight, d.Limits.OutcomeTimeout, d.Limits.QueryTimeout = 1<<20, 0, time.Second, time.Second
+	d.Limits.BodyTimeout = 15 * time.Second
+	e, s := New(d)
+	s.cache = registry.NewCache()
+	s.cache.Put(registry.Device{Serial: "dev-1", ConnectionType: registry.ConnectionAPI, AccessToken: "tok-1"}, 1)
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	return srv, s
+}
+
+func answer(t *testing.T, r io.Reader) (*http.Response, Body) {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(r), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var b Body
+	if err := json.Unmarshal(raw, &b); err != nil {
+		t.Fatalf("answer %d is not JSON: %q", resp.StatusCode, raw)
+	}
+	return resp, b
+}
+
+// A body that stalls is answered 408 after the grace period (not after
+// HTTP_READ_TIMEOUT), and the connection is closed; so is a gzip body.
+func TestStalledBodyIsCutAfterTheGrace(t *testing.T) {
+	srv, _ := frontServer(t, Deps{Limits: Limits{BodyMinRate: 16 << 10}})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, gz := range []bool{false, true} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		body := []byte(`{"serial":"dev-1","data":{"temp":1}}`)
+		enc := ""
+		if gz {
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			_, _ = zw.Write(body)
+			_ = zw.Close()
+			body, enc = b.Bytes(), "Content-Encoding: gzip\r\n"
+		}
+		start := time.Now()
+		fmt.Fprintf(conn, "POST /api/v1/deviceapi/event HTTP/1.1\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n%s", enc, len(body), body[:len(body)-3])
+		resp, b := answer(t, conn)
+		took := time.Since(start)
+		conn.Close()
+		if resp.StatusCode != 408 || b.Message != "Request timeout" || b.Error != "The request body did not arrive in time" || !resp.Close {
+			t.Fatalf("gzip %v: %d %+v close=%v", gz, resp.StatusCode, b, resp.Close)
+		}
+		if took < bodyGrace || took > bodyGrace+2*time.Second {
+			t.Fatalf("gzip %v: answered after %v, want about %v", gz, took, bodyGrace)
+		}
+	}
+}
+
+func postTo(t *testing.T, url string, body []byte, hdr map[string]string) (*http.Response, Body) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, bytes.NewReader(body))
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var b Body
+	if err := json.Unmarshal(raw, &b); err != nil {
+		t.Fatalf("answer %d is not JSON: %q", resp.StatusCode, raw)
+	}
+	return resp, b
+}
+
+func gzipped(parts ...[]byte) []byte {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	for _, p := range parts {
+		_, _ = zw.Write(p)
+	}
+	_ = zw.Close()
+	return b.Bytes()
+}
+
+// A decompression bomb is refused once it inflates more than the ratio
+// allows: 413, long before its inflated size is reached, and its memory is
+// given back. An honest gzip body passes the body checks.
+func TestGzipBombIsRefused(t *testing.T) {
+	srv, s := frontServer(t, Deps{Limits: Limits{MaxBodyBytes: 64 << 20}, Budget: guard.NewBudget(1 << 30)})
+	bomb := gzipped([]byte(`{"serial":"dev-1","data":{"x":"`), make([]byte, 60<<20), []byte(`"}}`))
+	resp, b := postTo(t, srv.URL+"/api/v1/deviceapi/event", bomb, map[string]string{"Content-Encoding": "gzip"})
+	if resp.StatusCode != 413 || b.Message != "Payload too large" {
+		t.Fatalf("a %d-byte gzip body inflating to 60 MiB: %d %+v, want 413", len(bomb), resp.StatusCode, b)
+	}
+	if used := s.budget.Used(); used != 0 {
+		t.Fatalf("%d bytes of the budget not given back", used)
+	}
+	honest := gzipped([]byte(`{"serial":"dev-1","data":{"temp":1}}`))
+	resp, b = postTo(t, srv.URL+"/api/v1/deviceapi/event", honest, map[string]string{"Content-Encoding": "gzip"})
+	if resp.StatusCode != 401 || b.Message != "Missing access token" {
+		t.Fatalf("an honest gzip body: %d %+v, want it read (then 401 for its missing token)", resp.StatusCode, b)
+	}
+}
+
+// Bodies beyond the free part take memory from the budget: when it is
+// spent, a large body is answered 503 + Retry-After at once, while small
+// bodies still pass.
+func TestBodyMemoryBudget(t *testing.T) {
+	budget := guard.NewBudget(1 << 20)
+	srv, s := frontServer(t, Deps{Budget: budget})
+	if !budget.Take(1<<20 - 100<<10) {
+		t.Fatal("take")
+	}
+	large := []byte(`{"serial":"dev-1","data":{"x":"` + strings.Repeat("a", 200<<10) + `"}}`)
+	resp, b := postTo(t, srv.URL+"/api/v1/deviceapi/event", large, map[string]string{"Authorization": "Bearer tok-1"})
+	if resp.StatusCode != 503 || b.Message != "Failed to process message" || b.Error != errNoBudget.Error() || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("a 200 KiB body with 100 KiB of budget left: %d %+v", resp.StatusCode, b)
+	}
+	small := []byte(`{"serial":"nope","data":{"temp":1}}`)
+	resp, b = postTo(t, srv.URL+"/api/v1/deviceapi/event", small, map[string]string{"Authorization": "Bearer tok-1"})
+	if resp.StatusCode != 404 {
+		t.Fatalf("a small body with the budget spent: %d %+v, want it read (404)", resp.StatusCode, b)
+	}
+	if used := s.budget.Used(); used != 1<<20-100<<10 {
+		t.Fatalf("budget used %d after the answers, want only what the test took", used)
+	}
+}
+
+// One address guessing device tokens, then the admin token, is refused
+// (429 + Retry-After, before its body is read) after SOURCE_AUTH_FAILURES
+// failures; the device keeps posting from its own address.
+func TestGuessingAddressIsRefused(t *testing.T) {
+	failures := guard.NewFailures(20, time.Minute)
+	srv, _ := frontServer(t, Deps{Failures: failures})
+	attacker := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).DialContext}}
+	guess := func(i int) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/deviceapi/event", strings.NewReader(`{"serial":"dev-1","data":{"temp":1}}`))
+		req.Header.Set("Authorization", fmt.Sprintf("Bearer guess-%d", i))
+		resp, err := attacker.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 429 && resp.Header.Get("Retry-After") == "" {
+			t.Fatal("429 without Retry-After")
+		}
+		return resp.StatusCode
+	}
+	for i := range 20 {
+		if got := guess(i); got != 401 {
+			t.Fatalf("guess %d: %d, want 401", i+1, got)
+		}
+	}
+	for i := range 5 {
+		if got := guess(100 + i); got != 429 {
+			t.Fatalf("guess %d after 20 failures: %d, want 429", 21+i, got)
+		}
+	}
+	req, _ := http.NewRequest("GET", srv.URL+"/api/v1/admin/devices", nil)
+	req.Header.Set("Authorization", "Bearer adm-secret")
+	resp, err := attacker.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 {
+		t.Fatalf("the refused address on the admin API, even with the right token: %d, want 429", resp.StatusCode)
+	}
+	// The device posts from 127.0.0.1 and is not locked out; it gets past
+	// authentication (to the in-flight bound, zero in this server).
+	resp2, b := postTo(t, srv.URL+"/api/v1/deviceapi/event", []byte(`{"serial":"dev-1","data":{"temp":1}}`), map[string]string{"Authorization": "Bearer tok-1"})
+	if resp2.StatusCode != 503 || b.Error != "too many requests in flight, retry later" {
+		t.Fatalf("the device under attack: %d %+v", resp2.StatusCode, b)
+	}
+	// Admin guesses from a third address are refused after 20 too.
+	admin := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}).DialContext}}
+	codes := map[int]int{}
+	for i := range 25 {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/admin/devices", nil)
+		req.Header.Set("Authorization", fmt.Sprintf("Bearer adm-guess-%d", i))
+		resp, err := admin.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		codes[resp.StatusCode]++
+	}
+	if codes[401] != 20 || codes[429] != 5 {
+		t.Fatalf("25 admin guesses answered %v, want 20 401s and 5 429s", codes)
+	}
+}

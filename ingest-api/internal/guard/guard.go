@@ -1,0 +1,155 @@
+// Package guard is ingest-api's front door against strangers: what a client
+// address may cost before it has authenticated. It bounds connections per
+// address and in all, refuses an address that keeps failing
+// authentication, bounds the memory that request bodies hold, and tells
+// the client's address from a trusted proxy's.
+package guard
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/envflag"
+)
+
+// Config is the front door's settings.
+type Config struct {
+	// AuthFailures is how many failed authentications (device or admin)
+	// one address may have in AuthWindow before it is refused for the
+	// rest of the window.
+	AuthFailures int
+	AuthWindow   time.Duration
+	// MaxConnsPerSource and MaxConns bound open connections per address
+	// and in all.
+	MaxConnsPerSource int
+	MaxConns          int
+	// BodyMemory bounds the bytes the bodies being read or handled hold.
+	BodyMemory int64
+	// BodyMinRate is the slowest a body may arrive, after a grace period.
+	BodyMinRate int64
+	// TrustedProxies are the peers whose X-Forwarded-For is believed.
+	TrustedProxies string
+}
+
+// Register adds the settings.
+func (c *Config) Register(s *envflag.Set) {
+	s.Int(&c.AuthFailures, "source-auth-failures", 20, "failed authentications (device or admin) one client address may have in SOURCE_AUTH_WINDOW; beyond, it is refused with 429 + Retry-After until the window ends")
+	s.Duration(&c.AuthWindow, "source-auth-window", time.Minute, "window of SOURCE_AUTH_FAILURES")
+	s.Int(&c.MaxConnsPerSource, "source-max-conns", 256, "open connections one client address may hold; beyond, a new one is answered 429 and closed (a NAT shares an address among many devices)")
+	s.Int(&c.MaxConns, "max-conns", 4096, "open connections in all; beyond, a new one is answered 503 and closed")
+	s.Int64(&c.BodyMemory, "max-body-memory", 64<<20, "bytes all request bodies being read or handled may hold, with their copies and gzip state; 503 + Retry-After beyond (the first 16 KiB of each body are not counted: see docs/guarantees.md)")
+	s.Int64(&c.BodyMinRate, "body-min-rate", 16<<10, "slowest a request body may arrive, in bytes per second, after a 2 s grace: a stalled upload is answered 408 and closed")
+	s.String(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For names the client (empty: the peer is the client)")
+}
+
+// Validate checks the settings.
+func (c *Config) Validate() error {
+	switch {
+	case c.AuthFailures < 1 || c.AuthWindow <= 0:
+		return errors.New("SOURCE_AUTH_FAILURES must be at least 1 and SOURCE_AUTH_WINDOW positive")
+	case c.MaxConnsPerSource < 1 || c.MaxConns < c.MaxConnsPerSource:
+		return errors.New("SOURCE_MAX_CONNS must be at least 1 and MAX_CONNS at least SOURCE_MAX_CONNS")
+	case c.BodyMinRate < 1:
+		return errors.New("BODY_MIN_RATE must be positive")
+	}
+	if _, err := c.Proxies(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Proxies parses TRUSTED_PROXIES.
+func (c *Config) Proxies() (Proxies, error) {
+	ps, err := ParsePrefixes(c.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("TRUSTED_PROXIES: %w", err)
+	}
+	return ps, nil
+}
+
+// ParsePrefixes reads a comma-separated list of addresses and CIDR ranges.
+func ParsePrefixes(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if !strings.Contains(f, "/") {
+			a, err := netip.ParseAddr(f)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// Proxies tells a request's client address.
+type Proxies []netip.Prefix
+
+func (ps Proxies) trusted(a netip.Addr) bool {
+	for _, p := range ps {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Client is the address of the client that sent r: the peer, unless the
+// peer is a trusted proxy; then the nearest address in X-Forwarded-For
+// that is not a trusted proxy. A header that does not parse is not
+// believed (the peer is the client).
+func (ps Proxies) Client(r *http.Request) netip.Addr {
+	peer := peerAddr(r.RemoteAddr)
+	if len(ps) == 0 || !ps.trusted(peer) {
+		return peer
+	}
+	xff := r.Header.Values("X-Forwarded-For")
+	client := peer
+	for i := len(xff) - 1; i >= 0; i-- {
+		hops := strings.Split(xff[i], ",")
+		for j := len(hops) - 1; j >= 0; j-- {
+			a, err := netip.ParseAddr(strings.Trim(strings.TrimSpace(hops[j]), "[]"))
+			if err != nil {
+				return peer
+			}
+			client = a.Unmap()
+			if !ps.trusted(client) {
+				return client
+			}
+		}
+	}
+	return client
+}
+
+func peerAddr(remote string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		a, _ := netip.ParseAddr(remote)
+		return a.Unmap()
+	}
+	return ap.Addr().Unmap()
+}
+
+// Source is the key an address is limited under: the address itself for
+// IPv4, its /64 for IPv6 (one subscriber holds a whole /64).
+func Source(a netip.Addr) netip.Addr {
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.Addr()
+	}
+	return a
+}

@@ -1,0 +1,195 @@
+package guard
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFailuresRefuseAnAddressForTheRestOfItsWindow(t *testing.T) {
+	now := time.Unix(1000, 0)
+	f := NewFailures(20, time.Minute)
+	f.now = func() time.Time { return now }
+	attacker, device := netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")
+	for i := 1; i < 20; i++ {
+		if f.Fail(attacker) {
+			t.Fatalf("refused after %d failures, want after 20", i)
+		}
+		now = now.Add(time.Second)
+	}
+	if _, refused := f.Refused(attacker); refused {
+		t.Fatal("refused before the 20th failure")
+	}
+	if !f.Fail(attacker) {
+		t.Fatal("the 20th failure in a minute does not refuse the address")
+	}
+	wait, refused := f.Refused(attacker)
+	if !refused || wait != 41*time.Second {
+		t.Fatalf("refused %v for %v, want 41s (the rest of the minute that began with the first failure)", refused, wait)
+	}
+	if _, refused := f.Refused(device); refused {
+		t.Fatal("another address is refused")
+	}
+	now = now.Add(41 * time.Second)
+	if _, refused := f.Refused(attacker); refused {
+		t.Fatal("still refused once the window ended")
+	}
+	if f.Fail(attacker) {
+		t.Fatal("a new window starts with one failure")
+	}
+}
+
+func TestFailuresKeyIPv6ByItsSlash64(t *testing.T) {
+	f := NewFailures(2, time.Minute)
+	f.Fail(netip.MustParseAddr("2001:db8:1:2::1"))
+	if !f.Fail(netip.MustParseAddr("2001:db8:1:2:ffff::9")) {
+		t.Fatal("two addresses of one /64 count as one source")
+	}
+	if _, refused := f.Refused(netip.MustParseAddr("2001:db8:1:3::1")); refused {
+		t.Fatal("another /64 is refused")
+	}
+}
+
+func TestFailuresTableIsBounded(t *testing.T) {
+	f := NewFailures(5, time.Minute)
+	for i := range maxSources + 100 {
+		f.Fail(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
+	}
+	tracked, _, untracked := f.Stats()
+	if tracked != maxSources || untracked != 100 {
+		t.Fatalf("tracked %d, untracked %d; want %d and 100", tracked, untracked, maxSources)
+	}
+}
+
+func TestClientAddressFromTrustedProxiesOnly(t *testing.T) {
+	ps, err := ParsePrefixes("10.0.0.0/8, 192.0.2.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxies := Proxies(ps)
+	for _, tc := range []struct {
+		name, peer, xff, want string
+		p                     Proxies
+	}{
+		{"no proxy configured: the header is not believed", "203.0.113.9:1234", "198.51.100.1", "203.0.113.9", nil},
+		{"untrusted peer: the header is not believed", "203.0.113.9:1234", "198.51.100.1", "203.0.113.9", proxies},
+		{"trusted peer: the nearest untrusted hop", "10.1.2.3:1234", "198.51.100.1, 203.0.113.5, 10.9.9.9", "203.0.113.5", proxies},
+		{"trusted single address", "192.0.2.7:80", "198.51.100.1", "198.51.100.1", proxies},
+		{"garbage in the header: the peer", "10.1.2.3:1234", "198.51.100.1, nonsense", "10.1.2.3", proxies},
+		{"trusted peer without the header", "10.1.2.3:1234", "", "10.1.2.3", proxies},
+	} {
+		r, _ := http.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tc.peer
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		if got := tc.p.Client(r).String(); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+	if _, err := ParsePrefixes("10.0.0.0/33"); err == nil {
+		t.Error("a bad range is accepted")
+	}
+}
+
+func TestBudget(t *testing.T) {
+	b := NewBudget(100)
+	if !b.Take(60) || b.Take(41) || !b.Take(40) || b.Used() != 100 {
+		t.Fatalf("takes beyond the budget or refuses within it (used %d)", b.Used())
+	}
+	b.Give(60)
+	if !b.Take(60) {
+		t.Fatal("what was given back cannot be taken again")
+	}
+}
+
+// A real listener: the connections of one address beyond its bound get the
+// JSON 429 and are closed; another address is not affected, and a closed
+// connection frees its place.
+func TestConnsBoundPerSourceAndInAll(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Listen(ln, 2, 3, nil, false)
+	defer l.Close()
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	addr := ln.Addr().String()
+	dial := func(from string) net.Conn {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	get := func(c net.Conn) (*http.Response, string) {
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(b)
+	}
+	a1, a2 := dial("127.0.0.1"), dial("127.0.0.1")
+	defer a1.Close()
+	defer a2.Close()
+	for _, c := range []net.Conn{a1, a2} {
+		if resp, _ := get(c); resp.StatusCode != 200 {
+			t.Fatalf("within the bound: %d", resp.StatusCode)
+		}
+	}
+	a3 := dial("127.0.0.1")
+	defer a3.Close()
+	resp, body := get(a3)
+	var b struct {
+		Success        bool
+		Message, Error string
+	}
+	if err := json.Unmarshal([]byte(body), &b); err != nil || resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" ||
+		b.Message != "Rate limit exceeded" || b.Error != "Too many connections from this address" || !resp.Close {
+		t.Fatalf("third connection of one address: %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	b1 := dial("127.0.0.2")
+	defer b1.Close()
+	if resp, _ := get(b1); resp.StatusCode != 200 {
+		t.Fatalf("another address: %d", resp.StatusCode)
+	}
+	b2 := dial("127.0.0.2")
+	defer b2.Close()
+	if resp, _ := get(b2); resp.StatusCode != 503 || !strings.Contains(resp.Header.Get("Content-Type"), "json") {
+		t.Fatalf("beyond MAX_CONNS: %d, want 503", resp.StatusCode)
+	}
+	a1.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if open, _, _ := l.Stats(); open == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a closed connection does not free its place")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a4 := dial("127.0.0.1")
+	defer a4.Close()
+	if resp, _ := get(a4); resp.StatusCode != 200 {
+		t.Fatalf("after a close: %d", resp.StatusCode)
+	}
+	if _, src, total := l.Stats(); src != 1 || total != 1 {
+		t.Fatalf("refusals counted %d per source, %d in all; want 1 and 1", src, total)
+	}
+}

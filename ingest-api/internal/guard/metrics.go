@@ -1,0 +1,52 @@
+package guard
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/devicehub/eventservice/pkg/metrics"
+)
+
+// RegisterMetrics exports the front door's state: how an operator sees an
+// attack (docs/operations.md).
+func RegisterMetrics(reg prometheus.Registerer, c *Conns, f *Failures, b *Budget) {
+	gauge := func(name, help string, v func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: metrics.Ingest, Name: name, Help: help}, v)
+	}
+	counter := func(name, help string, v func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Ingest, Name: name, Help: help}, v)
+	}
+	refused := func(reason string, v func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Ingest, Name: "connections_refused_total",
+			Help:        "Connections answered and closed at once: their address held SOURCE_MAX_CONNS (reason source), or MAX_CONNS were open (reason max_conns).",
+			ConstLabels: prometheus.Labels{"reason": reason}}, v)
+	}
+	reg.MustRegister(
+		gauge("open_connections", "Connections open now (MAX_CONNS bounds them).", func() float64 {
+			n, _, _ := c.Stats()
+			return float64(n)
+		}),
+		refused("source", func() float64 {
+			_, n, _ := c.Stats()
+			return float64(n)
+		}),
+		refused("max_conns", func() float64 {
+			_, _, n := c.Stats()
+			return float64(n)
+		}),
+		gauge("auth_failure_sources", "Client addresses with failed authentications in their window.", func() float64 {
+			n, _, _ := f.Stats()
+			return float64(n)
+		}),
+		gauge("refused_sources", "Client addresses refused now for failing authentication SOURCE_AUTH_FAILURES times.", func() float64 {
+			_, n, _ := f.Stats()
+			return float64(n)
+		}),
+		counter("auth_failures_untracked_total", "Failed authentications not counted against their address because the table of addresses was full (an attack spread over more than 65,536 addresses).", func() float64 {
+			_, _, n := f.Stats()
+			return float64(n)
+		}),
+		gauge("body_memory_bytes", "Bytes request bodies hold now, with their copies (MAX_BODY_MEMORY bounds it).", func() float64 {
+			return float64(b.Used())
+		}),
+	)
+}

@@ -1,0 +1,48 @@
+package program
+
+import (
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+)
+
+// memoryShare is the part of a container's memory limit the Go runtime is
+// told to stay within: the rest is for what it does not count (stacks
+// beyond the heap's accounting, the binary, the kernel's buffers).
+const memoryShare = 0.9
+
+// cgroupLimitFiles hold a container's memory limit (cgroup v2, then v1).
+var cgroupLimitFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// setMemoryLimit gives the runtime a soft memory limit of memoryShare of
+// the container's, unless GOMEMLIMIT is set: the garbage collector then
+// works harder near the limit instead of letting the kernel kill the
+// process. It returns the limit set (0: none).
+func setMemoryLimit() int64 {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return debug.SetMemoryLimit(-1)
+	}
+	for _, f := range cgroupLimitFiles {
+		if n := readLimit(f); n > 0 {
+			limit := int64(float64(n) * memoryShare)
+			debug.SetMemoryLimit(limit)
+			return limit
+		}
+	}
+	return 0
+}
+
+// readLimit reads a cgroup memory limit file: bytes, or 0 for none ("max",
+// or v1's huge "unlimited" value).
+func readLimit(path string) int64 {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil || n <= 0 || n >= 1<<60 {
+		return 0
+	}
+	return n
+}
