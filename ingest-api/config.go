@@ -43,6 +43,7 @@ type Config struct {
 	RegistryBucket    string
 	ReadingTime       readtime.Bounds
 	MaxBatchMessages  int
+	RedactKeys        string
 	NATS              bus.Config
 	Guard             guard.Config
 }
@@ -59,7 +60,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Int64(&c.DiscardBodyBytes, "discard-body-bytes", 16<<20, "how much of a refused body is read and dropped so that clients that write before they read get the 413 (beyond it the connection is closed)")
 	s.Int(&c.MaxInFlight, "max-in-flight", 512, "authenticated requests in the pipeline at once (bodies being read do not count: MAX_BODY_MEMORY bounds them); 503 + Retry-After beyond")
 	s.Float64(&c.DeviceRate, "device-rate", 100, "readings per second one device may post, a backlog counting each of its messages (0: no limit); 429 beyond")
-	s.Int(&c.DeviceBurst, "device-burst", 1000, "readings one device may post at once above its rate (a backlog of MAX_BATCH_MESSAGES must fit)")
+	s.Int(&c.DeviceBurst, "device-burst", 1000, "readings one device may post at once above its rate (a larger backlog takes the whole burst)")
 	s.Int(&c.PublishMaxEvents, "publish-max-events", 256, "most single readings of concurrent requests gathered into one JetStream message, keyed and unkeyed apart (1: a message per reading)")
 	s.Int(&c.PublishMaxPending, "publish-max-pending", 2, "messages awaiting the stream's ack at once; meanwhile new events gather into the next message")
 	s.Duration(&c.PublishLinger, "publish-linger", 2*time.Millisecond, "how long a message waits for more events once it has one: concurrent requests share messages at moderate rates (0: publish at once when a slot is free)")
@@ -74,6 +75,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Int(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages in one backlog request (POST /api/v1/deviceapi/events); 413 beyond")
 	s.Duration(&c.ReadingTime.MaxAge, "max-reading-age", 90*24*time.Hour, "oldest reading time accepted (ts or the timestamp input); an older one is stored at its receive time, with a note")
 	s.Duration(&c.ReadingTime.MaxFuture, "max-reading-future", 5*time.Minute, "how far ahead of the receive time a reading time may be (device clocks drift)")
+	s.String(&c.RedactKeys, "redact-keys", "accessToken,access_token,password,secret", "comma-separated member names whose values are replaced by \"[redacted]\" at any depth of a message before it is kept (the request's own tokens are removed wherever they appear, whatever this says)")
 	c.NATS.RegisterFlags(s)
 	c.Guard.Register(s)
 }
@@ -114,8 +116,6 @@ func (c *Config) Validate() error {
 		return errors.New("HTTP_WRITE_TIMEOUT must exceed OUTCOME_TIMEOUT")
 	case c.RegistryBucket == "":
 		return errors.New("REGISTRY_BUCKET is empty")
-	case c.DeviceRate > 0 && c.DeviceBurst < c.MaxBatchMessages:
-		return errors.New("DEVICE_BURST must be at least MAX_BATCH_MESSAGES: a backlog takes a token per message")
 	case c.Guard.BodyMemory < bodyCopies*c.MaxBodyBytes:
 		return errors.New("MAX_BODY_MEMORY must hold at least three copies of MAX_BODY_BYTES")
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
+	"github.com/devicehub/eventservice/ingest-api/internal/redact"
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/health"
@@ -72,6 +73,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Failures:   failures,
 		Budget:     budget,
 		Proxies:    proxies,
+		Redactor:   redact.New(cfg.RedactKeys),
 		AdminToken: cfg.AdminToken,
 		Names:      cfg.NATS.Names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: cfg.DiscardBodyBytes, MaxInFlight: cfg.MaxInFlight,
@@ -88,6 +90,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		WriteTimeout:      cfg.WriteTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
+		ConnContext:       guard.ConnContext,
 	}
 
 	// The publisher, registry and operations listener outlive the HTTP

@@ -94,7 +94,14 @@ func TestDeviceRateLimit(t *testing.T) {
 	// Failed authentication spends no device budget, and devices are apart.
 	expect(t, s.post(t, `{"serial":"dev-R2","data":{"t":1}}`, bearer("wrong")), 401, "Invalid access token", "Invalid access token for device with serial dev-R2")
 	expect(t, s.post(t, `{"serial":"dev-R2","data":{"t":1}}`, bearer("tok-dev-R2")), 200, "Message processed and data stored successfully", "")
+	// A backlog counts its readings: two messages need two tokens, and
+	// dev-R2 has one left (the second comes in 2 s at 0.5/s).
+	r = s.postBacklog(t, `{"serial":"dev-R2","messages":[{"data":{"t":5}},{"data":{"t":6}}]}`, bearer("tok-dev-R2"))
+	expect(t, r, 429, "Rate limit exceeded", "Too many requests for device with serial dev-R2")
+	if got := r.Header.Get("Retry-After"); got != "2" {
+		t.Errorf("Retry-After %q for a backlog one token short at 0.5/s, want 2", got)
+	}
 	if n := s.count(t, "input_values WHERE entity = 'rl'"); n != 3 {
-		t.Fatalf("%d values stored, want 3 (the limited reading is not stored)", n)
+		t.Fatalf("%d values stored, want 3 (the limited readings are not stored)", n)
 	}
 }

@@ -23,10 +23,20 @@ const SCRIPT = '<img src=x onerror=alert(1)>';
 const serial = `console-dev-${Date.now().toString(36)}`;
 const step = (what) => console.log(`console test: ${what}`);
 
+// post sends as field clients do: a 429 is retried after its Retry-After
+// (a backlog counts one reading per message against the device's rate).
 async function post(path, body, token, key) {
   const headers = { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` };
   if (key) headers['Idempotency-Key'] = key;
-  const res = await fetch(`${base}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+  let res;
+  for (let attempt = 0; attempt < 4; attempt++) {
+    res = await fetch(`${base}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    if (res.status !== 429) break;
+    const wait = Number(res.headers.get('retry-after'));
+    assert.ok(wait >= 1 && wait <= 60, `429 with Retry-After ${wait}`);
+    await res.arrayBuffer();
+    await new Promise((r) => setTimeout(r, wait * 1000));
+  }
   const answer = await res.json();
   assert.equal(res.status, 200, `${path}: ${JSON.stringify(answer)}`);
   assert.equal(answer.success, true, `${path}: ${JSON.stringify(answer)}`);

@@ -29,7 +29,10 @@ func (s *Server) postEvent(c echo.Context) error {
 		var code outcome.Code
 		req, code = parse(body, headerToken)
 		return req.Serial, req.BodyToken, 1, code, ""
-	}, func(dev *registry.Entry) error { return s.publishEvent(c, req, dev) })
+	}, func(dev *registry.Entry, tokens []string) error {
+		req.Payload = s.redactor.Apply(req.Payload, tokens...)
+		return s.publishEvent(c, req, dev)
+	})
 }
 
 // publishEvent publishes an accepted reading and answers with its outcome.

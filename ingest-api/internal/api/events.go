@@ -37,7 +37,12 @@ func (s *Server) postEvents(c echo.Context) error {
 		var detail string
 		req, code, detail = parseBatch(body, headerToken, s.limits.MaxBatchMessages)
 		return req.Serial, req.BodyToken, len(req.Messages), code, detail
-	}, func(dev *registry.Entry) error { return s.publishBacklog(c, req, dev) })
+	}, func(dev *registry.Entry, tokens []string) error {
+		for i := range req.Messages {
+			req.Messages[i].Payload = s.redactor.Apply(req.Messages[i].Payload, tokens...)
+		}
+		return s.publishBacklog(c, req, dev)
+	})
 }
 
 // publishBacklog publishes an accepted backlog's well-formed messages as

@@ -25,8 +25,9 @@ type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, 
 // body: either one being the device's token authenticates), the device's
 // rate in readings, and only then a slot of the pipeline (MAX_IN_FLIGHT):
 // a slow body never holds one. handle runs once all pass, while the body
-// is still held.
-func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *registry.Entry) error) error {
+// is still held, with the tokens the request carried: they are removed
+// from whatever is kept of it (internal/redact).
+func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *registry.Entry, tokens []string) error) error {
 	src := s.clientAddr(c)
 	if wait, refused := s.failures.Refused(src); refused {
 		return s.refuseSource(c, wait)
@@ -53,7 +54,8 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *regist
 		s.failures.Fail(src)
 		return s.respond(c, outcome.InvalidToken, serial, "", "")
 	}
-	if !s.limiter.AllowN(serial, readings) {
+	if ok, wait := s.limiter.AllowN(serial, readings); !ok {
+		setRetryAfter(c, wait)
 		return s.respond(c, outcome.RateLimited, serial, "", "")
 	}
 	select {
@@ -62,7 +64,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *regist
 	default:
 		return s.respond(c, outcome.Overloaded, serial, "", "too many requests in flight, retry later")
 	}
-	return handle(dev)
+	return handle(dev, []string{headerToken, bodyToken})
 }
 
 // clientAddr is the address limits apply to: the peer, or the client a
@@ -79,7 +81,13 @@ func (s *Server) refuseSource(c echo.Context, wait time.Duration) error {
 	if !discardRest(c.Request(), s.limits.DiscardBytes) {
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 	}
+	setRetryAfter(c, wait)
+	return s.respond(c, outcome.SourceRefused, "", "", "")
+}
+
+// setRetryAfter tells the client when to come back: wait in whole seconds,
+// at least one.
+func setRetryAfter(c echo.Context, wait time.Duration) {
 	secs := int((wait + time.Second - 1) / time.Second)
 	c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
-	return s.respond(c, outcome.SourceRefused, "", "", "")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/console"
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
+	"github.com/devicehub/eventservice/ingest-api/internal/redact"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
@@ -65,6 +66,7 @@ type Deps struct {
 	Failures   *guard.Failures    // nil: no address is refused
 	Budget     *guard.Budget      // nil: bodies' memory is not bounded
 	Proxies    guard.Proxies      // whose X-Forwarded-For names the client
+	Redactor   *redact.Redactor   // nil: only the request's tokens are removed
 	AdminToken string
 	Names      bus.Names // streams and subjects shared with the workers
 	Limits     Limits
@@ -84,6 +86,7 @@ type Server struct {
 	failures  *guard.Failures
 	budget    *guard.Budget
 	proxies   guard.Proxies
+	redactor  *redact.Redactor
 	limits    Limits
 	names     bus.Names
 	adminSum  [sha256.Size]byte
@@ -108,10 +111,14 @@ func New(d Deps) (*echo.Echo, *Server) {
 		failures:  d.Failures,
 		budget:    d.Budget,
 		proxies:   d.Proxies,
+		redactor:  d.Redactor,
 		limits:    d.Limits,
 		names:     d.Names,
 		adminSum:  sha256.Sum256([]byte(d.AdminToken)),
 		inflight:  make(chan struct{}, d.Limits.MaxInFlight),
+	}
+	if s.redactor == nil {
+		s.redactor = redact.New("")
 	}
 	s.metrics = newServerMetrics(metrics.Or(d.Metrics), s)
 	e := echo.New()
@@ -120,7 +127,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 	// peer is a configured proxy (TRUSTED_PROXIES).
 	e.IPExtractor = func(r *http.Request) string { return d.Proxies.Client(r).String() }
 	e.HTTPErrorHandler = s.handleError
-	e.Use(s.metrics.timeRoutes, middleware.Recover())
+	e.Use(markBusy, s.metrics.timeRoutes, middleware.Recover())
 
 	e.POST("/api/v1/deviceapi/event", s.postEvent)
 	e.POST("/api/v1/deviceapi/events", s.postEvents)
@@ -144,6 +151,15 @@ func New(d Deps) (*echo.Echo, *Server) {
 	admin.GET("/entities/:entity/inputs/:input/latest", s.latest)
 	admin.GET("/entities/:entity/inputs/:input/series", s.series)
 	return e, s
+}
+
+// markBusy marks a request's connection as handling one: a busy
+// connection is never closed to make room for another (guard.Conns).
+func markBusy(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		defer guard.Busy(c.Request().Context())()
+		return next(c)
+	}
 }
 
 // Drain marks the server not ready, so load balancers stop sending, before

@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,9 +16,13 @@ import (
 )
 
 // Conns is a listener that bounds open connections per client address and
-// in all. A connection over either bound is answered at once with a short
-// JSON refusal (429 or 503, Connection: close) and closed, rather than
-// left in the accept queue where it would hold up honest clients.
+// in all. A connection beyond its address's bound is answered at once with
+// a short JSON refusal (429, Connection: close) and closed, rather than
+// left in the accept queue where it would hold up honest clients. At the
+// bound in all, the connection that has gone longest without a request
+// being handled (idle keep-alive, or still sending its headers: what a
+// slowloris holds) is closed to make room; only when every connection is
+// handling a request is the newcomer refused (503).
 type Conns struct {
 	net.Listener
 	perSource int
@@ -26,10 +32,11 @@ type Conns struct {
 
 	mu      sync.Mutex
 	open    map[netip.Addr]int
+	all     map[*conn]struct{}
 	total   int
 	refusal chan struct{} // bounds the goroutines writing refusals
 
-	refusedSource, refusedTotal atomic.Uint64
+	refusedSource, refusedTotal, evicted atomic.Uint64
 }
 
 // Refusals are the raw HTTP answers to a connection over a bound: written
@@ -58,7 +65,7 @@ func rawAnswer(code outcome.Code) []byte {
 // clients.
 func Listen(ln net.Listener, perSource, max int, proxies Proxies, tls bool) *Conns {
 	return &Conns{Listener: ln, perSource: perSource, max: max, proxies: proxies, tls: tls,
-		open: make(map[netip.Addr]int), refusal: make(chan struct{}, 64)}
+		open: make(map[netip.Addr]int), all: make(map[*conn]struct{}), refusal: make(chan struct{}, 64)}
 }
 
 // Accept returns the next connection within the bounds, refusing those
@@ -72,25 +79,47 @@ func (l *Conns) Accept() (net.Conn, error) {
 		src := Source(peerAddr(c.RemoteAddr().String()))
 		proxy := l.proxies.trusted(src)
 		l.mu.Lock()
-		switch {
-		case l.total >= l.max:
-			l.mu.Unlock()
-			l.refusedTotal.Add(1)
-			l.refuse(c, refuseTotal)
-			continue
-		case !proxy && l.open[src] >= l.perSource:
+		if !proxy && l.open[src] >= l.perSource {
 			l.mu.Unlock()
 			l.refusedSource.Add(1)
 			l.refuse(c, refuseSource)
 			continue
 		}
+		if l.total >= l.max && !l.evictOne() {
+			l.mu.Unlock()
+			l.refusedTotal.Add(1)
+			l.refuse(c, refuseTotal)
+			continue
+		}
+		wc := &conn{Conn: c, l: l, src: src, counted: !proxy}
+		wc.quiet.Store(time.Now().UnixNano())
+		l.all[wc] = struct{}{}
 		l.total++
 		if !proxy {
 			l.open[src]++
 		}
 		l.mu.Unlock()
-		return &conn{Conn: c, l: l, src: src, counted: !proxy}, nil
+		return wc, nil
 	}
+}
+
+// evictOne closes the connection that has gone longest without handling a
+// request, if one is not handling one now. It counts as closed at once:
+// its own Close, which follows, finds it gone. l.mu is held.
+func (l *Conns) evictOne() bool {
+	var victim *conn
+	for c := range l.all {
+		if c.busy.Load() == 0 && (victim == nil || c.quiet.Load() < victim.quiet.Load()) {
+			victim = c
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	l.forget(victim)
+	l.evicted.Add(1)
+	_ = victim.Conn.Close()
+	return true
 }
 
 // refuse answers c and closes it. The request is read and dropped for a
@@ -127,26 +156,29 @@ func (l *Conns) refuse(c net.Conn, answer []byte) {
 	}()
 }
 
-// Stats returns the connections open now and the refusals so far, per
-// address and for the total.
-func (l *Conns) Stats() (open int, refusedSource, refusedTotal uint64) {
+// Stats returns the connections open now, the refusals so far (per
+// address and for the total) and the idle connections closed to make room.
+func (l *Conns) Stats() (open int, refusedSource, refusedTotal, evicted uint64) {
 	l.mu.Lock()
 	open = l.total
 	l.mu.Unlock()
-	return open, l.refusedSource.Load(), l.refusedTotal.Load()
+	return open, l.refusedSource.Load(), l.refusedTotal.Load(), l.evicted.Load()
 }
 
-func (l *Conns) release(src netip.Addr, counted bool) {
-	l.mu.Lock()
+// forget drops c from the counts, once. l.mu is held.
+func (l *Conns) forget(c *conn) {
+	if _, ok := l.all[c]; !ok {
+		return
+	}
+	delete(l.all, c)
 	l.total--
-	if counted {
-		if l.open[src] <= 1 {
-			delete(l.open, src)
+	if c.counted {
+		if l.open[c.src] <= 1 {
+			delete(l.open, c.src)
 		} else {
-			l.open[src]--
+			l.open[c.src]--
 		}
 	}
-	l.mu.Unlock()
 }
 
 type conn struct {
@@ -154,10 +186,42 @@ type conn struct {
 	l       *Conns
 	src     netip.Addr
 	counted bool
-	once    sync.Once
+	busy    atomic.Int32 // requests being handled on it now
+	quiet   atomic.Int64 // unix ns since when no request has been handled
 }
 
 func (c *conn) Close() error {
-	c.once.Do(func() { c.l.release(c.src, c.counted) })
+	c.l.mu.Lock()
+	c.l.forget(c)
+	c.l.mu.Unlock()
 	return c.Conn.Close()
+}
+
+type connKey struct{}
+
+// ConnContext is the http.Server's ConnContext: it lets Busy find the
+// connection a request came on.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if gc, ok := c.(*conn); ok {
+		return context.WithValue(ctx, connKey{}, gc)
+	}
+	return ctx
+}
+
+// Busy marks the connection of the request whose context is ctx as
+// handling it, until the returned func is called: a busy connection is
+// never closed to make room.
+func Busy(ctx context.Context) (done func()) {
+	c, ok := ctx.Value(connKey{}).(*conn)
+	if !ok {
+		return func() {}
+	}
+	c.busy.Add(1)
+	return func() {
+		c.quiet.Store(time.Now().UnixNano())
+		c.busy.Add(-1)
+	}
 }

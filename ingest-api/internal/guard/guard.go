@@ -39,8 +39,8 @@ type Config struct {
 func (c *Config) Register(s *envflag.Set) {
 	s.Int(&c.AuthFailures, "source-auth-failures", 20, "failed authentications (device or admin) one client address may have in SOURCE_AUTH_WINDOW; beyond, it is refused with 429 + Retry-After until the window ends")
 	s.Duration(&c.AuthWindow, "source-auth-window", time.Minute, "window of SOURCE_AUTH_FAILURES")
-	s.Int(&c.MaxConnsPerSource, "source-max-conns", 256, "open connections one client address may hold; beyond, a new one is answered 429 and closed (a NAT shares an address among many devices)")
-	s.Int(&c.MaxConns, "max-conns", 4096, "open connections in all; beyond, a new one is answered 503 and closed")
+	s.Int(&c.MaxConnsPerSource, "source-max-conns", 512, "open connections one client address may hold; beyond, a new one is answered 429 and closed (a NAT shares an address among many devices)")
+	s.Int(&c.MaxConns, "max-conns", 4096, "open connections in all; at the bound, the one longest without a request handled (idle, or still sending headers) is closed to make room, and only when all are handling requests is a new one answered 503 and closed")
 	s.Int64(&c.BodyMemory, "max-body-memory", 64<<20, "bytes all request bodies being read or handled may hold, with their copies and gzip state; 503 + Retry-After beyond (the first 16 KiB of each body are not counted: see docs/guarantees.md)")
 	s.Int64(&c.BodyMinRate, "body-min-rate", 16<<10, "slowest a request body may arrive, in bytes per second, after a 2 s grace: a stalled upload is answered 408 and closed")
 	s.String(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For names the client (empty: the peer is the client)")

@@ -168,28 +168,76 @@ func TestConnsBoundPerSourceAndInAll(t *testing.T) {
 	if resp, _ := get(b1); resp.StatusCode != 200 {
 		t.Fatalf("another address: %d", resp.StatusCode)
 	}
+	// At MAX_CONNS the connection quiet longest (a1) is closed to make room.
 	b2 := dial("127.0.0.2")
 	defer b2.Close()
-	if resp, _ := get(b2); resp.StatusCode != 503 || !strings.Contains(resp.Header.Get("Content-Type"), "json") {
-		t.Fatalf("beyond MAX_CONNS: %d, want 503", resp.StatusCode)
+	if resp, _ := get(b2); resp.StatusCode != 200 {
+		t.Fatalf("beyond MAX_CONNS with idle connections: %d, want 200", resp.StatusCode)
 	}
-	a1.Close()
+	_ = a1.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := a1.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the connection idle longest was not closed")
+	}
+	if open, _, _, evicted := l.Stats(); open != 3 || evicted != 1 {
+		t.Fatalf("open %d, evicted %d; want 3 and 1", open, evicted)
+	}
+	if _, src, total, _ := l.Stats(); src != 1 || total != 0 {
+		t.Fatalf("refusals counted %d per source, %d in all; want 1 and 0", src, total)
+	}
+}
+
+// When every connection is handling a request, a connection beyond
+// MAX_CONNS is refused with the JSON 503.
+func TestConnsRefuseWhenAllAreBusy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Listen(ln, 5, 2, nil, false)
+	defer l.Close()
+	release := make(chan struct{})
+	srv := &http.Server{ConnContext: ConnContext, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer Busy(r.Context())()
+		<-release
+		_, _ = io.WriteString(w, "ok")
+	})}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	defer close(release)
+	for range 2 {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	}
 	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if open, _, _ := l.Stats(); open == 2 {
-			break
+	for busy := 0; busy < 2; {
+		busy = 0
+		l.mu.Lock()
+		for c := range l.all {
+			busy += int(c.busy.Load())
 		}
+		l.mu.Unlock()
 		if time.Now().After(deadline) {
-			t.Fatal("a closed connection does not free its place")
+			t.Fatal("requests not in their handlers")
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
-	a4 := dial("127.0.0.1")
-	defer a4.Close()
-	if resp, _ := get(a4); resp.StatusCode != 200 {
-		t.Fatalf("after a close: %d", resp.StatusCode)
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, src, total := l.Stats(); src != 1 || total != 1 {
-		t.Fatalf("refusals counted %d per source, %d in all; want 1 and 1", src, total)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(resp.Header.Get("Content-Type"), "json") || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("beyond MAX_CONNS with every connection busy: %d, want the JSON 503", resp.StatusCode)
 	}
 }

@@ -17,20 +17,24 @@ func RegisterMetrics(reg prometheus.Registerer, c *Conns, f *Failures, b *Budget
 	}
 	refused := func(reason string, v func() float64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Ingest, Name: "connections_refused_total",
-			Help:        "Connections answered and closed at once: their address held SOURCE_MAX_CONNS (reason source), or MAX_CONNS were open (reason max_conns).",
+			Help:        "Connections answered and closed at once: their address held SOURCE_MAX_CONNS (reason source), or MAX_CONNS were open and every one was handling a request (reason max_conns).",
 			ConstLabels: prometheus.Labels{"reason": reason}}, v)
 	}
 	reg.MustRegister(
 		gauge("open_connections", "Connections open now (MAX_CONNS bounds them).", func() float64 {
-			n, _, _ := c.Stats()
+			n, _, _, _ := c.Stats()
 			return float64(n)
 		}),
 		refused("source", func() float64 {
-			_, n, _ := c.Stats()
+			_, n, _, _ := c.Stats()
 			return float64(n)
 		}),
 		refused("max_conns", func() float64 {
-			_, _, n := c.Stats()
+			_, _, n, _ := c.Stats()
+			return float64(n)
+		}),
+		counter("connections_evicted_total", "Connections closed to make room at MAX_CONNS: the one longest without a request handled (idle keep-alive, or still sending headers).", func() float64 {
+			_, _, _, n := c.Stats()
 			return float64(n)
 		}),
 		gauge("auth_failure_sources", "Client addresses with failed authentications in their window.", func() float64 {

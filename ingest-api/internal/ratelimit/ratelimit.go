@@ -26,10 +26,12 @@ func New(perSecond float64, burst int) *Limiter {
 }
 
 // AllowN reports whether serial may post n readings now, taking n tokens
-// if so: a backlog costs what its messages would cost one by one.
-func (l *Limiter) AllowN(serial string, n int) bool {
+// if so: a backlog costs what its messages would cost one by one, up to
+// the whole burst (a backlog larger than the burst waits for a full
+// bucket). When it may not, wait is when it may.
+func (l *Limiter) AllowN(serial string, n int) (ok bool, wait time.Duration) {
 	if l == nil || l.perSecond <= 0 {
-		return true
+		return true, 0
 	}
 	l.mu.Lock()
 	b, ok := l.buckets[serial]
@@ -38,7 +40,13 @@ func (l *Limiter) AllowN(serial string, n int) bool {
 		l.buckets[serial] = b
 	}
 	l.mu.Unlock()
-	return b.AllowN(time.Now(), n)
+	now := time.Now()
+	r := b.ReserveN(now, min(n, l.burst))
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
+	}
+	return true, 0
 }
 
 // Forget drops the bucket of a device that was deleted.

@@ -1,0 +1,157 @@
+// Package redact removes secrets from what is kept of a device's message
+// (the Messages view, stored values, dead letters): every string that
+// holds a token the request carried, at any depth, and the value of every
+// member whose name an operator listed (REDACT_KEYS), whatever its type.
+package redact
+
+import (
+	"bytes"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/devicehub/eventservice/pkg/jsonobj"
+)
+
+// Mark replaces what was removed.
+const Mark = `"[redacted]"`
+
+// minSecret is the shortest text treated as a secret: a shorter one would
+// blank ordinary values.
+const minSecret = 6
+
+// Redactor holds the member names whose values are always removed.
+type Redactor struct {
+	keys []string // lower case
+}
+
+// New takes a comma-separated list of member names (matched without
+// regard to case).
+func New(keys string) *Redactor {
+	r := &Redactor{}
+	for _, k := range strings.Split(keys, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			r.keys = append(r.keys, strings.ToLower(k))
+		}
+	}
+	return r
+}
+
+// Apply returns the valid JSON document doc with every string (or number)
+// that contains one of secrets, every member whose name contains one, and the
+// value of every member named in the key list replaced by Mark (members
+// named by a secret are dropped). It returns doc itself when there is
+// nothing to remove, which is the common case and costs a scan.
+func (r *Redactor) Apply(doc []byte, secrets ...string) []byte {
+	live := secrets[:0:0]
+	for _, s := range secrets {
+		if len(s) >= minSecret {
+			live = append(live, s)
+		}
+	}
+	if !r.suspect(doc, live) {
+		return doc
+	}
+	var out bytes.Buffer
+	out.Grow(len(doc))
+	r.value(&out, doc, live)
+	return out.Bytes()
+}
+
+// suspect reports whether doc may hold something to remove: an escape
+// (which could spell a secret), a secret, or a listed name.
+func (r *Redactor) suspect(doc []byte, secrets []string) bool {
+	if bytes.IndexByte(doc, '\\') >= 0 {
+		return true
+	}
+	for _, s := range secrets {
+		if bytes.Contains(doc, []byte(s)) {
+			return true
+		}
+	}
+	for _, k := range r.keys {
+		if containsFold(doc, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Redactor) value(out *bytes.Buffer, v []byte, secrets []string) {
+	switch {
+	case len(v) > 0 && v[0] == '{':
+		var buf [16]jsonobj.Member
+		ms, _ := jsonobj.Members(v, buf[:0])
+		out.WriteByte('{')
+		first := true
+		for _, m := range ms {
+			if holds(m.Name, secrets) {
+				continue
+			}
+			if !first {
+				out.WriteByte(',')
+			}
+			first = false
+			out.Write(m.RawName)
+			out.WriteByte(':')
+			if r.listed(m.Name) {
+				out.WriteString(Mark)
+				continue
+			}
+			r.value(out, m.Value, secrets)
+		}
+		out.WriteByte('}')
+	case len(v) > 0 && v[0] == '[':
+		out.WriteByte('[')
+		for i, e := range jsonobj.Elements(v) {
+			if i > 0 {
+				out.WriteByte(',')
+			}
+			r.value(out, e, secrets)
+		}
+		out.WriteByte(']')
+	case len(v) > 0 && v[0] == '"':
+		if s, _ := jsonobj.String(v); holds(s, secrets) {
+			out.WriteString(Mark)
+			return
+		}
+		out.Write(v)
+	default: // a number (a device could send its token as one), true, false, null
+		if holds(string(v), secrets) {
+			out.WriteString(Mark)
+			return
+		}
+		out.Write(v)
+	}
+}
+
+func (r *Redactor) listed(name string) bool {
+	for _, k := range r.keys {
+		if strings.EqualFold(name, k) {
+			return true
+		}
+	}
+	return false
+}
+
+func holds(s string, secrets []string) bool {
+	for _, sec := range secrets {
+		if strings.Contains(s, sec) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether b contains the lower-case ASCII or UTF-8
+// text k, ignoring case.
+func containsFold(b []byte, k string) bool {
+	n := len(k)
+	for i := 0; i+n <= len(b); i++ {
+		if c := b[i]; c|0x20 == k[0]|0x20 || c >= utf8.RuneSelf {
+			if bytes.EqualFold(b[i:i+n], []byte(k)) {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,365 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hostileAttacks are the attacks of the suite, in order.
+func hostileAttacks() []hostileAttack {
+	return []hostileAttack{
+		{"stalled-gzip-bombs", stalledUploads(1000, 50, gzipBody(1<<20, false), true)},
+		{"stalled-gzip-within-ratio", stalledUploads(1000, 50, gzipBody(1<<20, true), true)},
+		{"stalled-plain-bodies", stalledUploads(1000, 50, bytes.Repeat([]byte("a"), 1<<20), false)},
+		{"slowloris-headers", slowloris(20, 300)},
+		{"decompression-bombs", bombs(8)},
+		{"device-token-guessing", guessing("/api/v1/deviceapi/event", true)},
+		{"admin-token-guessing", guessing("/api/v1/admin/devices", false)},
+		{"health-flood", healthFlood(32)},
+		{"huge-serials", hugeSerials()},
+		{"deep-and-wide-json", deepAndWide()},
+	}
+}
+
+// attackerIP is the i-th attacking address: 127.1.x.y, apart from the
+// fleet's 127.0.0.1.
+func attackerIP(i int) string { return fmt.Sprintf("127.1.%d.%d", i/250, 1+i%250) }
+
+// gzipBody is a JSON body that inflates to about size bytes: zeros
+// (inflating ~1000x, a bomb) or zeros with a few random bytes per KiB
+// (~30x, within the inflate ratio, so it is inflated in full).
+func gzipBody(size int, withinRatio bool) []byte {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	_, _ = io.WriteString(zw, `{"serial":"hostile-0","data":{"x":"`)
+	block := make([]byte, 1024)
+	for i := range block {
+		block[i] = 'a'
+	}
+	for n := 0; n < size; n += len(block) {
+		if withinRatio {
+			for j := 0; j < 24; j++ {
+				block[rand.IntN(len(block))] = byte('a' + rand.IntN(26))
+			}
+		}
+		_, _ = zw.Write(block)
+	}
+	_, _ = io.WriteString(zw, `"}}`)
+	_ = zw.Close()
+	return b.Bytes()
+}
+
+// stalledUploads opens conns connections spread over addrs addresses;
+// each sends its headers and all of body but its last bytes, stalls, waits
+// for the answer, and starts over.
+func stalledUploads(conns, addrs int, body []byte, gz bool) func(context.Context, *testing.T, *stack) string {
+	return func(ctx context.Context, t *testing.T, s *stack) string {
+		host := strings.TrimPrefix(s.base, "http://")
+		enc := ""
+		if gz {
+			enc = "Content-Encoding: gzip\r\n"
+		}
+		head := fmt.Sprintf("POST /api/v1/deviceapi/event HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hostile-tok-0\r\n%sContent-Length: %d\r\n\r\n", enc, len(body))
+		var answers tally
+		var wg sync.WaitGroup
+		for i := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				dial := attackerDial(attackerIP(i % addrs))
+				for ctx.Err() == nil {
+					answers.add(stallOnce(ctx, dial, host, head, body[:len(body)-8]))
+				}
+			}()
+		}
+		wg.Wait()
+		return answers.String()
+	}
+}
+
+// stallOnce sends head and part, then waits (until ctx ends) for an answer.
+func stallOnce(ctx context.Context, dial func(context.Context, string, string) (net.Conn, error), host, head string, part []byte) string {
+	c, err := dial(ctx, "tcp", host)
+	if err != nil {
+		sleepCtx(ctx, 100*time.Millisecond)
+		return "dial_error"
+	}
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+	defer stop()
+	if _, err := io.WriteString(c, head); err != nil {
+		return "write_error"
+	}
+	_, _ = c.Write(part) // the server may answer (413) and close before all of it is sent
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "held_to_the_end"
+		}
+		return "no_answer"
+	}
+	resp.Body.Close()
+	return strconv.Itoa(resp.StatusCode)
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// slowloris holds perAddr connections from each of addrs addresses, each
+// sending its headers a byte every half second.
+func slowloris(addrs, perAddr int) func(context.Context, *testing.T, *stack) string {
+	return func(ctx context.Context, t *testing.T, s *stack) string {
+		host := strings.TrimPrefix(s.base, "http://")
+		var answers tally
+		var wg sync.WaitGroup
+		for i := range addrs * perAddr {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				dial := attackerDial(attackerIP(100 + i%addrs))
+				for ctx.Err() == nil {
+					c, err := dial(ctx, "tcp", host)
+					if err != nil {
+						answers.add("dial_error")
+						sleepCtx(ctx, 100*time.Millisecond)
+						continue
+					}
+					stop := context.AfterFunc(ctx, func() { _ = c.Close() })
+					got := make(chan string, 1)
+					go func() {
+						resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+						if err != nil {
+							got <- "closed"
+							return
+						}
+						resp.Body.Close()
+						got <- strconv.Itoa(resp.StatusCode)
+					}()
+					line := "POST /api/v1/deviceapi/event HTTP/1.1\r\nHost: x\r\nX-Slow: "
+				send:
+					for j := 0; ctx.Err() == nil; j++ {
+						if _, err := io.WriteString(c, line[j%len(line):j%len(line)+1]); err != nil {
+							break
+						}
+						select {
+						case <-time.After(500 * time.Millisecond):
+						case r := <-got:
+							answers.add(r)
+							break send
+						case <-ctx.Done():
+						}
+					}
+					stop()
+					_ = c.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		if answers.get("429") == 0 {
+			t.Errorf("slowloris: no connection beyond SOURCE_MAX_CONNS was refused: %s", answers.String())
+		}
+		return answers.String()
+	}
+}
+
+// bombs posts decompression bombs (10 MiB of zeros in ~10 KB) from conc
+// workers on as many addresses, as fast as answers come.
+func bombs(conc int) func(context.Context, *testing.T, *stack) string {
+	return func(ctx context.Context, t *testing.T, s *stack) string {
+		bomb := gzipBody(10<<20, false)
+		var answers tally
+		var wg sync.WaitGroup
+		for i := range conc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := attackerClient(attackerIP(300+i), 1)
+				defer c.CloseIdleConnections()
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(bomb))
+					req.Header.Set("Content-Encoding", "gzip")
+					req.Header.Set("Authorization", "Bearer hostile-tok-0")
+					answers.add(doStatus(c, req))
+				}
+			}()
+		}
+		wg.Wait()
+		if answers.get("413") == 0 {
+			t.Errorf("bombs: none answered 413: %s", answers.String())
+		}
+		return answers.String()
+	}
+}
+
+func doStatus(c *http.Client, req *http.Request) string {
+	resp, err := c.Do(req)
+	if err != nil {
+		if req.Context().Err() != nil {
+			return "cancelled"
+		}
+		return "conn_error"
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == 429 && resp.Header.Get("Retry-After") == "" {
+		return "429_without_retry_after"
+	}
+	return strconv.Itoa(resp.StatusCode)
+}
+
+// guessing tries tokens from one address, 8 at a time, as fast as answers
+// come: at most SOURCE_AUTH_FAILURES (20) wrong guesses may be answered
+// 401 in the window, the rest 429 + Retry-After.
+func guessing(path string, device bool) func(context.Context, *testing.T, *stack) string {
+	return func(ctx context.Context, t *testing.T, s *stack) string {
+		ip := attackerIP(400)
+		if !device {
+			ip = attackerIP(401)
+		}
+		c := attackerClient(ip, 8)
+		defer c.CloseIdleConnections()
+		var answers tally
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; ctx.Err() == nil; n++ {
+					guess := fmt.Sprintf("Bearer guess-%d-%d", w, n)
+					var req *http.Request
+					if device {
+						req, _ = http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, strings.NewReader(`{"serial":"hostile-0","data":{"v":1}}`))
+					} else {
+						req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+					}
+					req.Header.Set("Authorization", guess)
+					answers.add(doStatus(c, req))
+				}
+			}()
+		}
+		wg.Wait()
+		if n := answers.get("401"); n > 20 || answers.get("429") == 0 || answers.get("429_without_retry_after") > 0 {
+			t.Errorf("guessing %s: %s; want at most 20 answered 401, the rest 429 with Retry-After", path, answers.String())
+		}
+		return answers.String()
+	}
+}
+
+// healthFlood asks the public port's /readyz from conc connections of one
+// address as fast as answers come, while the operations listener's
+// /readyz (the Kubernetes probe) must keep answering 200.
+func healthFlood(conc int) func(context.Context, *testing.T, *stack) string {
+	return func(ctx context.Context, t *testing.T, s *stack) string {
+		c := attackerClient(attackerIP(500), conc)
+		defer c.CloseIdleConnections()
+		var answers tally
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/readyz", nil)
+					answers.add(doStatus(c, req))
+				}
+			}()
+		}
+		probeFails := 0
+		probe := &http.Client{Timeout: time.Second}
+		for ctx.Err() == nil {
+			resp, err := probe.Get("http://" + s.ops["ingest-api"] + "/readyz")
+			if err != nil || resp.StatusCode != 200 {
+				probeFails++
+			}
+			if err == nil {
+				resp.Body.Close()
+			}
+			sleepCtx(ctx, 100*time.Millisecond)
+		}
+		wg.Wait()
+		if probeFails > 0 {
+			t.Errorf("health flood: the readiness probe failed %d times", probeFails)
+		}
+		return answers.String() + " probe_failures=" + strconv.Itoa(probeFails)
+	}
+}
+
+// hugeSerials posts bodies with a 256 KiB serial (answered 404 with the
+// serial, as the spec says) from 4 addresses.
+func hugeSerials() func(context.Context, *testing.T, *stack) string {
+	return func(ctx context.Context, t *testing.T, s *stack) string {
+		body := []byte(`{"serial":"` + strings.Repeat("S", 256<<10) + `","data":{"v":1}}`)
+		var answers tally
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := attackerClient(attackerIP(600+i), 1)
+				defer c.CloseIdleConnections()
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(body))
+					req.Header.Set("Authorization", "Bearer whatever-token")
+					answers.add(doStatus(c, req))
+				}
+			}()
+		}
+		wg.Wait()
+		return answers.String()
+	}
+}
+
+// deepAndWide posts 1 MiB of nested arrays and a data object of 50,000
+// members, from 4 addresses.
+func deepAndWide() func(context.Context, *testing.T, *stack) string {
+	return func(ctx context.Context, t *testing.T, s *stack) string {
+		const depth = 500_000
+		deep := []byte(`{"serial":"hostile-0","data":{"v":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}}`)
+		var wide strings.Builder
+		wide.WriteString(`{"serial":"hostile-0","data":{`)
+		for i := range 50_000 {
+			if i > 0 {
+				wide.WriteByte(',')
+			}
+			fmt.Fprintf(&wide, `"k%d":%d`, i, i)
+		}
+		wide.WriteString(`}}`)
+		bodies := [][]byte{deep, []byte(wide.String())}
+		var answers tally
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := attackerClient(attackerIP(700+i), 1)
+				defer c.CloseIdleConnections()
+				for n := 0; ctx.Err() == nil; n++ {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(bodies[n%2]))
+					req.Header.Set("Authorization", "Bearer hostile-tok-0-wrong")
+					answers.add(doStatus(c, req))
+				}
+			}()
+		}
+		wg.Wait()
+		if answers.get("400") == 0 {
+			t.Errorf("deep JSON: not answered 400: %s", answers.String())
+		}
+		return answers.String()
+	}
+}

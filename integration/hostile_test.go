@@ -1,0 +1,257 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The hostile suite (issue 19): attacks a stranger can make on the open
+// internet, each from its own loopback addresses while an honest fleet
+// posts from 127.0.0.1. Each attack must leave the fleet >= 99.9%
+// successful with a p99 within hostileP99, ingest-api's peak RSS within
+// hostileRSS, and the logs within hostileLogRate; afterwards every value
+// answered stored is stored exactly once. `make test` runs each attack for
+// a few seconds against a lighter fleet; `make chaos` (CHAOS_FULL=1) for
+// 10 s against 1,000 readings/s.
+
+const (
+	hostileP99     = 250 * time.Millisecond
+	hostileRSS     = 200 << 20
+	hostileLogRate = 100 << 10 // bytes per second of attack: 1 MB per 10 s
+	hostileDevices = 20
+)
+
+func hostileTiming() (rate int, d time.Duration) {
+	if chaosFull() {
+		return 1000, 10 * time.Second
+	}
+	return 300, 3 * time.Second
+}
+
+// fleet is an honest fleet posting unique values open loop: a request is
+// due every 1/rate s whatever the answers, and its latency counts from
+// when it was due, so a stall shows in full.
+type fleet struct {
+	load
+	mu2  sync.Mutex
+	lat  []time.Duration
+	fail int
+}
+
+func (f *fleet) run(ctx context.Context, base string, rate int, first int) {
+	f.succeeded, f.statuses = map[int]bool{}, map[string]int{}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
+	defer client.CloseIdleConnections()
+	interval := time.Second / time.Duration(rate)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := 0; ; i++ {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-ctx.Done():
+				wg.Wait()
+				return
+			case <-time.After(d):
+			}
+		} else if ctx.Err() != nil {
+			wg.Wait()
+			return
+		}
+		v := first + i
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dev := v % hostileDevices
+			body := fmt.Sprintf(`{"serial":"hostile-%d","data":{"v":%d}}`, dev, v)
+			req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/deviceapi/event", strings.NewReader(body))
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer hostile-tok-%d", dev))
+			resp, err := client.Do(req)
+			key, ok := "conn_error", false
+			if err == nil {
+				raw, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				key = strconv.Itoa(resp.StatusCode)
+				ok = resp.StatusCode == 200 && strings.Contains(string(raw), `"success":true`)
+			}
+			took := time.Since(due)
+			f.mu.Lock()
+			f.sent++
+			f.statuses[key]++
+			if ok {
+				f.succeeded[v] = true
+			}
+			f.mu.Unlock()
+			f.mu2.Lock()
+			f.lat = append(f.lat, took)
+			if !ok {
+				f.fail++
+			}
+			f.mu2.Unlock()
+		}()
+	}
+}
+
+// p99 returns the p99 of the latencies from the mark-th on, and their
+// number.
+func (f *fleet) p99(mark int) (time.Duration, int) {
+	f.mu2.Lock()
+	lat := append([]time.Duration(nil), f.lat[mark:]...)
+	f.mu2.Unlock()
+	if len(lat) == 0 {
+		return 0, 0
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat[len(lat)*99/100], len(lat)
+}
+
+// mark returns how many answers and failures the fleet had so far.
+func (f *fleet) mark() (answers, failures int) {
+	f.mu2.Lock()
+	defer f.mu2.Unlock()
+	return len(f.lat), f.fail
+}
+
+// peakRSS reads a process's peak resident set since resetPeak.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+func resetPeak(t *testing.T, pid int) {
+	t.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0); err != nil {
+		t.Fatalf("reset peak RSS: %v", err)
+	}
+}
+
+func (s *stack) logBytes() int64 {
+	var n int64
+	entries, _ := os.ReadDir(s.logDir)
+	for _, e := range entries {
+		if fi, err := os.Stat(filepath.Join(s.logDir, e.Name())); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// attacker dials from its own loopback address.
+func attackerDial(ip string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}
+	return d.DialContext
+}
+
+func attackerClient(ip string, conns int) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second,
+		Transport: &http.Transport{DialContext: attackerDial(ip), MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns}}
+}
+
+// tally counts answers by status, safely from many goroutines.
+type tally struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (c *tally) add(k string) {
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]int{}
+	}
+	c.m[k]++
+	c.mu.Unlock()
+}
+
+func (c *tally) get(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k]
+}
+
+func (c *tally) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprint(c.m)
+}
+
+type hostileAttack struct {
+	name string
+	// run attacks until ctx ends and reports what it saw; it may fail the
+	// test for what the attack itself must get (a refusal, an answer).
+	run func(ctx context.Context, t *testing.T, s *stack) string
+}
+
+func TestHostileInput(t *testing.T) {
+	rate, d := hostileTiming()
+	s := startStack(t, "LOG_LEVEL=info", "LOG_FORMAT=json")
+	for i := range hostileDevices {
+		body := fmt.Sprintf(`{"accessToken":"hostile-tok-%d","inputs":[{"name":"v","entity":"chaos","entityInput":"v"}]}`, i)
+		if r := s.admin(t, http.MethodPut, fmt.Sprintf("/devices/hostile-%d", i), body); r.Status != 200 {
+			t.Fatalf("provision: %d %s", r.Status, r.Raw)
+		}
+	}
+	pid := s.procs["ingest-api"].Process.Pid
+	f := &fleet{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.run(ctx, s.base, rate, 0) }()
+	time.Sleep(time.Second) // the fleet's connections are open
+	for _, a := range hostileAttacks() {
+		lat0, fail0 := f.mark()
+		logs0 := s.logBytes()
+		resetPeak(t, pid)
+		actx, acancel := context.WithTimeout(context.Background(), d)
+		seen := a.run(actx, t, s)
+		acancel()
+		time.Sleep(200 * time.Millisecond) // answers due within the attack arrive
+		lat1, fail1 := f.mark()
+		p99, n := f.p99(lat0)
+		fails := fail1 - fail0
+		rss := peakRSS(t, pid)
+		logs := s.logBytes() - logs0
+		share := 1 - float64(fails)/float64(max(lat1-lat0, 1))
+		line := fmt.Sprintf("hostile attack=%s fleet_requests=%d fleet_success=%.4f fleet_p99_ms=%.1f ingest_peak_rss_mb=%.1f log_bytes=%d attack=%s",
+			a.name, n, share, float64(p99)/float64(time.Millisecond), float64(rss)/(1<<20), logs, seen)
+		t.Log(line)
+		fmt.Println(line)
+		switch {
+		case n < int(float64(rate)*d.Seconds()/2):
+			t.Errorf("%s: the fleet sent only %d requests: the generator was starved", a.name, n)
+		case share < 0.999:
+			t.Errorf("%s: fleet success %.4f, want >= 0.999 (statuses %v)", a.name, share, f.statuses)
+		case p99 > hostileP99:
+			t.Errorf("%s: fleet p99 %v, want <= %v", a.name, p99, hostileP99)
+		}
+		if rss > hostileRSS {
+			t.Errorf("%s: ingest-api peak RSS %.1f MB, want <= %d MB", a.name, float64(rss)/(1<<20), hostileRSS>>20)
+		}
+		if limit := int64(hostileLogRate * d.Seconds()); logs > limit {
+			t.Errorf("%s: %d bytes of logs in %v, want <= %d", a.name, logs, d, limit)
+		}
+	}
+	cancel()
+	<-done
+	reconcile(t, s, "hostile", &f.load)
+}
