@@ -72,6 +72,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Limiter:    ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst),
 		Failures:   failures,
 		Budget:     budget,
+		Work:       guard.NewWork(),
 		Proxies:    proxies,
 		Redactor:   redact.New(cfg.RedactKeys),
 		AdminToken: cfg.AdminToken,

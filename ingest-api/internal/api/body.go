@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"io"
@@ -16,8 +17,9 @@ import (
 
 // What reading a body may cost (docs/guarantees.md, "Hostile input").
 const (
-	// bodyGrace is the time a body has before BODY_MIN_RATE applies: a
-	// stalled upload is cut after about this long.
+	// bodyGrace is the time a body has before BODY_MIN_RATE applies, and
+	// the longest it may go without a byte arriving: a stalled upload is
+	// cut after about this long, however much of it came before.
 	bodyGrace = 2 * time.Second
 	// bodyFree is the part of each body not counted against the memory
 	// budget, so that a flood of large bodies cannot starve small ones;
@@ -38,7 +40,7 @@ var (
 	errTooLarge  = errors.New("body too large")
 	errBomb      = errors.New("body inflates too much")
 	errSlowBody  = errors.New("body arrives too slowly")
-	errNoBudget  = errors.New("too many request bodies in memory, retry later")
+	errNoBudget  = errors.New("too many large or compressed request bodies at once, retry later")
 	errEncoding  = errors.New("unsupported content encoding")
 	gzipReaders  sync.Pool
 	bodyBuffers  = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
@@ -49,24 +51,40 @@ var (
 )
 
 // body is a request body read within the front door's bounds. release
-// gives its memory back; the bytes must not be used after it.
+// gives its memory back (and its work slot, if it still holds one); the
+// bytes must not be used after it.
 type body struct {
 	b      []byte
-	buf    *[]byte
+	buf    *[]byte // the pooled buffer b came from, if it did
 	held   int64
 	budget *guard.Budget
+	work   func() // gives the work slot back; nil when none is held
 }
 
 func (b *body) release() {
+	b.endWork()
 	if b.budget != nil && b.held > 0 {
 		b.budget.Give(b.held)
 		b.held = 0
 	}
+	b.recycle()
+}
+
+// recycle returns b's buffer to the pool when it is small.
+func (b *body) recycle() {
 	if b.buf != nil && cap(b.b) <= bodyFree {
 		*b.buf = b.b[:0]
 		bodyBuffers.Put(b.buf)
 	}
 	b.buf, b.b = nil, nil
+}
+
+// endWork gives the work slot back.
+func (b *body) endWork() {
+	if b.work != nil {
+		b.work()
+		b.work = nil
+	}
 }
 
 // take reserves n more bytes of the budget for this body.
@@ -81,11 +99,16 @@ func (b *body) take(n int64) bool {
 	return true
 }
 
-// readBody reads the request body, inflating it when it is gzip encoded,
-// within every bound: its size (inflated too), its inflate ratio, its
-// pace (BODY_MIN_RATE after a grace period) and the memory budget. On an
-// error the outcome says how to answer, and what was taken is given back.
-// The Content-Type is not consulted: devices label JSON in many ways.
+// readBody reads the request body within every bound: its size, its pace
+// (BODY_MIN_RATE after a grace period) and the memory budget. Reading
+// waits on the network and holds nothing but the body's memory. A body
+// that costs CPU to look at (gzip, or larger than bodyFree) then takes a
+// work slot (a few per core, so that a burst of them cannot queue honest
+// requests behind it); a gzip body is inflated in it, within its own size
+// bound and inflateRatio. The slot is held until endWork, once the body
+// was parsed. On an error the outcome says how to answer, and what was
+// taken is given back. The Content-Type is not consulted: devices label
+// JSON in many ways.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, outcome.Code, error) {
 	b := &body{budget: s.budget}
 	err := s.fill(b, w, r)
@@ -105,34 +128,59 @@ func (s *Server) fill(b *body, w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength > limit {
 		return errTooLarge
 	}
-	src := &paced{r: r.Body, rc: http.NewResponseController(w), start: time.Now(), rate: float64(s.limits.BodyMinRate),
-		end: time.Now().Add(s.limits.BodyTimeout)}
-	var in io.Reader = src
+	gz := false
 	if enc := strings.TrimSpace(r.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
 		if !strings.EqualFold(enc, "gzip") {
 			return errEncoding
 		}
-		if !b.take(gzipCost) {
-			return errNoBudget
-		}
-		zr, err := newGzip(src)
-		if err != nil {
-			return bodyErr(err)
-		}
-		defer gzipReaders.Put(zr)
-		in = &capped{r: zr, src: src}
+		gz = true
 	}
+	src := &paced{r: r.Body, rc: http.NewResponseController(w), start: time.Now(), rate: float64(s.limits.BodyMinRate),
+		end: time.Now().Add(s.limits.BodyTimeout)}
 	b.buf = bodyBuffers.Get().(*[]byte)
 	b.b = (*b.buf)[:0]
+	if err := b.readFrom(src, limit); err != nil {
+		return err
+	}
+	if !gz && len(b.b) <= bodyFree {
+		return nil
+	}
+	done, ok := s.work.Take(r.Context())
+	if !ok {
+		return errNoBudget
+	}
+	b.work = done
+	if !gz {
+		return nil
+	}
+	if !b.take(gzipCost) {
+		return errNoBudget
+	}
+	zr, err := newGzip(bytes.NewReader(b.b))
+	if err != nil {
+		return bodyErr(err)
+	}
+	defer gzipReaders.Put(zr)
+	raw := *b
+	b.buf, b.b = bodyBuffers.Get().(*[]byte), nil
+	b.b = (*b.buf)[:0]
+	err = b.readFrom(&capped{r: zr, max: bodyFree + inflateRatio*int64(len(raw.b))}, limit)
+	raw.recycle()
+	return err
+}
+
+// readFrom appends what r holds to b.b, up to limit bytes, taking budget
+// for every byte of capacity beyond bodyFree (times bodyCopies).
+func (b *body) readFrom(r io.Reader, limit int64) error {
 	for {
 		if len(b.b) == cap(b.b) {
-			grown := max(2*cap(b.b), 4096)
+			grown := int(min(int64(max(2*cap(b.b), 4096)), limit+1))
 			if grown > bodyFree && !b.take(int64(bodyCopies*(grown-max(cap(b.b), bodyFree)))) {
 				return errNoBudget
 			}
 			b.b = append(make([]byte, 0, grown), b.b...)
 		}
-		n, err := in.Read(b.b[len(b.b):cap(b.b)])
+		n, err := r.Read(b.b[len(b.b):cap(b.b)])
 		b.b = b.b[:len(b.b)+n]
 		if int64(len(b.b)) > limit {
 			return errTooLarge
@@ -173,8 +221,9 @@ func bodyErr(err error) error {
 }
 
 // paced reads a body no slower than rate bytes a second once bodyGrace
-// has passed, and not past end (HTTP_READ_TIMEOUT): before each read the
-// connection's read deadline is moved to when the bytes asked for are due.
+// has passed, never waiting more than bodyGrace for the next bytes, and not
+// past end (HTTP_READ_TIMEOUT): before each read the connection's read
+// deadline is moved to when the bytes asked for are due.
 type paced struct {
 	r     io.Reader
 	rc    *http.ResponseController
@@ -189,7 +238,11 @@ func (p *paced) Read(b []byte) (int, error) {
 		if len(b) > bodyFree {
 			b = b[:bodyFree]
 		}
+		now := time.Now()
 		due := p.start.Add(bodyGrace + time.Duration(float64(p.n+int64(len(b)))/p.rate*float64(time.Second)))
+		if stall := now.Add(bodyGrace); due.After(stall) {
+			due = stall
+		}
 		if !p.end.IsZero() && due.After(p.end) {
 			due = p.end
 		}
@@ -202,18 +255,17 @@ func (p *paced) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// capped stops a gzip body that inflates more than inflateRatio times the
-// compressed bytes read so far (plus one free buffer).
+// capped stops a gzip body that inflates to more than max bytes.
 type capped struct {
 	r   io.Reader
-	src *paced
+	max int64
 	n   int64
 }
 
 func (c *capped) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.n += int64(n)
-	if c.n > bodyFree+inflateRatio*c.src.n {
+	if c.n > c.max {
 		return n, errBomb
 	}
 	return n, err

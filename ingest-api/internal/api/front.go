@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -19,7 +20,7 @@ type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, 
 
 // ingest is the front of both device endpoints, cheapest check first: the
 // client address's standing (refused after too many failed
-// authentications), the body within its size, pace and memory bounds, the
+// authentications, decompression bombs or stalled bodies), the body within its size, pace and memory bounds, the
 // endpoint's own checks in the spec's order, the device and its token
 // (field clients send a user JWT in the header and the device token in the
 // body: either one being the device's token authenticates), the device's
@@ -33,7 +34,13 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *regist
 		return s.refuseSource(c, wait)
 	}
 	b, code, err := s.readBody(c.Response(), c.Request())
+	if errors.Is(err, errBomb) || errors.Is(err, errSlowBody) {
+		// Bodies no honest client sends count as failures of the
+		// address, as wrong tokens do.
+		s.failures.Fail(src)
+	}
 	if err != nil {
+		// A body that stopped arriving is not waited for again.
 		if code == outcome.BodyTimeout || !discardRest(c.Request(), s.limits.DiscardBytes) {
 			c.Response().Header().Set(echo.HeaderConnection, "close")
 		}
@@ -42,6 +49,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *regist
 	defer b.release()
 	headerToken := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
 	serial, bodyToken, readings, code, detail := check(b.b, headerToken)
+	b.endWork()
 	if code != outcome.Stored {
 		return s.respond(c, code, serial, "", detail)
 	}

@@ -65,6 +65,7 @@ type Deps struct {
 	Limiter    *ratelimit.Limiter // nil: no per-device limit
 	Failures   *guard.Failures    // nil: no address is refused
 	Budget     *guard.Budget      // nil: bodies' memory is not bounded
+	Work       *guard.Work        // nil: costly bodies are not queued
 	Proxies    guard.Proxies      // whose X-Forwarded-For names the client
 	Redactor   *redact.Redactor   // nil: only the request's tokens are removed
 	AdminToken string
@@ -85,6 +86,7 @@ type Server struct {
 	limiter   *ratelimit.Limiter
 	failures  *guard.Failures
 	budget    *guard.Budget
+	work      *guard.Work
 	proxies   guard.Proxies
 	redactor  *redact.Redactor
 	limits    Limits
@@ -110,6 +112,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 		limiter:   d.Limiter,
 		failures:  d.Failures,
 		budget:    d.Budget,
+		work:      d.Work,
 		proxies:   d.Proxies,
 		redactor:  d.Redactor,
 		limits:    d.Limits,

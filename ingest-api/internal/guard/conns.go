@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -33,6 +34,7 @@ type Conns struct {
 	mu      sync.Mutex
 	open    map[netip.Addr]int
 	all     map[*conn]struct{}
+	unused  list.List // connections that never had a request handled, oldest first
 	total   int
 	refusal chan struct{} // bounds the goroutines writing refusals
 
@@ -94,6 +96,7 @@ func (l *Conns) Accept() (net.Conn, error) {
 		wc := &conn{Conn: c, l: l, src: src, counted: !proxy}
 		wc.quiet.Store(time.Now().UnixNano())
 		l.all[wc] = struct{}{}
+		wc.unused = l.unused.PushBack(wc)
 		l.total++
 		if !proxy {
 			l.open[src]++
@@ -103,14 +106,19 @@ func (l *Conns) Accept() (net.Conn, error) {
 	}
 }
 
-// evictOne closes the connection that has gone longest without handling a
-// request, if one is not handling one now. It counts as closed at once:
+// evictOne closes a connection that is not handling a request: one that
+// never completed a request (a slowloris is always one) before one that
+// did, and of those the one quiet longest. It counts as closed at once:
 // its own Close, which follows, finds it gone. l.mu is held.
 func (l *Conns) evictOne() bool {
 	var victim *conn
-	for c := range l.all {
-		if c.busy.Load() == 0 && (victim == nil || c.quiet.Load() < victim.quiet.Load()) {
-			victim = c
+	if e := l.unused.Front(); e != nil {
+		victim = e.Value.(*conn)
+	} else {
+		for c := range l.all {
+			if c.busy.Load() == 0 && (victim == nil || c.quiet.Load() < victim.quiet.Load()) {
+				victim = c
+			}
 		}
 	}
 	if victim == nil {
@@ -171,6 +179,10 @@ func (l *Conns) forget(c *conn) {
 		return
 	}
 	delete(l.all, c)
+	if c.unused != nil {
+		l.unused.Remove(c.unused)
+		c.unused = nil
+	}
 	l.total--
 	if c.counted {
 		if l.open[c.src] <= 1 {
@@ -186,8 +198,10 @@ type conn struct {
 	l       *Conns
 	src     netip.Addr
 	counted bool
-	busy    atomic.Int32 // requests being handled on it now
-	quiet   atomic.Int64 // unix ns since when no request has been handled
+	busy    atomic.Int32  // requests being handled on it now
+	served  atomic.Bool   // a request was handled on it
+	quiet   atomic.Int64  // unix ns since when no request has been handled
+	unused  *list.Element // in l.unused until its first request; under l.mu
 }
 
 func (c *conn) Close() error {
@@ -220,6 +234,14 @@ func Busy(ctx context.Context) (done func()) {
 		return func() {}
 	}
 	c.busy.Add(1)
+	if !c.served.Swap(true) {
+		c.l.mu.Lock()
+		if c.unused != nil {
+			c.l.unused.Remove(c.unused)
+			c.unused = nil
+		}
+		c.l.mu.Unlock()
+	}
 	return func() {
 		c.quiet.Store(time.Now().UnixNano())
 		c.busy.Add(-1)

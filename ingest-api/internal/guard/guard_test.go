@@ -241,3 +241,50 @@ func TestConnsRefuseWhenAllAreBusy(t *testing.T) {
 		t.Fatalf("beyond MAX_CONNS with every connection busy: %d, want the JSON 503", resp.StatusCode)
 	}
 }
+
+// At MAX_CONNS a connection that never sent a request (a slowloris) is
+// closed before an idle one that did, however recent.
+func TestConnsEvictTheUnusedFirst(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Listen(ln, 5, 2, nil, false)
+	defer l.Close()
+	srv := &http.Server{ConnContext: ConnContext, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer Busy(r.Context())()
+		_, _ = io.WriteString(w, "ok")
+	})}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	slow, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	_, _ = io.WriteString(slow, "GET / HT") // headers that never end
+	time.Sleep(50 * time.Millisecond)
+	honest := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
+	get := func() {
+		resp, err := honest.Get("http://" + ln.Addr().String() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+	}
+	get() // the second connection, now idle and served
+	third, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer third.Close()
+	_ = slow.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := slow.Read(make([]byte, 1)); err == nil {
+		t.Fatal("the connection that never sent a request was not closed")
+	}
+	get() // on its kept-alive connection, which was not closed
+	if _, _, _, evicted := l.Stats(); evicted != 1 {
+		t.Fatalf("evicted %d, want 1", evicted)
+	}
+}
