@@ -102,6 +102,25 @@ func TestPipeline(t *testing.T) {
 	t.Run("metrics follow what happened", func(t *testing.T) { testMetrics(t, s) })
 	t.Run("dashboard and alerts use exported metrics", func(t *testing.T) { testMonitoringNames(t, s) })
 	t.Run("every answer matches the API document", func(t *testing.T) { testDocumentedAnswers(t, s) })
+	t.Run("a device's token inside data is not kept", func(t *testing.T) {
+		r := s.post(t, `{"serial":"dev-A","data":{"temp":22.5,"accessToken":"`+tokA+`","note":"token=`+tokA+`","cfg":{"password":"hunter2","v":[1,"`+tokA+`"]}}}`, bearer(tokA))
+		expect(t, r, 200, "Message processed and data stored successfully", "")
+		r = s.postBacklog(t, `{"serial":"dev-A","accessToken":"`+tokA+`","messages":[{"data":{"temp":22.6,"fw":{"key":"`+tokA+`"}}}]}`, nil)
+		if r.Status != 200 || r.Body["success"] != true {
+			t.Fatalf("backlog: %d %s", r.Status, r.Raw)
+		}
+		var raw string
+		eventually(t, 5*time.Second, func() bool {
+			raw = string(s.admin(t, http.MethodGet, "/devices/dev-A/messages?limit=5", "").Raw)
+			return strings.Contains(raw, "22.6") && strings.Contains(raw, "22.5")
+		})
+		if strings.Contains(raw, tokA) || strings.Contains(raw, "hunter2") {
+			t.Fatalf("the Messages view keeps a secret: %s", raw)
+		}
+		if got := strings.Count(raw, `[redacted]`); got != 5 {
+			t.Fatalf("%d values redacted in the Messages view, want 5 (accessToken, note, password, v[1], fw.key): %s", got, raw)
+		}
+	})
 	t.Run("tokens never reach logs or stored payloads", func(t *testing.T) {
 		logs := s.logs()
 		if !strings.Contains(logs, "request rejected") {
@@ -113,6 +132,9 @@ func TestPipeline(t *testing.T) {
 			}
 			if n := s.count(t, "device_messages WHERE position(payload, ?) > 0", tok); n != 0 {
 				t.Errorf("a token appears in %d stored payloads: %s...", n, tok[:6])
+			}
+			if n := s.count(t, "input_values WHERE position(value_json, ?) > 0", tok); n != 0 {
+				t.Errorf("a token appears in %d stored values: %s...", n, tok[:6])
 			}
 		}
 	})

@@ -81,12 +81,18 @@ func (s *Server) clientAddr(c echo.Context) netip.Addr {
 	return s.proxies.Client(c.Request())
 }
 
-// refuseSource answers a client address that failed authentication too
-// often, before its body is read (what it sends is dropped for a moment,
-// so that a client writing before it reads still gets the answer).
+// refuseDiscard is the most of a refused address's body that is read and
+// dropped: enough for a small body written before the client reads, and
+// no more (an address refused is not owed the bandwidth).
+const refuseDiscard = 64 << 10
+
+// refuseSource answers a client address that failed too often, before its
+// body is read (a small body is dropped first, so that a client writing
+// before it reads still gets the answer; with a larger one the connection
+// is closed).
 func (s *Server) refuseSource(c echo.Context, wait time.Duration) error {
 	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(bodyGrace))
-	if !discardRest(c.Request(), s.limits.DiscardBytes) {
+	if c.Request().ContentLength > refuseDiscard || !discardRest(c.Request(), refuseDiscard) {
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 	}
 	setRetryAfter(c, wait)
