@@ -79,7 +79,7 @@ func TestCustomNATSNames(t *testing.T) {
 	if r := s.admin(t, http.MethodGet, "/entities/eu/inputs/t/latest", ""); r.Status != 200 {
 		t.Fatalf("read through the renamed query subject: %d %s", r.Status, r.Raw)
 	}
-	nc, err := nats.Connect(s.nats.Server().ClientURL())
+	nc, err := nats.Connect(s.nats.Server().ClientURL(), testenv.Operator())
 	if err != nil {
 		t.Fatal(err)
 	}

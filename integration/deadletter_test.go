@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/devicehub/eventservice/integration/testenv"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,7 +20,8 @@ import (
 func (s *stack) deadLetters(t *testing.T, args ...string) []map[string]any {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "writer-worker"), append([]string{"dead-letters"}, args...)...)
-	cmd.Env = s.env
+	// The operator's tool, as the operator's NATS user.
+	cmd.Env = append(append([]string{}, s.env...), "NATS_USER=operator", "NATS_PASSWORD="+testenv.NATSPassword("operator"))
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {

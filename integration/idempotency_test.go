@@ -200,7 +200,7 @@ func TestKeyedRetryOnAnotherCopyWhileTheFirstIsInFlight(t *testing.T) {
 	s.kill(t, "writer-worker", os.Interrupt)
 	s.admin(t, http.MethodPut, "/devices/dev-KF", `{"accessToken":"tok-KF","inputs":[{"name":"t","entity":"ikf","entityInput":"t"}]}`)
 
-	nc, err := nats.Connect(ns.Server().ClientURL())
+	nc, err := nats.Connect(ns.Server().ClientURL(), testenv.Operator())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	s.waitReady()
 	provisionChaos(t, s)
 
-	nc, err := nats.Connect(strings.Join(urls, ","))
+	nc, err := nats.Connect(strings.Join(urls, ","), testenv.Operator())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/bus"
 )
 
 const adminToken = "e2e-admin-token-7f3a"
@@ -87,7 +88,7 @@ func startStack(t *testing.T, extraEnv ...string) *stack {
 // chAddr, in a fresh database.
 func startStackOn(t *testing.T, chAddr string, extraEnv ...string) *stack {
 	t.Helper()
-	ns := testenv.NATSControl(t)
+	ns := testenv.NATSControlFor(t, namesIn(extraEnv))
 	s := newStack(t, chAddr, ns.Server().ClientURL(), extraEnv...)
 	s.nats = ns
 	s.start("writer-worker")
@@ -123,6 +124,25 @@ func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
 	return s
 }
 
+// namesIn returns the NATS names that the settings env give (the defaults
+// for those not given), for the test server's permissions.
+func namesIn(env []string) bus.Names {
+	n := bus.DefaultNames
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		for name, p := range map[string]*string{
+			"NATS_SUBJECT_PREFIX": &n.SubjectPrefix, "NATS_EVENTS_STREAM": &n.EventsStream, "NATS_MAPPED_STREAM": &n.MappedStream,
+			"NATS_MAPPER_CONSUMER": &n.MapperConsumer, "NATS_WRITER_CONSUMER": &n.WriterConsumer,
+			"NATS_DEADLETTER_STREAM": &n.DeadLetterStream, "NATS_CLAIMS_STREAM": &n.ClaimsStream,
+		} {
+			if k == name {
+				*p = v
+			}
+		}
+	}
+	return n
+}
+
 // start runs a program on the stack's settings, with its operations
 // listener (metrics, health) on a fresh loopback port. A name may carry a
 // copy number ("mapper-worker.2") to run another copy of the program.
@@ -140,6 +160,8 @@ func (s *stack) start(name string, env ...string) {
 		s.t.Fatal(err)
 	}
 	cmd := exec.Command(filepath.Join(binDir, program))
+	// Each program is its own NATS user, as deployed.
+	env = append([]string{"NATS_USER=" + program, "NATS_PASSWORD=" + testenv.NATSPassword(program)}, env...)
 	cmd.Env = append(append([]string{}, s.env...), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

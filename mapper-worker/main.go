@@ -28,7 +28,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer nc.Close()
 	cache := registry.NewCache()
-	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: cfg.RegistryBucket, Replicas: cfg.NATS.Replicas},
+	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: cfg.RegistryBucket, Replicas: cfg.NATS.Replicas, ReadOnly: true},
 		cache, log.With(zap.String("component", "registry")))
 	if err != nil {
 		return err

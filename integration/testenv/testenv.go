@@ -21,6 +21,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/devicehub/eventservice/pkg/bus"
 )
 
 // ClickHouseEnv names the variable holding the test server's native address.
@@ -32,11 +34,12 @@ func NATS(t testing.TB) *server.Server {
 	return NATSControl(t).Server()
 }
 
-// Connect starts a server as NATS does and returns a connection to it and
-// its JetStream context; the connection closes when the test ends.
+// Connect starts a server as NATS does and returns a connection to it (as
+// the operator) and its JetStream context; the connection closes when the
+// test ends.
 func Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(NATS(t).ClientURL())
+	nc, err := nats.Connect(NATS(t).ClientURL(), Operator())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +59,45 @@ type NATSServer struct {
 	srv  *server.Server
 }
 
-// NATSControl starts a restartable JetStream server, stopped when the test ends.
-func NATSControl(t testing.TB) *NATSServer {
+// NATSPassword is the password of a NATS user (a program's name, or
+// "operator") on the test servers.
+func NATSPassword(user string) string { return "test-nats-" + user }
+
+// Operator connects as the operator, who may do anything.
+func Operator() nats.Option { return nats.UserInfo("operator", NATSPassword("operator")) }
+
+// natsUsers are the deployment's users (pkg/bus.Users, as
+// deploy/nats/auth.conf has them) for names.
+func natsUsers(names bus.Names) []*server.User {
+	var out []*server.User
+	for _, u := range bus.Users(names, RegistryBucket) {
+		p := &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: u.Publish},
+			Subscribe: &server.SubjectPermission{Allow: u.Subscribe},
+		}
+		if u.Responds {
+			p.Response = &server.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
+		}
+		out = append(out, &server.User{Username: u.Name, Password: NATSPassword(u.Name), Permissions: p})
+	}
+	return out
+}
+
+// RegistryBucket is the registry's bucket on the test servers.
+const RegistryBucket = "device_registry"
+
+// NATSControl starts a restartable JetStream server, stopped when the test
+// ends, with the deployment's users and permissions for the default names.
+func NATSControl(t testing.TB) *NATSServer { return NATSControlFor(t, bus.DefaultNames) }
+
+// NATSControlFor starts a restartable server whose users' permissions are
+// for names.
+func NATSControlFor(t testing.TB, names bus.Names) *NATSServer {
 	t.Helper()
 	n := &NATSServer{t: t, opts: server.Options{
 		Host: "127.0.0.1", Port: FreePort(t), JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 		MaxPayload: 8 << 20, // as deploy/nats/nats.conf
+		Users:      natsUsers(names),
 	}}
 	n.Start()
 	n.opts.Port = n.srv.Addr().(*net.TCPAddr).Port
@@ -169,7 +205,7 @@ func NATSCluster(t testing.TB, n int) []*NATSServer {
 		nodes[i] = &NATSServer{t: t, opts: server.Options{
 			ServerName: fmt.Sprintf("n%d", i+1),
 			Host:       "127.0.0.1", Port: clientPorts[i], JetStream: true, StoreDir: t.TempDir(),
-			NoSigs: true, NoLog: true, MaxPayload: 8 << 20,
+			NoSigs: true, NoLog: true, MaxPayload: 8 << 20, Users: natsUsers(bus.DefaultNames),
 			Cluster: server.ClusterOpts{Name: "events", Host: "127.0.0.1", Port: clusterPorts[i]},
 			Routes:  routes,
 		}}
@@ -183,7 +219,7 @@ func NATSCluster(t testing.TB, n int) []*NATSServer {
 	}
 	// Ready means an R3 stream can be created: a meta leader alone is not
 	// enough, the first requests after the election can go unanswered.
-	nc, err := nats.Connect(nodes[0].ClientURL())
+	nc, err := nats.Connect(nodes[0].ClientURL(), Operator())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,11 @@ func validPrefix(s string) bool {
 
 // Config is what a program needs to reach NATS.
 type Config struct {
-	URL       string
+	URL string
+	// User and Password authenticate the program (one NATS user per
+	// program: see Users).
+	User      string
+	Password  string
 	CredsFile string
 	TLSCAFile string
 	TLSCert   string
@@ -126,6 +130,8 @@ func (c Config) Validate() error {
 		return errors.New("NATS_REPLICAS must be 1 to 5")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("NATS_TLS_CERT and NATS_TLS_KEY go together")
+	case (c.User == "") != (c.Password == ""):
+		return errors.New("NATS_USER and NATS_PASSWORD go together")
 	case c.StreamMaxAge <= 0:
 		return errors.New("NATS_STREAM_MAX_AGE must be positive")
 	case c.StreamMaxBytes <= 0:
@@ -149,6 +155,9 @@ func (c Config) Validate() error {
 func Connect(cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	opts := []nats.Option{
 		nats.Name(name),
+		// Replies come under the program's own prefix: its NATS user may
+		// subscribe there and nowhere else.
+		nats.CustomInboxPrefix(Inbox(strings.ReplaceAll(name, " ", "-"))),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),
@@ -172,6 +181,9 @@ func Connect(cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.Je
 	}
 	if cfg.CredsFile != "" {
 		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
 	}
 	if cfg.TLSCAFile != "" {
 		opts = append(opts, nats.RootCAs(cfg.TLSCAFile))

@@ -1,8 +1,9 @@
-package bus
+package bus_test
 
 import (
 	"context"
 	"crypto/tls"
+	"github.com/devicehub/eventservice/pkg/bus"
 	"testing"
 	"time"
 
@@ -33,14 +34,14 @@ func TestConnectWithMutualTLS(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("server not ready")
 	}
-	cfg := Config{URL: "tls://" + srv.Addr().String(), TLSCAFile: p.CAFile, TLSCert: p.ClientCert, TLSKey: p.ClientKey,
-		Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 20, DedupeWindow: time.Minute, DeadLetterMaxAge: time.Hour, DeadLetterMaxBytes: 1 << 20, Names: DefaultNames}
+	cfg := bus.Config{URL: "tls://" + srv.Addr().String(), TLSCAFile: p.CAFile, TLSCert: p.ClientCert, TLSKey: p.ClientKey,
+		Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 20, DedupeWindow: time.Minute, DeadLetterMaxAge: time.Hour, DeadLetterMaxBytes: 1 << 20, Names: bus.DefaultNames}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	nc, _, err := Open(ctx, cfg, "tls-test", zap.NewNop())
+	nc, _, err := bus.Open(ctx, cfg, "tls-test", zap.NewNop())
 	if err != nil {
 		t.Fatalf("open over mutual TLS: %v", err)
 	}
@@ -51,14 +52,14 @@ func TestConnectWithMutualTLS(t *testing.T) {
 
 	noCert := cfg
 	noCert.TLSCert, noCert.TLSKey = "", ""
-	nc2, _, err := Connect(noCert, "tls-test-nocert", zap.NewNop())
+	nc2, _, err := bus.Connect(noCert, "tls-test-nocert", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc2.Close()
 	wctx, wcancel := context.WithTimeout(context.Background(), time.Second)
 	defer wcancel()
-	if err := WaitConnected(wctx, nc2); err == nil {
+	if err := bus.WaitConnected(wctx, nc2); err == nil {
 		t.Fatal("connected without a client certificate")
 	}
 }

@@ -79,7 +79,7 @@ func TestCacheRevisions(t *testing.T) {
 
 func open(t *testing.T, url string) (*Store, func()) {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, testenv.Operator())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
@@ -30,12 +31,19 @@ type Store struct {
 type BucketConfig struct {
 	Bucket   string
 	Replicas int
+	// ReadOnly opens the bucket without creating it: a program that only
+	// reads the registry waits for ingest-api to create it (its NATS user
+	// may not write the bucket).
+	ReadOnly bool
 }
 
 // Open creates the bucket if it is missing and returns a Store over it.
 // Run must be called to fill and follow the cache.
 func Open(ctx context.Context, js jetstream.JetStream, cfg BucketConfig, cache *Cache, log *zap.Logger) (*Store, error) {
 	var kv jetstream.KeyValue
+	if cfg.ReadOnly {
+		return openReadOnly(ctx, js, cfg, cache, log)
+	}
 	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
 		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 			Bucket:       cfg.Bucket,
@@ -51,6 +59,32 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg BucketConfig, cache *
 		return nil, fmt.Errorf("open registry bucket %q: %w", cfg.Bucket, err)
 	}
 	return &Store{kv: kv, cache: cache, log: log}, nil
+}
+
+// openReadOnly looks the bucket up until it exists.
+func openReadOnly(ctx context.Context, js jetstream.JetStream, cfg BucketConfig, cache *Cache, log *zap.Logger) (*Store, error) {
+	for logged := false; ; {
+		var kv jetstream.KeyValue
+		err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+			return err
+		})
+		if err == nil {
+			return &Store{kv: kv, cache: cache, log: log}, nil
+		}
+		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, fmt.Errorf("open registry bucket %q: %w", cfg.Bucket, err)
+		}
+		if !logged {
+			log.Info("waiting for ingest-api to create the registry bucket", zap.String("bucket", cfg.Bucket))
+			logged = true
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open registry bucket %q: %w", cfg.Bucket, ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // Cache returns the cache this store keeps current.

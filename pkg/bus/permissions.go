@@ -1,0 +1,111 @@
+package bus
+
+import (
+	"fmt"
+	"strings"
+)
+
+// User is one NATS user of a deployment: a program, or the operator, with
+// the subjects it may publish and subscribe to (nothing else). Its
+// password comes from the environment variable PasswordEnv of the NATS
+// server, and of the program (as NATS_PASSWORD).
+type User struct {
+	Name        string
+	PasswordEnv string
+	Publish     []string
+	Subscribe   []string
+	// Responds lets the user answer requests it received (once each, to
+	// the requester's inbox), without a right to publish there otherwise.
+	Responds bool
+}
+
+// Inbox is the inbox prefix of a program's connection: its replies arrive
+// under it, and its user may subscribe there only.
+func Inbox(program string) string { return "_INBOX." + program }
+
+// Users are the users of a deployment with names n and registry bucket
+// bucket, least privilege each (docs/guarantees.md, "Hostile input"):
+// only ingest-api publishes events and writes the registry; the workers
+// consume their own durable consumer, read the registry (the mapper) and
+// answer; no program may delete or purge a stream. The operator (the
+// dead-letters tool, the nats CLI) may do anything.
+func Users(n Names, bucket string) []User {
+	work := []string{n.EventsStream, n.MappedStream, n.DeadLetterStream, n.ClaimsStream}
+	streams := []string{"$JS.API.INFO"} // every program ensures the shared streams at start
+	for _, s := range work {
+		streams = append(streams, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s)
+	}
+	kv := "KV_" + bucket
+	readRegistry := []string{
+		"$JS.API.STREAM.INFO." + kv,
+		"$JS.API.CONSUMER.CREATE." + kv + ".>", // the watch's ordered consumer
+		"$JS.API.CONSUMER.DELETE." + kv + ".>",
+		"$JS.FC." + kv + ".>", // its flow control
+		"$JS.API.DIRECT.GET." + kv + ".>",
+		"$JS.API.STREAM.MSG.GET." + kv,
+	}
+	consume := func(stream, consumer string) []string {
+		return []string{
+			"$JS.API.CONSUMER.CREATE." + stream + "." + consumer,
+			"$JS.API.CONSUMER.CREATE." + stream + "." + consumer + ".>",
+			"$JS.API.CONSUMER.DURABLE.CREATE." + stream + "." + consumer,
+			"$JS.API.CONSUMER.INFO." + stream + "." + consumer,
+			"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
+			"$JS.ACK." + stream + "." + consumer + ".>",
+		}
+	}
+	join := func(parts ...[]string) []string {
+		var out []string
+		for _, p := range parts {
+			out = append(out, p...)
+		}
+		return out
+	}
+	return []User{
+		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
+			Publish: join(streams, readRegistry, []string{
+				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*",
+				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
+				"$JS.API.STREAM.CREATE." + kv, "$JS.API.STREAM.UPDATE." + kv, "$KV." + bucket + ".>",
+			}),
+			Subscribe: []string{n.ReplyPrefix() + ">", Inbox("ingest-api") + ".>"}},
+		{Name: "mapper-worker", PasswordEnv: "NATS_MAPPER_PASSWORD",
+			Publish: join(streams, readRegistry, consume(n.EventsStream, n.MapperConsumer), []string{
+				n.MappedSubject(), n.DeadLetterSubject(), n.ReplyPrefix() + "*",
+			}),
+			Subscribe: []string{Inbox("mapper-worker") + ".>"}},
+		{Name: "writer-worker", PasswordEnv: "NATS_WRITER_PASSWORD",
+			Publish: join(streams, consume(n.MappedStream, n.WriterConsumer), []string{
+				n.DeadLetterSubject(), n.ReplyPrefix() + "*",
+			}),
+			Subscribe: []string{n.QueryPrefix() + "*", Inbox("writer-worker") + ".>"}, Responds: true},
+		{Name: "operator", PasswordEnv: "NATS_OPERATOR_PASSWORD", Publish: []string{">"}, Subscribe: []string{">"}},
+	}
+}
+
+// AuthConf renders users as a nats-server configuration block.
+func AuthConf(users []User) string {
+	var b strings.Builder
+	b.WriteString("# Generated from pkg/bus/permissions.go (TestAuthConfIsGenerated keeps it so):\n")
+	b.WriteString("# one user per program, least privilege, passwords from the server's environment.\n")
+	b.WriteString("authorization {\n  users = [\n")
+	for _, u := range users {
+		fmt.Fprintf(&b, "    {\n      user: %q\n      password: $%s\n      permissions: {\n", u.Name, u.PasswordEnv)
+		fmt.Fprintf(&b, "        publish: { allow: %s }\n", quoteAll(u.Publish))
+		fmt.Fprintf(&b, "        subscribe: { allow: %s }\n", quoteAll(u.Subscribe))
+		if u.Responds {
+			b.WriteString("        allow_responses: { max: 1, expires: \"1m\" }\n")
+		}
+		b.WriteString("      }\n    }\n")
+	}
+	b.WriteString("  ]\n}\n")
+	return b.String()
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
