@@ -143,11 +143,14 @@ try {
   await page.getByRole('tab', { name: 'Messages' }).click();
   const items = page.locator('#messages li.message');
   await page.waitForFunction(() => document.querySelectorAll('#messages li.message').length >= 50);
+  // The raw message log is a downstream stage: the last live reading shows
+  // within a refresh or two.
+  await page.waitForFunction((s) => document.querySelector('#messages').textContent.includes(s), SCRIPT);
   const received = await items.evaluateAll((els) => els.map((e) => e.querySelector('time').dateTime));
   assert.deepEqual([...received].sort().reverse(), received, 'newest received first');
   const text = await page.locator('#messages').textContent();
   assert.ok(!text.includes(token), 'no token in the Messages tab');
-  assert.ok(text.includes(SCRIPT), 'the script-looking value is shown as text');
+  assert.ok(text.includes(SCRIPT), `the script-looking value is shown as text: ${text.slice(0, 400)}`);
   assert.equal(await page.locator('#messages img').count(), 0, 'and no element is made of it');
   const firstPayload = await items.first().locator('pre.payload').textContent();
   assert.equal(JSON.parse(firstPayload).data.label, SCRIPT, 'the newest message first, its payload as formatted JSON');

@@ -19,6 +19,17 @@ export NATS_URL="nats://127.0.0.1:$NATS_PORT" LOG_FORMAT=${LOG_FORMAT:-console}
 rm -f "$state/ready"
 mkdir -p "$state/logs" "$state/nats" "$state/pids"
 
+# NATS passwords, one per user (deploy/nats/auth.conf), generated once and
+# kept in $state/nats.env (mode 600); the operator's is for the nats CLI
+# and `writer-worker dead-letters`.
+if [ ! -s "$state/nats.env" ]; then
+  ( umask 077
+    for u in INGEST MAPPER WRITER OPERATOR; do
+      echo "NATS_${u}_PASSWORD=$(head -c 18 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+    done > "$state/nats.env" )
+fi
+. "$state/nats.env" # not exported: each program gets its own password only
+
 pids=()
 stop() {
   trap - INT TERM EXIT
@@ -36,16 +47,19 @@ wait_http() { # url what
   echo "$2 did not become ready ($1); logs in $state/logs" >&2; exit 1
 }
 
-"$bin/nats-server" -c deploy/nats/nats.conf -js -a 127.0.0.1 -p "$NATS_PORT" -sd "$state/nats" -m 0 ${PPROF:+--profile 6064} >"$state/logs/nats.log" 2>&1 &
+env $(cat "$state/nats.env") "$bin/nats-server" -c deploy/nats/nats.conf -js -a 127.0.0.1 -p "$NATS_PORT" -sd "$state/nats" -m 0 ${PPROF:+--profile 6064} >"$state/logs/nats.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/nats"
 deploy/clickhouse/server.sh start "$state/clickhouse" "$CLICKHOUSE_PORT" "$CLICKHOUSE_HTTP_PORT"
 echo "NATS on 127.0.0.1:$NATS_PORT, ClickHouse on 127.0.0.1:$CLICKHOUSE_PORT (http $CLICKHOUSE_HTTP_PORT)"
 
-CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" HEALTH_ADDR=$WRITER_HEALTH_ADDR env ${PPROF:+PPROF_ADDR=127.0.0.1:6063} "$bin/writer-worker" >"$state/logs/writer-worker.log" 2>&1 &
+CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" HEALTH_ADDR=$WRITER_HEALTH_ADDR NATS_USER=writer-worker NATS_PASSWORD=$NATS_WRITER_PASSWORD \
+  env ${PPROF:+PPROF_ADDR=127.0.0.1:6063} "$bin/writer-worker" >"$state/logs/writer-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/writer"
-HEALTH_ADDR=$MAPPER_HEALTH_ADDR env ${PPROF:+PPROF_ADDR=127.0.0.1:6062} "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
+HEALTH_ADDR=$MAPPER_HEALTH_ADDR NATS_USER=mapper-worker NATS_PASSWORD=$NATS_MAPPER_PASSWORD \
+  env ${PPROF:+PPROF_ADDR=127.0.0.1:6062} "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/mapper"
-HTTP_ADDR=$INGEST_ADDR METRICS_ADDR=$INGEST_METRICS_ADDR ADMIN_TOKEN=$ADMIN_TOKEN env ${PPROF:+PPROF_ADDR=127.0.0.1:6061} "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
+HTTP_ADDR=$INGEST_ADDR METRICS_ADDR=$INGEST_METRICS_ADDR ADMIN_TOKEN=$ADMIN_TOKEN NATS_USER=ingest-api NATS_PASSWORD=$NATS_INGEST_PASSWORD \
+  env ${PPROF:+PPROF_ADDR=127.0.0.1:6061} "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/api"
 wait_http "http://$WRITER_HEALTH_ADDR/readyz" writer-worker
 wait_http "http://$MAPPER_HEALTH_ADDR/readyz" mapper-worker
