@@ -23,8 +23,9 @@ for p in ingest-api mapper-worker writer-worker; do
   CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$tmp/$p" "./$p"
 done
 if docker compose version >/dev/null 2>&1; then
-  ADMIN_TOKEN=ci docker compose config --quiet
-  ADMIN_TOKEN=ci docker compose --profile monitoring config --quiet
+  secrets="ADMIN_TOKEN=ci NATS_INGEST_PASSWORD=ci NATS_MAPPER_PASSWORD=ci NATS_WRITER_PASSWORD=ci NATS_OPERATOR_PASSWORD=ci"
+  env $secrets docker compose config --quiet
+  env $secrets docker compose --profile monitoring config --quiet
 fi
 if command -v kubectl >/dev/null 2>&1; then
   kubectl kustomize deploy/kubernetes >/dev/null
