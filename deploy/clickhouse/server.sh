@@ -47,7 +47,17 @@ XML
   cat > "$dir/users.xml" <<XML
 <?xml version="1.0"?>
 <yandex>
-  <profiles><default><max_memory_usage>4000000000</max_memory_usage></default></profiles>
+  <profiles>
+    <default><max_memory_usage>4000000000</max_memory_usage></default>
+    <!-- writer-worker's workspace reads: no writes or DDL (readonly 2 lets
+         the driver send its per-query settings), bounded time and memory. -->
+    <reader>
+      <readonly>2</readonly>
+      <max_execution_time>10</max_execution_time>
+      <max_memory_usage>1000000000</max_memory_usage>
+      <max_threads>2</max_threads>
+    </reader>
+  </profiles>
   <users>
     <default>
       <password></password>
@@ -55,6 +65,21 @@ XML
       <profile>default</profile>
       <quota>default</quota>
     </default>
+    <!-- writer-worker's two users: ingest_writer creates the tables and
+         inserts, ingest_reader answers the workspace API. On loopback
+         without passwords here; a deployment gives them passwords. -->
+    <ingest_writer>
+      <password></password>
+      <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+      <profile>default</profile>
+      <quota>default</quota>
+    </ingest_writer>
+    <ingest_reader>
+      <password></password>
+      <networks><ip>127.0.0.1</ip><ip>::1</ip></networks>
+      <profile>reader</profile>
+      <quota>default</quota>
+    </ingest_reader>
   </users>
   <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
 </yandex>

@@ -34,6 +34,10 @@ const (
 	MaxBuckets = 10000
 	MaxSerials = 1000
 	MaxPairs   = 10000
+	// MaxBytes bounds the payloads of one page of messages (at least one
+	// message is answered): pages of large payloads are short, and no
+	// read holds more in writer-worker, or in one NATS reply.
+	MaxBytes = 4 << 20
 )
 
 // Request covers all read queries; each uses the fields it needs.
@@ -44,6 +48,8 @@ type Request struct {
 	FromMs int64  `json:"fromMs,omitempty"`
 	ToMs   int64  `json:"toMs,omitempty"`
 	Limit  int    `json:"limit,omitempty"`
+	// BeforeNs pages a Messages query: messages received before it.
+	BeforeNs int64 `json:"beforeNs,omitempty"`
 	// EventIDs are the keyed events an Outcome query asks about.
 	EventIDs []string `json:"eventIds,omitempty"`
 	// StepMs is a Buckets query's bucket width.
@@ -98,6 +104,8 @@ type Point struct {
 type Response struct {
 	Error    string    `json:"error,omitempty"`
 	Messages []Message `json:"messages,omitempty"`
+	// NextNs is the BeforeNs of the next page of messages (0: none).
+	NextNs   int64     `json:"nextNs,omitempty"`
 	Points   []Point   `json:"points,omitempty"`
 	Buckets  []Bucket  `json:"buckets,omitempty"`
 	// LastSeen maps a serial to its newest message's receive time.

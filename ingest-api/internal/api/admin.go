@@ -85,11 +85,22 @@ func (s *Server) deviceMessages(c echo.Context) error {
 	if req.Limit, err = parseLimit(c.QueryParam("limit")); err != nil {
 		return s.respond(c, outcome.BadRequest, "", "", err.Error())
 	}
+	if b := c.QueryParam("before"); b != "" {
+		if req.BeforeNs, err = strconv.ParseInt(b, 10, 64); err != nil || req.BeforeNs <= 0 {
+			return s.respond(c, outcome.BadRequest, "", "", "before must be the next cursor of an earlier page")
+		}
+	}
 	resp, code, err := s.ask(c.Request().Context(), query.Messages, req)
 	if err != nil {
-		return s.respond(c, code, req.Serial, "", err.Error())
+		return s.respond(c, code, Clip(req.Serial), "", err.Error())
 	}
-	return c.JSON(http.StatusOK, map[string]any{"messages": orEmpty(resp.Messages)})
+	// A page holds at most limit messages and about 4 MiB of payloads;
+	// next asks for the page after it.
+	page := map[string]any{"messages": orEmpty(resp.Messages)}
+	if resp.NextNs > 0 {
+		page["next"] = strconv.FormatInt(resp.NextNs, 10)
+	}
+	return c.JSON(http.StatusOK, page)
 }
 
 func (s *Server) latest(c echo.Context) error {

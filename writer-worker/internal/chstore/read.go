@@ -12,15 +12,54 @@ import (
 
 func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(query.TimeLayout) }
 
-// Messages returns a device's newest raw messages first.
-func (s *Store) Messages(ctx context.Context, serial string, limit int) ([]query.Message, error) {
-	rows, err := s.conn.Query(ctx, "SELECT event_id, ts_ms, payload, outcome, intDiv(reading_ns, 1000000), time_note FROM "+s.db+".device_messages WHERE serial = ? ORDER BY ts_ns DESC LIMIT 1 BY event_id LIMIT ?",
-		serial, limit)
+// Messages returns a device's newest raw messages first, received before
+// beforeNs (0: any), at most limit of them and no more than query.MaxBytes
+// of payloads (at least one); next is the beforeNs of the page after, 0
+// when there is none. The page is chosen from the messages' sizes first,
+// so that no more payloads are read than are answered.
+func (s *Store) Messages(ctx context.Context, serial string, limit int, beforeNs int64) (_ []query.Message, next int64, _ error) {
+	if beforeNs <= 0 {
+		beforeNs = math.MaxInt64
+	}
+	rows, err := s.reads.Query(ctx, "SELECT event_id, ts_ns, length(payload) FROM "+s.db+".device_messages WHERE serial = ? AND ts_ns < ? ORDER BY ts_ns DESC, event_id LIMIT 1 BY event_id LIMIT ?",
+		serial, beforeNs, limit+1)
 	if err != nil {
-		return nil, fmt.Errorf("query messages: %w", err)
+		return nil, 0, fmt.Errorf("query messages: %w", err)
+	}
+	var ids []string
+	var oldest, bytes int64
+	more := false
+	for rows.Next() {
+		var id string
+		var ts int64
+		var n uint64
+		if err := rows.Scan(&id, &ts, &n); err != nil {
+			rows.Close()
+			return nil, 0, fmt.Errorf("scan message: %w", err)
+		}
+		if len(ids) == limit || len(ids) > 0 && bytes+int64(n) > query.MaxBytes {
+			more = true
+			break
+		}
+		ids, oldest, bytes = append(ids, id), ts, bytes+int64(n)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("query messages: %w", err)
+	}
+	if len(ids) == 0 {
+		return nil, 0, nil
+	}
+	if more {
+		next = oldest
+	}
+	rows, err = s.reads.Query(ctx, "SELECT event_id, ts_ms, payload, outcome, intDiv(reading_ns, 1000000), time_note FROM "+s.db+".device_messages WHERE serial = ? AND event_id IN ? AND ts_ns >= ? AND ts_ns < ? ORDER BY ts_ns DESC, event_id LIMIT 1 BY event_id",
+		serial, set(ids), oldest, beforeNs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("query messages: %w", err)
 	}
 	defer rows.Close()
-	var out []query.Message
+	out := make([]query.Message, 0, len(ids))
 	for rows.Next() {
 		var (
 			m        query.Message
@@ -28,12 +67,12 @@ func (s *Store) Messages(ctx context.Context, serial string, limit int) ([]query
 			payload  string
 		)
 		if err := rows.Scan(&m.EventID, &ms, &payload, &m.Outcome, &rdMs, &m.TimeNote); err != nil {
-			return nil, fmt.Errorf("scan message: %w", err)
+			return nil, 0, fmt.Errorf("scan message: %w", err)
 		}
 		m.ReceivedAt, m.ReadingTime, m.Payload = msTime(ms), msTime(rdMs), json.RawMessage(payload)
 		out = append(out, m)
 	}
-	return out, rows.Err()
+	return out, next, rows.Err()
 }
 
 // Latest returns the value of an entity input with the greatest reading
@@ -53,7 +92,7 @@ func (s *Store) Series(ctx context.Context, entity, input string, fromMs, toMs i
 }
 
 func (s *Store) points(ctx context.Context, q string, args ...any) ([]query.Point, error) {
-	rows, err := s.conn.Query(ctx, q, args...)
+	rows, err := s.reads.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("query values: %w", err)
 	}
@@ -82,7 +121,7 @@ func (s *Store) points(ctx context.Context, q string, args ...any) ([]query.Poin
 // the greatest reading time (then receive time). Avg may weigh such an
 // unfolded duplicate twice until the merge.
 func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error) {
-	rows, err := s.conn.Query(ctx, "SELECT intDiv(ts_ns, ?) AS b, uniqExact(cityHash64(event_id, device_input)), min(value_num), max(value_num), avg(value_num), argMax(value_json, (ts_ns, received_ns)) FROM "+s.db+
+	rows, err := s.reads.Query(ctx, "SELECT intDiv(ts_ns, ?) AS b, uniqExact(cityHash64(event_id, device_input)), min(value_num), max(value_num), avg(value_num), argMax(value_json, (ts_ns, received_ns)) FROM "+s.db+
 		".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY b ORDER BY b",
 		stepMs*1e6, entity, input, fromMs*1e6, (toMs+1)*1e6)
 	if err != nil {
@@ -116,7 +155,7 @@ func (s *Store) LastSeen(ctx context.Context, serials []string) (map[string]stri
 	if len(serials) == 0 {
 		return out, nil
 	}
-	rows, err := s.conn.Query(ctx, "SELECT serial, intDiv(max(ts_ns), 1000000) FROM "+s.db+".device_messages WHERE serial IN ? GROUP BY serial", set(serials))
+	rows, err := s.reads.Query(ctx, "SELECT serial, intDiv(max(ts_ns), 1000000) FROM "+s.db+".device_messages WHERE serial IN ? GROUP BY serial", set(serials))
 	if err != nil {
 		return nil, fmt.Errorf("query last seen: %w", err)
 	}
@@ -151,7 +190,7 @@ func (s *Store) LatestOf(ctx context.Context, pairs []query.EntityInput) ([]quer
 	}
 	// The entity filter uses the primary key; the pair filter keeps only the
 	// inputs asked for.
-	rows, err := s.conn.Query(ctx, "SELECT entity, input, intDiv(max(ts_ns), 1000000), argMax(value_json, (ts_ns, received_ns)), argMax(serial, (ts_ns, received_ns)) FROM "+s.db+
+	rows, err := s.reads.Query(ctx, "SELECT entity, input, intDiv(max(ts_ns), 1000000), argMax(value_json, (ts_ns, received_ns)), argMax(serial, (ts_ns, received_ns)) FROM "+s.db+
 		".input_values WHERE entity IN ? AND concat(entity, '\\0', input) IN ? GROUP BY entity, input",
 		set(entities), set(keys))
 	if err != nil {

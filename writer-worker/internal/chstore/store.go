@@ -26,6 +26,10 @@ type Config struct {
 	Database    string
 	User        string
 	Password    string
+	// ReadUser and ReadPassword answer the workspace API's reads: a user
+	// that may not write, with bounded time and memory (empty: User).
+	ReadUser     string
+	ReadPassword string
 	TLS         bool
 	DialTimeout time.Duration
 	ReadTimeout time.Duration
@@ -74,6 +78,8 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.Database, "clickhouse-database", "device_events", "database holding the service's tables")
 	s.String(&c.User, "clickhouse-user", "default", "ClickHouse user")
 	s.String(&c.Password, "clickhouse-password", "", "ClickHouse password")
+	s.String(&c.ReadUser, "clickhouse-read-user", "", "ClickHouse user of the workspace reads: readonly, with max_execution_time and max_memory_usage in its profile (empty: CLICKHOUSE_USER; deploy/clickhouse/server.sh makes ingest_reader)")
+	s.String(&c.ReadPassword, "clickhouse-read-password", "", "password of CLICKHOUSE_READ_USER")
 	s.Bool(&c.TLS, "clickhouse-tls", false, "connect to ClickHouse over TLS")
 	s.Duration(&c.DialTimeout, "clickhouse-dial-timeout", 5*time.Second, "ClickHouse connect timeout")
 	s.Duration(&c.ReadTimeout, "clickhouse-read-timeout", 30*time.Second, "ClickHouse read timeout")
@@ -104,11 +110,13 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Store holds the connection pool.
+// Store holds the connection pools: one for the pipeline (inserts, its
+// own checks), one for the workspace reads.
 type Store struct {
-	conn driver.Conn
-	db   string
-	cfg  Config
+	conn  driver.Conn
+	reads driver.Conn
+	db    string
+	cfg   Config
 }
 
 // settingsConn adds query settings to every call: the insert quorum, and
@@ -138,11 +146,26 @@ func (c settingsConn) PrepareBatch(ctx context.Context, q string, opts ...driver
 	return c.Conn.PrepareBatch(c.with(ctx), q, opts...)
 }
 
-// Open connects (lazily: the pool dials on first use) and returns a Store.
+// Open connects (lazily: the pools dial on first use) and returns a Store.
 func Open(cfg Config) (*Store, error) {
+	conn, err := open(cfg, cfg.User, cfg.Password)
+	if err != nil {
+		return nil, err
+	}
+	reads := conn
+	if cfg.ReadUser != "" {
+		if reads, err = open(cfg, cfg.ReadUser, cfg.ReadPassword); err != nil {
+			_ = conn.Close()
+			return nil, err
+		}
+	}
+	return &Store{conn: conn, reads: reads, db: cfg.Database, cfg: cfg}, nil
+}
+
+func open(cfg Config, user, password string) (driver.Conn, error) {
 	opts := &clickhouse.Options{
 		Addr:             cfg.Addrs(),
-		Auth:             clickhouse.Auth{Database: "default", Username: cfg.User, Password: cfg.Password},
+		Auth:             clickhouse.Auth{Database: "default", Username: user, Password: password},
 		DialTimeout:      cfg.DialTimeout,
 		ReadTimeout:      cfg.ReadTimeout,
 		MaxOpenConns:     cfg.MaxConns,
@@ -174,7 +197,7 @@ func Open(cfg Config) (*Store, error) {
 	if len(settings) > 0 {
 		conn = settingsConn{Conn: conn, settings: settings}
 	}
-	return &Store{conn: conn, db: cfg.Database, cfg: cfg}, nil
+	return conn, nil
 }
 
 // Migrate applies the schema: the CREATE statements (idempotent), then
@@ -252,7 +275,12 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Close closes the pool.
-func (s *Store) Close() error { return s.conn.Close() }
+func (s *Store) Close() error {
+	if s.cfg.ReadUser != "" {
+		_ = s.reads.Close()
+	}
+	return s.conn.Close()
+}
 
 // Conn exposes the pool to tests of this program that check rows directly.
 func (s *Store) Conn() driver.Conn { return s.conn }

@@ -3,6 +3,8 @@ package chstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +14,9 @@ import (
 func openTest(t *testing.T) *Store {
 	t.Helper()
 	addr, db := testenv.ClickHouseDB(t)
-	s, err := Open(Config{Addr: addr, Database: db, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, MaxConns: 4})
+	// As deployed: reads as the readonly user deploy/clickhouse/server.sh makes.
+	s, err := Open(Config{Addr: addr, Database: db, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, MaxConns: 4,
+		User: "ingest_writer", ReadUser: "ingest_reader"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,15 +113,89 @@ func TestMessagesNewestFirst(t *testing.T) {
 	if err := s.InsertMessages(ctx, rows[1:2]); err != nil {
 		t.Fatal(err)
 	}
-	msgs, err := s.Messages(ctx, "d1", 10)
+	msgs, next, err := s.Messages(ctx, "d1", 10, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(msgs) != 2 || msgs[0].EventID != "b" || msgs[1].EventID != "a" {
-		t.Fatalf("messages = %+v, want b then a", msgs)
+	if len(msgs) != 2 || msgs[0].EventID != "b" || msgs[1].EventID != "a" || next != 0 {
+		t.Fatalf("messages = %+v (next %d), want b then a, and no next page", msgs, next)
 	}
 	if string(msgs[1].Payload) != `{"serial":"d1","data":{"t":1}}` {
 		t.Fatalf("payload = %s", msgs[1].Payload)
+	}
+	// Paged by limit: b, then from its cursor a.
+	msgs, next, err = s.Messages(ctx, "d1", 1, 0)
+	if err != nil || len(msgs) != 1 || msgs[0].EventID != "b" || next != base+1e6 {
+		t.Fatalf("first page of 1: %+v next %d (%v)", msgs, next, err)
+	}
+	msgs, next, err = s.Messages(ctx, "d1", 1, next)
+	if err != nil || len(msgs) != 1 || msgs[0].EventID != "a" || next != 0 {
+		t.Fatalf("second page of 1: %+v next %d (%v)", msgs, next, err)
+	}
+}
+
+// A page holds about query.MaxBytes of payloads: five messages of 1.5 MiB
+// come two, two and one, each read once, whatever the limit.
+func TestMessagesPagedByBytes(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	base := time.Now().UnixNano()
+	var rows []MessageRow
+	for i := range 5 {
+		payload := `{"serial":"big","data":{"x":"` + strings.Repeat(string(rune('a'+i)), 3<<19) + `"}}`
+		rows = append(rows, MessageRow{Serial: "big", TsNs: base + int64(i)*1e6, EventID: fmt.Sprint("m", i), Payload: []byte(payload), Outcome: "ok"})
+	}
+	if err := s.InsertMessages(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	var pages [][]string
+	for before := int64(0); ; {
+		msgs, next, err := s.Messages(ctx, "big", 10000, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, m := range msgs {
+			ids = append(ids, m.EventID)
+			if len(m.Payload) != len(rows[0].Payload) {
+				t.Fatalf("%s: payload of %d bytes, want %d", m.EventID, len(m.Payload), len(rows[0].Payload))
+			}
+		}
+		pages = append(pages, ids)
+		if next == 0 || len(pages) > 5 {
+			break
+		}
+		before = next
+	}
+	if got := fmt.Sprint(pages); got != "[[m4 m3] [m2 m1] [m0]]" {
+		t.Fatalf("pages %s, want [[m4 m3] [m2 m1] [m0]]", got)
+	}
+}
+
+// The workspace reads run as a user that cannot write, with bounded time
+// and memory.
+func TestReadsAreReadOnly(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	settings := map[string]string{}
+	rows, err := s.reads.Query(ctx, "SELECT name, value FROM system.settings WHERE name IN ('readonly', 'max_execution_time', 'max_memory_usage')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		settings[k] = v
+	}
+	rows.Close()
+	if settings["readonly"] != "2" || settings["max_execution_time"] != "10" || settings["max_memory_usage"] != "1000000000" {
+		t.Fatalf("reader's settings %v, want readonly 2, max_execution_time 10, max_memory_usage 1e9", settings)
+	}
+	err = s.reads.Exec(ctx, "CREATE TABLE "+s.db+".intruder (x UInt8) ENGINE = Memory")
+	if err == nil || !strings.Contains(err.Error(), "readonly") {
+		t.Fatalf("the reader created a table: %v", err)
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 // Store is what the queries need of ClickHouse.
 type Store interface {
 	Ping(ctx context.Context) error
-	Messages(ctx context.Context, serial string, limit int) ([]query.Message, error)
+	Messages(ctx context.Context, serial string, limit int, beforeNs int64) ([]query.Message, int64, error)
 	Latest(ctx context.Context, entity, input string) ([]query.Point, error)
 	Series(ctx context.Context, entity, input string, fromMs, toMs int64, limit int) ([]query.Point, error)
 	SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error)
@@ -113,7 +113,7 @@ func (s *Server) answer(ctx context.Context, kind string, data []byte) (query.Re
 	case query.Ping:
 		err = s.store.Ping(ctx)
 	case query.Messages:
-		resp.Messages, err = s.store.Messages(ctx, req.Serial, req.Limit)
+		resp.Messages, resp.NextNs, err = s.store.Messages(ctx, req.Serial, req.Limit, req.BeforeNs)
 	case query.Latest:
 		resp.Points, err = s.store.Latest(ctx, req.Entity, req.Input)
 	case query.Series:
