@@ -33,41 +33,39 @@ func hostileAttacks() []hostileAttack {
 		return ""
 	}
 	return []hostileAttack{
-		{"stalled-gzip-bombs", func(ctx context.Context, s target) map[string]int {
-			return stalledUploads(1000, 50, gzipBody(1<<20, false), 8, true)(ctx, s)
+		{"stalled-gzip-bombs", func() attackFunc { return stalledUploads(1000, 50, gzipBody(1<<20, false), 8, true) }, nil},
+		{"stalled-gzip-within-ratio", func() attackFunc { return stalledUploads(1000, 50, gzipBody(1<<20, true), 8, true) }, nil},
+		{"slow-plain-bodies", func() attackFunc {
+			return stalledUploads(1000, 50, bytes.Repeat([]byte("a"), 1<<20), 1<<20-1024, false)
 		}, nil},
-		{"stalled-gzip-within-ratio", func(ctx context.Context, s target) map[string]int {
-			return stalledUploads(1000, 50, gzipBody(1<<20, true), 8, true)(ctx, s)
-		}, nil},
-		{"slow-plain-bodies", stalledUploads(1000, 50, bytes.Repeat([]byte("a"), 1<<20), 1<<20-1024, false), nil},
-		{"slowloris-one-address", slowloris(1, 700), func(got map[string]int) string {
+		{"slowloris-one-address", func() attackFunc { return slowloris(1, 700) }, func(got map[string]int) string {
 			if got["429"] == 0 {
 				return "no connection beyond SOURCE_MAX_CONNS (512) was refused"
 			}
 			return ""
 		}},
-		{"slowloris-many-addresses", slowloris(20, 300), func(got map[string]int) string {
+		{"slowloris-many-addresses", func() attackFunc { return slowloris(20, 300) }, func(got map[string]int) string {
 			if got["closed"] == 0 {
 				return "beyond MAX_CONNS (4096) no connection was closed to make room"
 			}
 			return ""
 		}},
-		{"decompression-bombs", bombs(8), func(got map[string]int) string {
+		{"decompression-bombs", func() attackFunc { return bombs(8) }, func(got map[string]int) string {
 			if got["413"] == 0 {
 				return "no bomb answered 413"
 			}
 			return ""
 		}},
-		{"device-token-guessing", guessing("/api/v1/deviceapi/event", true), guessed},
-		{"admin-token-guessing", guessing("/api/v1/admin/devices", false), guessed},
-		{"health-flood", healthFlood(32), func(got map[string]int) string {
+		{"device-token-guessing", func() attackFunc { return guessing("/api/v1/deviceapi/event", true) }, guessed},
+		{"admin-token-guessing", func() attackFunc { return guessing("/api/v1/admin/devices", false) }, guessed},
+		{"health-flood", func() attackFunc { return healthFlood(32) }, func(got map[string]int) string {
 			if got["probe_failures"] > 0 {
 				return "the readiness probe failed"
 			}
 			return ""
 		}},
-		{"huge-serials", hugeSerials(), nil},
-		{"deep-and-wide-json", deepAndWide(), func(got map[string]int) string {
+		{"huge-serials", hugeSerials, nil},
+		{"deep-and-wide-json", deepAndWide, func(got map[string]int) string {
 			if got["400"] == 0 {
 				return "deep JSON not answered 400"
 			}
@@ -223,8 +221,8 @@ func slowloris(addrs, perAddr int) attackFunc {
 // bombs posts decompression bombs (10 MiB of zeros in ~10 KB) from conc
 // workers on as many addresses, as fast as answers come.
 func bombs(conc int) attackFunc {
+	bomb := gzipBody(10<<20, false)
 	return func(ctx context.Context, s target) map[string]int {
-		bomb := gzipBody(10<<20, false)
 		var answers tally
 		var wg sync.WaitGroup
 		for i := range conc {
@@ -338,8 +336,8 @@ func healthFlood(conc int) attackFunc {
 // hugeSerials posts bodies with a 256 KiB serial (answered 404 with the
 // serial, as the spec says) from 4 addresses.
 func hugeSerials() attackFunc {
+	body := []byte(`{"serial":"` + strings.Repeat("S", 256<<10) + `","data":{"v":1}}`)
 	return func(ctx context.Context, s target) map[string]int {
-		body := []byte(`{"serial":"` + strings.Repeat("S", 256<<10) + `","data":{"v":1}}`)
 		var answers tally
 		var wg sync.WaitGroup
 		for i := range 4 {
@@ -363,19 +361,19 @@ func hugeSerials() attackFunc {
 // deepAndWide posts 1 MiB of nested arrays and a data object of 50,000
 // members, from 4 addresses.
 func deepAndWide() attackFunc {
-	return func(ctx context.Context, s target) map[string]int {
-		const depth = 500_000
-		deep := []byte(`{"serial":"hostile-0","data":{"v":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}}`)
-		var wide strings.Builder
-		wide.WriteString(`{"serial":"hostile-0","data":{`)
-		for i := range 50_000 {
-			if i > 0 {
-				wide.WriteByte(',')
-			}
-			fmt.Fprintf(&wide, `"k%d":%d`, i, i)
+	const depth = 500_000
+	deep := []byte(`{"serial":"hostile-0","data":{"v":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}}`)
+	var wide strings.Builder
+	wide.WriteString(`{"serial":"hostile-0","data":{`)
+	for i := range 50_000 {
+		if i > 0 {
+			wide.WriteByte(',')
 		}
-		wide.WriteString(`}}`)
-		bodies := [][]byte{deep, []byte(wide.String())}
+		fmt.Fprintf(&wide, `"k%d":%d`, i, i)
+	}
+	wide.WriteString(`}}`)
+	bodies := [][]byte{deep, []byte(wide.String())}
+	return func(ctx context.Context, s target) map[string]int {
 		var answers tally
 		var wg sync.WaitGroup
 		for i := range 4 {

@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,10 +50,15 @@ func hostileTiming() (rate int, d time.Duration) {
 // when it was due, so a stall shows in full.
 type fleet struct {
 	load
-	mu2  sync.Mutex
-	lat  []time.Duration
-	due  []time.Time
-	fail int
+	mu2   sync.Mutex
+	tries []try
+}
+
+// try is one request of the fleet.
+type try struct {
+	due  time.Time
+	took time.Duration
+	ok   bool
 }
 
 func (f *fleet) run(ctx context.Context, base string, rate int, first int) {
@@ -99,34 +106,34 @@ func (f *fleet) run(ctx context.Context, base string, rate int, first int) {
 			}
 			f.mu.Unlock()
 			f.mu2.Lock()
-			f.lat = append(f.lat, took)
-			f.due = append(f.due, due)
-			if !ok {
-				f.fail++
-			}
+			f.tries = append(f.tries, try{due: due, took: took, ok: ok})
 			f.mu2.Unlock()
 		}()
 	}
 }
 
-// p99 returns the p99 of the latencies from the mark-th on, and their
-// number.
-func (f *fleet) p99(mark int) (time.Duration, int) {
+// window returns the requests due in [from, to): their number, success
+// share and p99, and the slowest for a diagnosis.
+func (f *fleet) window(from, to time.Time) (n int, share float64, p99 time.Duration, slow []try) {
 	f.mu2.Lock()
-	lat := append([]time.Duration(nil), f.lat[mark:]...)
-	f.mu2.Unlock()
-	if len(lat) == 0 {
-		return 0, 0
+	var in []try
+	for _, r := range f.tries {
+		if !r.due.Before(from) && r.due.Before(to) {
+			in = append(in, r)
+		}
 	}
-	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	return lat[len(lat)*99/100], len(lat)
-}
-
-// mark returns how many answers and failures the fleet had so far.
-func (f *fleet) mark() (answers, failures int) {
-	f.mu2.Lock()
-	defer f.mu2.Unlock()
-	return len(f.lat), f.fail
+	f.mu2.Unlock()
+	if len(in) == 0 {
+		return 0, 0, 0, nil
+	}
+	ok := 0
+	for _, r := range in {
+		if r.ok {
+			ok++
+		}
+	}
+	sort.Slice(in, func(i, j int) bool { return in[i].took < in[j].took })
+	return len(in), float64(ok) / float64(len(in)), in[len(in)*99/100].took, in[len(in)*99/100:]
 }
 
 // peakRSS reads a process's peak resident set since resetPeak.
@@ -203,7 +210,8 @@ func (c *tally) counts() map[string]int {
 
 type hostileAttack struct {
 	name string
-	run  attackFunc
+	// build prepares the attack (its bodies) and returns it.
+	build func() attackFunc
 	// check says what is wrong with what the attack got ("": nothing).
 	check func(got map[string]int) string
 }
@@ -223,8 +231,15 @@ func TestHostileAttacker(t *testing.T) {
 	}
 	for _, a := range hostileAttacks() {
 		if a.name == name {
+			// Prepared, the attacker says so and waits for the word: the
+			// fleet's window covers the attack, not this process's start.
+			run := a.build()
+			fmt.Println("hostile-ready")
+			if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+				t.Fatal(err)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), d)
-			got := a.run(ctx, target{base: os.Getenv("HOSTILE_BASE"), ops: os.Getenv("HOSTILE_OPS")})
+			got := run(ctx, target{base: os.Getenv("HOSTILE_BASE"), ops: os.Getenv("HOSTILE_OPS")})
 			cancel()
 			b, _ := json.Marshal(got)
 			fmt.Printf("\nhostile-tally %s\n", b)
@@ -234,17 +249,45 @@ func TestHostileAttacker(t *testing.T) {
 	t.Fatalf("no attack %q", name)
 }
 
-// attack runs a in a process of its own for d and returns what it got.
-func attack(t *testing.T, s *stack, a hostileAttack, d time.Duration) map[string]int {
+// attack runs a in a process of its own for d, calling start once the
+// process is ready to attack, and returns what it got.
+func attack(t *testing.T, s *stack, a hostileAttack, d time.Duration, start func()) map[string]int {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileAttacker$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "HOSTILE_ATTACK="+a.name, "HOSTILE_DURATION="+d.String(),
 		"HOSTILE_BASE="+s.base, "HOSTILE_OPS="+s.ops["ingest-api"])
-	out, err := cmd.CombinedOutput()
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		t.Fatalf("attack %s: %v\n%s", a.name, err, tail(out, 2000))
+		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(out), "\n") {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	r := bufio.NewReader(stdout)
+	for {
+		line, err := r.ReadString('\n')
+		out.WriteString(line)
+		if strings.TrimSpace(line) == "hostile-ready" {
+			break
+		}
+		if err != nil {
+			_ = cmd.Wait()
+			t.Fatalf("attack %s did not get ready:\n%s", a.name, tail(out.Bytes(), 2000))
+		}
+	}
+	start()
+	_, _ = io.WriteString(stdin, "go\n")
+	_, _ = io.Copy(&out, r)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("attack %s: %v\n%s", a.name, err, tail(out.Bytes(), 2000))
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
 		if rest, ok := strings.CutPrefix(line, "hostile-tally "); ok {
 			got := map[string]int{}
 			if err := json.Unmarshal([]byte(rest), &got); err != nil {
@@ -253,7 +296,7 @@ func attack(t *testing.T, s *stack, a hostileAttack, d time.Duration) map[string
 			return got
 		}
 	}
-	t.Fatalf("attack %s printed no tally:\n%s", a.name, tail(out, 2000))
+	t.Fatalf("attack %s printed no tally:\n%s", a.name, tail(out.Bytes(), 2000))
 	return nil
 }
 
@@ -283,33 +326,30 @@ func TestHostileInput(t *testing.T) {
 		if only := os.Getenv("HOSTILE_ONLY"); only != "" && !strings.Contains(a.name, only) {
 			continue
 		}
-		lat0, fail0 := f.mark()
-		logs0 := s.logBytes()
-		resetPeak(t, pid)
-		attackStart := time.Now()
-		got := attack(t, s, a, d)
-		time.Sleep(200 * time.Millisecond) // answers due within the attack arrive
-		lat1, fail1 := f.mark()
-		p99, n := f.p99(lat0)
-		fails := fail1 - fail0
+		var logs0 int64
+		var from time.Time
+		got := attack(t, s, a, d, func() {
+			time.Sleep(300 * time.Millisecond) // the attacker's start-up has passed
+			logs0 = s.logBytes()
+			resetPeak(t, pid)
+			from = time.Now()
+		})
+		to := time.Now()
+		time.Sleep(500 * time.Millisecond) // answers to requests due in the window arrive
+		n, share, p99, slow := f.window(from, to)
 		rss := peakRSS(t, pid)
 		logs := s.logBytes() - logs0
-		share := 1 - float64(fails)/float64(max(lat1-lat0, 1))
 		line := fmt.Sprintf("hostile attack=%s fleet_requests=%d fleet_success=%.4f fleet_p99_ms=%.1f ingest_peak_rss_mb=%.1f log_bytes=%d attack=%v",
 			a.name, n, share, float64(p99)/float64(time.Millisecond), float64(rss)/(1<<20), logs, got)
 		t.Log(line)
 		fmt.Println(line)
 		if os.Getenv("HOSTILE_SLOW") != "" {
-			f.mu2.Lock()
-			for i := lat0; i < len(f.lat); i++ {
-				if f.lat[i] > 100*time.Millisecond {
-					fmt.Printf("  slow: due +%v took %v\n", f.due[i].Sub(attackStart).Round(time.Millisecond), f.lat[i].Round(time.Millisecond))
-				}
+			for _, r := range slow {
+				fmt.Printf("  slow: due +%v took %v ok %v\n", r.due.Sub(from).Round(time.Millisecond), r.took.Round(time.Millisecond), r.ok)
 			}
-			f.mu2.Unlock()
 		}
 		switch {
-		case n < int(float64(rate)*d.Seconds()/2):
+		case n < int(float64(rate)*to.Sub(from).Seconds()/2):
 			t.Errorf("%s: the fleet sent only %d requests: the generator was starved", a.name, n)
 		case share < 0.999:
 			t.Errorf("%s: fleet success %.4f, want >= 0.999 (statuses %v)", a.name, share, f.statuses)

@@ -6,11 +6,6 @@ import (
 	"time"
 )
 
-// workPerCore is how many requests may do costly work (inflate, parse a
-// large body) at once per core: enough to keep the cores busy, few enough
-// that a burst of costly requests leaves the scheduler's queue short for
-// the cheap, honest ones behind them.
-const workPerCore = 2
 
 // workWait is the longest a request waits for a work slot before it is
 // answered 503.
@@ -21,8 +16,11 @@ const workWait = time.Second
 // concurrency limiter) rather than by a setting.
 type Work struct{ slots chan struct{} }
 
-// NewWork sizes the bound for this process.
-func NewWork() *Work { return &Work{slots: make(chan struct{}, workPerCore*runtime.GOMAXPROCS(0))} }
+// NewWork sizes the bound for this process: half the cores (at least
+// one) may do costly work before authentication (inflate, parse a large
+// body), so that a burst of it leaves the other half to the cheap, honest
+// requests.
+func NewWork() *Work { return &Work{slots: make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))} }
 
 // Take waits for a slot, up to workWait or the end of ctx; done gives it
 // back. A nil *Work never waits.
