@@ -65,6 +65,12 @@ func hostileAttacks() []hostileAttack {
 			return ""
 		}},
 		{"huge-serials", hugeSerials, nil},
+		{"workspace-read-flood", func() attackFunc { return readFlood(16) }, func(got map[string]int) string {
+			if got["200"] == 0 {
+				return "no read answered"
+			}
+			return ""
+		}},
 		{"deep-and-wide-json", deepAndWide, func(got map[string]int) string {
 			if got["400"] == 0 {
 				return "deep JSON not answered 400"
@@ -385,6 +391,31 @@ func deepAndWide() attackFunc {
 				for n := 0; ctx.Err() == nil; n++ {
 					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(bodies[n%2]))
 					req.Header.Set("Authorization", "Bearer hostile-tok-0-wrong")
+					answers.add(doStatus(c, req))
+				}
+			}()
+		}
+		wg.Wait()
+		return answers.counts()
+	}
+}
+
+// readFlood reads the Messages view of a device whose messages are ~700 KB
+// each (hostileBigMessages of them), 10,000 at a time, from conc
+// connections with the admin token, as fast as answers come.
+func readFlood(conc int) attackFunc {
+	return func(ctx context.Context, s target) map[string]int {
+		c := attackerClient(attackerIP(800), conc)
+		defer c.CloseIdleConnections()
+		var answers tally
+		var wg sync.WaitGroup
+		for range conc {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/api/v1/admin/devices/hostile-big/messages?limit=10000", nil)
+					req.Header.Set("Authorization", "Bearer "+adminToken)
 					answers.add(doStatus(c, req))
 				}
 			}()

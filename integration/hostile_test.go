@@ -36,6 +36,10 @@ const (
 	hostileRSS     = 200 << 20
 	hostileLogRate = 100 << 10 // bytes per second of attack: 1 MB per 10 s
 	hostileDevices = 20
+	// hostileWriterRSS bounds writer-worker's peak under the read flood.
+	hostileWriterRSS = 300 << 20
+	// hostileBigMessages of ~700 KB each are what the read flood reads.
+	hostileBigMessages = 30
 )
 
 func hostileTiming() (rate int, d time.Duration) {
@@ -300,6 +304,21 @@ func attack(t *testing.T, s *stack, a hostileAttack, d time.Duration, start func
 	return nil
 }
 
+// provisionBig makes the device whose large messages the read flood reads.
+func provisionBig(t *testing.T, s *stack) {
+	t.Helper()
+	if r := s.admin(t, http.MethodPut, "/devices/hostile-big", `{"accessToken":"hostile-big-tok","inputs":[{"name":"v","entity":"big","entityInput":"v"}]}`); r.Status != 200 {
+		t.Fatalf("provision: %d %s", r.Status, r.Raw)
+	}
+	blob := strings.Repeat("x", 700<<10)
+	for i := range hostileBigMessages {
+		r := s.post(t, fmt.Sprintf(`{"serial":"hostile-big","data":{"v":%d,"blob":"%s"}}`, i, blob), bearer("hostile-big-tok"))
+		if r.Status != 200 {
+			t.Fatalf("big message %d: %d %s", i, r.Status, r.Raw)
+		}
+	}
+}
+
 func TestHostileInput(t *testing.T) {
 	rate, d := hostileTiming()
 	ns := testenv.NATSControl(t)
@@ -316,7 +335,8 @@ func TestHostileInput(t *testing.T) {
 			t.Fatalf("provision: %d %s", r.Status, r.Raw)
 		}
 	}
-	pid := s.procs["ingest-api"].Process.Pid
+	provisionBig(t, s)
+	pid, writerPID := s.procs["ingest-api"].Process.Pid, s.procs["writer-worker"].Process.Pid
 	f := &fleet{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -332,15 +352,16 @@ func TestHostileInput(t *testing.T) {
 			time.Sleep(300 * time.Millisecond) // the attacker's start-up has passed
 			logs0 = s.logBytes()
 			resetPeak(t, pid)
+			resetPeak(t, writerPID)
 			from = time.Now()
 		})
 		to := time.Now()
 		time.Sleep(500 * time.Millisecond) // answers to requests due in the window arrive
 		n, share, p99, slow := f.window(from, to)
-		rss := peakRSS(t, pid)
+		rss, writerRSS := peakRSS(t, pid), peakRSS(t, writerPID)
 		logs := s.logBytes() - logs0
-		line := fmt.Sprintf("hostile attack=%s fleet_requests=%d fleet_success=%.4f fleet_p99_ms=%.1f ingest_peak_rss_mb=%.1f log_bytes=%d attack=%v",
-			a.name, n, share, float64(p99)/float64(time.Millisecond), float64(rss)/(1<<20), logs, got)
+		line := fmt.Sprintf("hostile attack=%s fleet_requests=%d fleet_success=%.4f fleet_p99_ms=%.1f ingest_peak_rss_mb=%.1f writer_peak_rss_mb=%.1f log_bytes=%d attack=%v",
+			a.name, n, share, float64(p99)/float64(time.Millisecond), float64(rss)/(1<<20), float64(writerRSS)/(1<<20), logs, got)
 		t.Log(line)
 		fmt.Println(line)
 		if os.Getenv("HOSTILE_SLOW") != "" {
@@ -360,6 +381,9 @@ func TestHostileInput(t *testing.T) {
 			if wrong := a.check(got); wrong != "" {
 				t.Errorf("%s: %s (%v)", a.name, wrong, got)
 			}
+		}
+		if writerRSS > hostileWriterRSS {
+			t.Errorf("%s: writer-worker peak RSS %.1f MB, want <= %d MB", a.name, float64(writerRSS)/(1<<20), hostileWriterRSS>>20)
 		}
 		if rss > hostileRSS {
 			t.Errorf("%s: ingest-api peak RSS %.1f MB, want <= %d MB", a.name, float64(rss)/(1<<20), hostileRSS>>20)

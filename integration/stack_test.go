@@ -116,6 +116,9 @@ func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
 		"NATS_URL=" + natsURL,
 		"CLICKHOUSE_ADDR=" + chAddr,
 		"CLICKHOUSE_DATABASE=" + db,
+		// As deployed: one user inserts, a readonly one reads.
+		"CLICKHOUSE_USER=ingest_writer",
+		"CLICKHOUSE_READ_USER=ingest_reader",
 		"ADMIN_TOKEN=" + adminToken,
 		"HTTP_ADDR=" + ingestAddr,
 		"LOG_LEVEL=debug",

@@ -52,7 +52,7 @@ pids+=($!); echo $! > "$state/pids/nats"
 deploy/clickhouse/server.sh start "$state/clickhouse" "$CLICKHOUSE_PORT" "$CLICKHOUSE_HTTP_PORT"
 echo "NATS on 127.0.0.1:$NATS_PORT, ClickHouse on 127.0.0.1:$CLICKHOUSE_PORT (http $CLICKHOUSE_HTTP_PORT)"
 
-CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" HEALTH_ADDR=$WRITER_HEALTH_ADDR NATS_USER=writer-worker NATS_PASSWORD=$NATS_WRITER_PASSWORD \
+CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" CLICKHOUSE_USER=ingest_writer CLICKHOUSE_READ_USER=ingest_reader HEALTH_ADDR=$WRITER_HEALTH_ADDR NATS_USER=writer-worker NATS_PASSWORD=$NATS_WRITER_PASSWORD \
   env ${PPROF:+PPROF_ADDR=127.0.0.1:6063} "$bin/writer-worker" >"$state/logs/writer-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/writer"
 HEALTH_ADDR=$MAPPER_HEALTH_ADDR NATS_USER=mapper-worker NATS_PASSWORD=$NATS_MAPPER_PASSWORD \

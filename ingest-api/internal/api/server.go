@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -93,6 +94,7 @@ type Server struct {
 	names     bus.Names
 	adminSum  [sha256.Size]byte
 	inflight  chan struct{}
+	reads     chan struct{} // workspace reads at once: each may hold a page of ~4 MiB, decoded and encoded
 	lastTS    atomic.Int64
 	draining  atomic.Bool
 	readiness atomic.Pointer[error] // nil: not checked yet
@@ -119,6 +121,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 		names:     d.Names,
 		adminSum:  sha256.Sum256([]byte(d.AdminToken)),
 		inflight:  make(chan struct{}, d.Limits.MaxInFlight),
+		reads:     make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 	}
 	if s.redactor == nil {
 		s.redactor = redact.New("")
@@ -144,7 +147,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 	e.GET(console.Prefix+"*", ui)
 	e.HEAD(console.Prefix+"*", ui)
 
-	admin := e.Group("/api/v1/admin", s.requireAdmin)
+	admin := e.Group("/api/v1/admin", s.requireAdmin, s.boundReads)
 	admin.GET("/devices", s.listDevices)
 	admin.GET("/entities", s.listEntities)
 	admin.PUT("/devices/:serial", s.putDevice)
@@ -154,6 +157,29 @@ func New(d Deps) (*echo.Echo, *Server) {
 	admin.GET("/entities/:entity/inputs/:input/latest", s.latest)
 	admin.GET("/entities/:entity/inputs/:input/series", s.series)
 	return e, s
+}
+
+// boundReads holds the workspace's reads to half the cores at once (a
+// page of messages may be ~4 MiB to pass on, and a writer renders it):
+// a read flood leaves the rest to ingestion. A read that waits more than
+// a second is answered 503 + Retry-After. Writes pass.
+func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().Method != http.MethodGet {
+			return next(c)
+		}
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case s.reads <- struct{}{}:
+			defer func() { <-s.reads }()
+			return next(c)
+		case <-t.C:
+			return s.respond(c, outcome.Overloaded, "", "", "too many workspace reads at once, retry later")
+		case <-c.Request().Context().Done():
+			return nil
+		}
+	}
 }
 
 // markBusy marks a request's connection as handling one: a busy
