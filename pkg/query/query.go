@@ -105,9 +105,9 @@ type Response struct {
 	Error    string    `json:"error,omitempty"`
 	Messages []Message `json:"messages,omitempty"`
 	// NextNs is the BeforeNs of the next page of messages (0: none).
-	NextNs   int64     `json:"nextNs,omitempty"`
-	Points   []Point   `json:"points,omitempty"`
-	Buckets  []Bucket  `json:"buckets,omitempty"`
+	NextNs  int64    `json:"nextNs,omitempty"`
+	Points  []Point  `json:"points,omitempty"`
+	Buckets []Bucket `json:"buckets,omitempty"`
 	// LastSeen maps a serial to its newest message's receive time.
 	LastSeen map[string]string `json:"lastSeen,omitempty"`
 	// Outcomes holds, for an Outcome query, the answered events' outcomes.

@@ -6,7 +6,6 @@ import (
 	"time"
 )
 
-
 // workWait is the longest a request waits for a work slot before it is
 // answered 503.
 const workWait = time.Second

@@ -22,18 +22,18 @@ type Config struct {
 	// Addr is one address, or the comma-separated replicas of one shard:
 	// connections go to the first that answers, and to the next when it
 	// fails.
-	Addr        string
-	Database    string
-	User        string
-	Password    string
+	Addr     string
+	Database string
+	User     string
+	Password string
 	// ReadUser and ReadPassword answer the workspace API's reads: a user
 	// that may not write, with bounded time and memory (empty: User).
 	ReadUser     string
 	ReadPassword string
-	TLS         bool
-	DialTimeout time.Duration
-	ReadTimeout time.Duration
-	MaxConns    int
+	TLS          bool
+	DialTimeout  time.Duration
+	ReadTimeout  time.Duration
+	MaxConns     int
 	// Replicated: the tables are ReplicatedReplacingMergeTree (one shard),
 	// created on every address.
 	Replicated bool
