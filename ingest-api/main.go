@@ -66,10 +66,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	failures, budget := guard.NewFailures(cfg.Guard.AuthFailures, cfg.Guard.AuthWindow), guard.NewBudget(cfg.Guard.BodyMemory)
+	limiter := ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst)
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
 		Log:     log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter, Publisher: pub,
-		Limiter:    ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst),
+		Limiter:    limiter,
 		Failures:   failures,
 		Budget:     budget,
 		Work:       guard.NewWork(),
@@ -102,6 +103,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "publisher", Run: pub.Run},
 			{Name: "ops", Run: ops.Run},
 			{Name: "readiness", Run: srv.WatchReady},
+			{Name: "rate sharing", Run: limiter.Sharing(nc, cfg.NATS.Names.RateSubject(), waiter.Subject(), log.With(zap.String("component", "ratelimit")))},
 		},
 		program.Stage{{Name: "http", Run: func(ctx context.Context) error {
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -103,5 +104,32 @@ func TestDeviceRateLimit(t *testing.T) {
 	}
 	if n := s.count(t, "input_values WHERE entity = 'rl'"); n != 3 {
 		t.Fatalf("%d values stored, want 3 (the limited readings are not stored)", n)
+	}
+}
+
+// A device is held to its rate across ingest-api copies: the copies share
+// what they granted (every 250 ms), so a device that spent its burst on
+// one copy is refused by the other, instead of getting a burst per copy.
+func TestDeviceRateLimitAcrossCopies(t *testing.T) {
+	s := startStack(t, "DEVICE_RATE=0.5", "DEVICE_BURST=3")
+	second := freeAddr(t)
+	s.start("ingest-api.2", "HTTP_ADDR="+second)
+	s.bases = append(s.bases, "http://"+second)
+	s.waitReady()
+	s.admin(t, http.MethodPut, "/devices/dev-X", `{"accessToken":"tok-dev-X","inputs":[{"name":"t","entity":"rlx","entityInput":"t"}]}`)
+	postTo := func(base string, v int) reply {
+		first := s.base
+		s.base = base
+		defer func() { s.base = first }()
+		return s.post(t, fmt.Sprintf(`{"serial":"dev-X","data":{"t":%d}}`, v), bearer("tok-dev-X"))
+	}
+	for i := range 3 {
+		expect(t, postTo(s.bases[0], i), 200, storedMsg, "")
+	}
+	time.Sleep(600 * time.Millisecond) // the first copy has shared what it granted
+	r := postTo(s.bases[1], 9)
+	expect(t, r, 429, "Rate limit exceeded", "Too many requests for device with serial dev-X")
+	if n := s.count(t, "input_values WHERE entity = 'rlx'"); n != 3 {
+		t.Fatalf("%d values stored, want 3: the second copy granted a burst of its own", n)
 	}
 }

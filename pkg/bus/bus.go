@@ -63,6 +63,10 @@ func (n Names) QueryPrefix() string { return n.SubjectPrefix + ".query." }
 // ReplyPrefix starts the subject each ingest-api copy receives outcomes on.
 func (n Names) ReplyPrefix() string { return n.SubjectPrefix + ".reply." }
 
+// RateSubject is where ingest-api copies share the readings they granted
+// each device, so that a device is held to its rate across them.
+func (n Names) RateSubject() string { return n.SubjectPrefix + ".ratelimit" }
+
 // QueryQueue is the queue group of the read queries.
 const QueryQueue = "writer"
 

@@ -64,11 +64,11 @@ func Users(n Names, bucket string) []User {
 	return []User{
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
 			Publish: join(streams, readRegistry, []string{
-				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*",
+				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(),
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
 				"$JS.API.STREAM.CREATE." + kv, "$JS.API.STREAM.UPDATE." + kv, "$KV." + bucket + ".>",
 			}),
-			Subscribe: []string{n.ReplyPrefix() + ">", Inbox("ingest-api") + ".>"}},
+			Subscribe: []string{n.ReplyPrefix() + ">", n.RateSubject(), Inbox("ingest-api") + ".>"}},
 		{Name: "mapper-worker", PasswordEnv: "NATS_MAPPER_PASSWORD",
 			Publish: join(streams, readRegistry, consume(n.EventsStream, n.MapperConsumer), []string{
 				n.MappedSubject(), n.DeadLetterSubject(), n.ReplyPrefix() + "*",

@@ -1,6 +1,8 @@
 // Package ratelimit bounds how often each device may post: a token bucket per
 // serial, kept only for devices that authenticated, so the table is bounded
-// by the registry and no stranger can grow it.
+// by the registry and no stranger can grow it. Copies of ingest-api share
+// what they granted (share.go), so that a device is held to its rate
+// across them.
 package ratelimit
 
 import (
@@ -17,6 +19,7 @@ type Limiter struct {
 
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter
+	granted map[string]int // readings granted since the last share; nil: not shared
 }
 
 // New allows perSecond readings per device with bursts of burst; perSecond
@@ -33,20 +36,38 @@ func (l *Limiter) AllowN(serial string, n int) (ok bool, wait time.Duration) {
 	if l == nil || l.perSecond <= 0 {
 		return true, 0
 	}
-	l.mu.Lock()
-	b, ok := l.buckets[serial]
-	if !ok {
-		b = rate.NewLimiter(l.perSecond, l.burst)
-		l.buckets[serial] = b
-	}
-	l.mu.Unlock()
 	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.bucket(serial)
 	r := b.ReserveN(now, min(n, l.burst))
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
 		return false, d
 	}
+	if l.granted != nil {
+		l.granted[serial] += n
+	}
 	return true, 0
+}
+
+// bucket returns serial's bucket, made full if it is new. l.mu is held.
+func (l *Limiter) bucket(serial string) *rate.Limiter {
+	b, ok := l.buckets[serial]
+	if !ok {
+		b = rate.NewLimiter(l.perSecond, l.burst)
+		l.buckets[serial] = b
+	}
+	return b
+}
+
+// debit takes n readings another copy granted from serial's bucket, into
+// debt if need be: this copy then waits them out.
+func (l *Limiter) debit(serial string, n int) {
+	now := time.Now()
+	l.mu.Lock()
+	l.bucket(serial).ReserveN(now, min(n, l.burst))
+	l.mu.Unlock()
 }
 
 // Forget drops the bucket of a device that was deleted.

@@ -1,8 +1,14 @@
 package ratelimit
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 func (l *Limiter) ok(serial string, n int) bool {
@@ -42,4 +48,50 @@ func TestPerDeviceBuckets(t *testing.T) {
 			t.Fatal("a zero rate must turn limiting off")
 		}
 	}
+}
+
+// Two copies share what they grant over a real NATS server: a device that
+// spent its burst on one copy is refused by the other within ShareEvery.
+func TestSharedAcrossCopies(t *testing.T) {
+	nc, _ := testenv.Connect(t)
+	a, b := New(0.5, 5), New(0.5, 5)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{}, 2)
+	for i, l := range []*Limiter{a, b} {
+		run := l.Sharing(nc, "test.ratelimit", fmt.Sprint("copy-", i), zap.NewNop())
+		go func() { _ = run(ctx); done <- struct{}{} }()
+	}
+	time.Sleep(100 * time.Millisecond) // both subscribed
+	for i := range 5 {
+		if !a.ok("dev", 1) {
+			t.Fatalf("reading %d within the burst refused", i+1)
+		}
+	}
+	if !b.ok("other", 5) {
+		t.Fatal("another device is limited")
+	}
+	deadline := time.Now().Add(3 * ShareEvery)
+	for b.peek("dev") >= 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the other copy did not learn what the first granted")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if b.ok("dev", 1) {
+		t.Fatal("the other copy granted a reading beyond the device's burst")
+	}
+	if a.peek("other") >= 1 {
+		t.Fatal("sharing is not both ways")
+	}
+	cancel()
+	<-done
+	<-done
+}
+
+// peek is the tokens serial's bucket holds now.
+func (l *Limiter) peek(serial string) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bucket(serial).Tokens()
 }
