@@ -229,25 +229,40 @@ func slowloris(addrs, perAddr int) attackFunc {
 func bombs(conc int) attackFunc {
 	bomb := gzipBody(10<<20, false)
 	return func(ctx context.Context, s target) map[string]int {
-		var answers tally
-		var wg sync.WaitGroup
-		for i := range conc {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c := attackerClient(attackerIP(300+i), 1)
-				defer c.CloseIdleConnections()
-				for ctx.Err() == nil {
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(bomb))
-					req.Header.Set("Content-Encoding", "gzip")
-					req.Header.Set("Authorization", "Bearer hostile-tok-0")
-					answers.add(doStatus(c, req))
-				}
-			}()
-		}
-		wg.Wait()
-		return answers.counts()
+		return flood(ctx, conc, func(w int) string { return attackerIP(300 + w) }, func(ctx context.Context, _, _ int) *http.Request {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(bomb))
+			req.Header.Set("Content-Encoding", "gzip")
+			req.Header.Set("Authorization", "Bearer hostile-tok-0")
+			return req
+		})
 	}
+}
+
+// flood sends conc requests at a time (worker w from address ip(w)), each
+// as soon as the last was answered, until ctx ends, and counts the answers.
+func flood(ctx context.Context, conc int, ip func(w int) string, request func(ctx context.Context, w, n int) *http.Request) map[string]int {
+	clients := map[string]*http.Client{}
+	for w := range conc {
+		if clients[ip(w)] == nil {
+			clients[ip(w)] = attackerClient(ip(w), conc)
+		}
+	}
+	var answers tally
+	var wg sync.WaitGroup
+	for w := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ctx.Err() == nil; n++ {
+				answers.add(doStatus(clients[ip(w)], request(ctx, w, n)))
+			}
+		}()
+	}
+	wg.Wait()
+	for _, c := range clients {
+		c.CloseIdleConnections()
+	}
+	return answers.counts()
 }
 
 func doStatus(c *http.Client, req *http.Request) string {
@@ -270,34 +285,21 @@ func doStatus(c *http.Client, req *http.Request) string {
 // come: at most SOURCE_AUTH_FAILURES (20) wrong guesses may be answered
 // 401 in the window, the rest 429 + Retry-After.
 func guessing(path string, device bool) attackFunc {
+	ip := attackerIP(400)
+	if !device {
+		ip = attackerIP(401)
+	}
 	return func(ctx context.Context, s target) map[string]int {
-		ip := attackerIP(400)
-		if !device {
-			ip = attackerIP(401)
-		}
-		c := attackerClient(ip, 8)
-		defer c.CloseIdleConnections()
-		var answers tally
-		var wg sync.WaitGroup
-		for w := range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for n := 0; ctx.Err() == nil; n++ {
-					guess := fmt.Sprintf("Bearer guess-%d-%d", w, n)
-					var req *http.Request
-					if device {
-						req, _ = http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, strings.NewReader(`{"serial":"hostile-0","data":{"v":1}}`))
-					} else {
-						req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
-					}
-					req.Header.Set("Authorization", guess)
-					answers.add(doStatus(c, req))
-				}
-			}()
-		}
-		wg.Wait()
-		return answers.counts()
+		return flood(ctx, 8, func(int) string { return ip }, func(ctx context.Context, w, n int) *http.Request {
+			var req *http.Request
+			if device {
+				req, _ = http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, strings.NewReader(`{"serial":"hostile-0","data":{"v":1}}`))
+			} else {
+				req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+			}
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer guess-%d-%d", w, n))
+			return req
+		})
 	}
 }
 
@@ -306,35 +308,27 @@ func guessing(path string, device bool) attackFunc {
 // /readyz (the Kubernetes probe) must keep answering 200.
 func healthFlood(conc int) attackFunc {
 	return func(ctx context.Context, s target) map[string]int {
-		c := attackerClient(attackerIP(500), conc)
-		defer c.CloseIdleConnections()
-		var answers tally
-		var wg sync.WaitGroup
-		for range conc {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/readyz", nil)
-					answers.add(doStatus(c, req))
+		probeFails := make(chan int, 1)
+		go func() {
+			fails := 0
+			probe := &http.Client{Timeout: time.Second}
+			for ctx.Err() == nil {
+				resp, err := probe.Get("http://" + s.ops + "/readyz")
+				if err != nil || resp.StatusCode != 200 {
+					fails++
 				}
-			}()
-		}
-		probeFails := 0
-		probe := &http.Client{Timeout: time.Second}
-		for ctx.Err() == nil {
-			resp, err := probe.Get("http://" + s.ops + "/readyz")
-			if err != nil || resp.StatusCode != 200 {
-				probeFails++
+				if err == nil {
+					resp.Body.Close()
+				}
+				sleepCtx(ctx, 100*time.Millisecond)
 			}
-			if err == nil {
-				resp.Body.Close()
-			}
-			sleepCtx(ctx, 100*time.Millisecond)
-		}
-		wg.Wait()
-		got := answers.counts()
-		got["probe_failures"] = probeFails
+			probeFails <- fails
+		}()
+		got := flood(ctx, conc, func(int) string { return attackerIP(500) }, func(ctx context.Context, _, _ int) *http.Request {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/readyz", nil)
+			return req
+		})
+		got["probe_failures"] = <-probeFails
 		return got
 	}
 }
@@ -344,23 +338,11 @@ func healthFlood(conc int) attackFunc {
 func hugeSerials() attackFunc {
 	body := []byte(`{"serial":"` + strings.Repeat("S", 256<<10) + `","data":{"v":1}}`)
 	return func(ctx context.Context, s target) map[string]int {
-		var answers tally
-		var wg sync.WaitGroup
-		for i := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c := attackerClient(attackerIP(600+i), 1)
-				defer c.CloseIdleConnections()
-				for ctx.Err() == nil {
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(body))
-					req.Header.Set("Authorization", "Bearer whatever-token")
-					answers.add(doStatus(c, req))
-				}
-			}()
-		}
-		wg.Wait()
-		return answers.counts()
+		return flood(ctx, 4, func(w int) string { return attackerIP(600 + w) }, func(ctx context.Context, _, _ int) *http.Request {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer whatever-token")
+			return req
+		})
 	}
 }
 
@@ -380,23 +362,11 @@ func deepAndWide() attackFunc {
 	wide.WriteString(`}}`)
 	bodies := [][]byte{deep, []byte(wide.String())}
 	return func(ctx context.Context, s target) map[string]int {
-		var answers tally
-		var wg sync.WaitGroup
-		for i := range 4 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				c := attackerClient(attackerIP(700+i), 1)
-				defer c.CloseIdleConnections()
-				for n := 0; ctx.Err() == nil; n++ {
-					req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(bodies[n%2]))
-					req.Header.Set("Authorization", "Bearer hostile-tok-0-wrong")
-					answers.add(doStatus(c, req))
-				}
-			}()
-		}
-		wg.Wait()
-		return answers.counts()
+		return flood(ctx, 4, func(w int) string { return attackerIP(700 + w) }, func(ctx context.Context, _, n int) *http.Request {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(bodies[n%2]))
+			req.Header.Set("Authorization", "Bearer hostile-tok-0-wrong")
+			return req
+		})
 	}
 }
 
@@ -405,22 +375,10 @@ func deepAndWide() attackFunc {
 // connections with the admin token, as fast as answers come.
 func readFlood(conc int) attackFunc {
 	return func(ctx context.Context, s target) map[string]int {
-		c := attackerClient(attackerIP(800), conc)
-		defer c.CloseIdleConnections()
-		var answers tally
-		var wg sync.WaitGroup
-		for range conc {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/api/v1/admin/devices/hostile-big/messages?limit=10000", nil)
-					req.Header.Set("Authorization", "Bearer "+adminToken)
-					answers.add(doStatus(c, req))
-				}
-			}()
-		}
-		wg.Wait()
-		return answers.counts()
+		return flood(ctx, conc, func(int) string { return attackerIP(800) }, func(ctx context.Context, _, _ int) *http.Request {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/api/v1/admin/devices/hostile-big/messages?limit=10000", nil)
+			req.Header.Set("Authorization", "Bearer "+adminToken)
+			return req
+		})
 	}
 }

@@ -39,19 +39,26 @@ func frontServer(t *testing.T, d Deps) (*httptest.Server, *Server) {
 	return srv, s
 }
 
+// answer reads an answer from a raw connection.
 func answer(t *testing.T, r io.Reader) (*http.Response, Body) {
 	t.Helper()
 	resp, err := http.ReadResponse(bufio.NewReader(r), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return resp, decode(t, resp)
+}
+
+// decode reads the contract's JSON body of resp and closes it.
+func decode(t *testing.T, resp *http.Response) Body {
+	t.Helper()
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	var b Body
 	if err := json.Unmarshal(raw, &b); err != nil {
 		t.Fatalf("answer %d is not JSON: %q", resp.StatusCode, raw)
 	}
-	return resp, b
+	return b
 }
 
 // A body that stalls is answered 408 after the grace period (not after
@@ -98,13 +105,7 @@ func postTo(t *testing.T, url string, body []byte, hdr map[string]string) (*http
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var b Body
-	if err := json.Unmarshal(raw, &b); err != nil {
-		t.Fatalf("answer %d is not JSON: %q", resp.StatusCode, raw)
-	}
-	return resp, b
+	return resp, decode(t, resp)
 }
 
 func gzipped(parts ...[]byte) []byte {
