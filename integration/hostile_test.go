@@ -32,7 +32,12 @@ import (
 // 10 s against 1,000 readings/s.
 
 const (
-	hostileP99     = 250 * time.Millisecond
+	// hostileP99 is the target, checked at full length (make chaos); the
+	// short runs of make test allow twice it: the p99 of a 3-second window
+	// is its 10th-slowest request, and on a shared 2-core machine one
+	// scheduling hiccup of the attacker's process makes it.
+	hostileP99      = 250 * time.Millisecond
+	hostileP99Short = 2 * hostileP99
 	hostileRSS     = 200 << 20
 	hostileLogRate = 100 << 10 // bytes per second of attack: 1 MB per 10 s
 	hostileDevices = 20
@@ -321,6 +326,10 @@ func provisionBig(t *testing.T, s *stack) {
 
 func TestHostileInput(t *testing.T) {
 	rate, d := hostileTiming()
+	p99Bound := hostileP99Short
+	if chaosFull() {
+		p99Bound = hostileP99
+	}
 	ns := testenv.NATSControl(t)
 	s := newStack(t, testenv.ClickHouseAddr(t), ns.Server().ClientURL(), "LOG_LEVEL=info", "LOG_FORMAT=json")
 	s.nats = ns
@@ -374,8 +383,8 @@ func TestHostileInput(t *testing.T) {
 			t.Errorf("%s: the fleet sent only %d requests: the generator was starved", a.name, n)
 		case share < 0.999:
 			t.Errorf("%s: fleet success %.4f, want >= 0.999 (statuses %v)", a.name, share, f.statuses)
-		case p99 > hostileP99:
-			t.Errorf("%s: fleet p99 %v, want <= %v", a.name, p99, hostileP99)
+		case p99 > p99Bound:
+			t.Errorf("%s: fleet p99 %v, want <= %v", a.name, p99, p99Bound)
 		}
 		if a.check != nil {
 			if wrong := a.check(got); wrong != "" {

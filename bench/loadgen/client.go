@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,8 +20,15 @@ type conn struct {
 	buf []byte
 }
 
+// dials counts connections, so that they come from a fleet of loopback
+// addresses (127.0.1.1-127.0.1.250), as a fleet's devices do, rather than
+// all from one, which the per-address connection bound would refuse.
+var dials atomic.Uint64
+
 func dial(addr string) (*conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	n := dials.Add(1)
+	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+n%250))}}
+	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
