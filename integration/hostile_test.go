@@ -38,9 +38,9 @@ const (
 	// scheduling hiccup of the attacker's process makes it.
 	hostileP99      = 250 * time.Millisecond
 	hostileP99Short = 2 * hostileP99
-	hostileRSS     = 200 << 20
-	hostileLogRate = 100 << 10 // bytes per second of attack: 1 MB per 10 s
-	hostileDevices = 20
+	hostileRSS      = 200 << 20
+	hostileLogRate  = 100 << 10 // bytes per second of attack: 1 MB per 10 s
+	hostileDevices  = 20
 	// hostileWriterRSS bounds writer-worker's peak under the read flood.
 	hostileWriterRSS = 300 << 20
 	// hostileBigMessages of ~700 KB each are what the read flood reads.
