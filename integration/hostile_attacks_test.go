@@ -130,6 +130,7 @@ func stalledUploads(conns, addrs int, body []byte, held int, gz bool) attackFunc
 				sleepCtx(ctx, time.Duration(i)*time.Second/time.Duration(conns))
 				for ctx.Err() == nil {
 					answers.add(stallOnce(ctx, dial, host, head, body[:len(body)-held]))
+					sleepCtx(ctx, 100*time.Millisecond) // a tool's pace (see slowloris)
 				}
 			}()
 		}
