@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -223,5 +224,18 @@ func TestGuessingAddressIsRefused(t *testing.T) {
 	}
 	if codes[401] != 20 || codes[429] != 5 {
 		t.Fatalf("25 admin guesses answered %v, want 20 401s and 5 429s", codes)
+	}
+}
+
+// Client text in a log line is cut to logTextMax bytes with its length,
+// without splitting a character.
+func TestClip(t *testing.T) {
+	if got := Clip("dev-1"); got != "dev-1" {
+		t.Fatalf("short text changed: %q", got)
+	}
+	long := strings.Repeat("é", 200) // 400 bytes
+	got := Clip(long)
+	if !strings.HasSuffix(got, "...(400 bytes)") || len(got) > logTextMax+len("...(400 bytes)") || !utf8.ValidString(got) {
+		t.Fatalf("clipped to %d bytes: %q", len(got), got)
 	}
 }
