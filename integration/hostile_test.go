@@ -44,7 +44,7 @@ const (
 	// hostileWriterRSS bounds writer-worker's peak under the read flood.
 	hostileWriterRSS = 300 << 20
 	// hostileBigMessages of ~700 KB each are what the read flood reads.
-	hostileBigMessages = 30
+	hostileBigMessages = 20
 )
 
 func hostileTiming() (rate int, d time.Duration) {

@@ -62,7 +62,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *regist
 		s.failures.Fail(src)
 		return s.respond(c, outcome.InvalidToken, serial, "", "")
 	}
-	if ok, wait := s.limiter.AllowN(serial, readings); !ok {
+	if ok, wait := s.limiter.AllowN(serial, cost(readings, len(b.b))); !ok {
 		setRetryAfter(c, wait)
 		return s.respond(c, outcome.RateLimited, serial, "", "")
 	}
@@ -73,6 +73,17 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *regist
 		return s.respond(c, outcome.Overloaded, serial, "", "too many requests in flight, retry later")
 	}
 	return handle(dev, []string{headerToken, bodyToken})
+}
+
+// readingBytes is the size one token of a device's rate pays for: a
+// request costs its readings, or one token per started readingBytes of
+// body if that is more, so that a device's bytes are bounded too (1.6 MB/s
+// at DEVICE_RATE 100) and one device posting large bodies cannot fill the
+// events stream for the others.
+const readingBytes = 16 << 10
+
+func cost(readings, bodyBytes int) int {
+	return max(readings, (bodyBytes+readingBytes-1)/readingBytes)
 }
 
 // clientAddr is the address limits apply to: the peer, or the client a

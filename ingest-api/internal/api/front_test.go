@@ -239,3 +239,14 @@ func TestClip(t *testing.T) {
 		t.Fatalf("clipped to %d bytes: %q", len(got), got)
 	}
 }
+
+// A request costs its readings, or its bytes in 16 KiB tokens if more.
+func TestRateCost(t *testing.T) {
+	for _, tc := range []struct{ readings, bytes, want int }{
+		{1, 150, 1}, {1000, 150_000, 1000}, {1, 1 << 20, 64}, {1, 16<<10 + 1, 2}, {3, 0, 3},
+	} {
+		if got := cost(tc.readings, tc.bytes); got != tc.want {
+			t.Errorf("cost(%d readings, %d bytes) = %d, want %d", tc.readings, tc.bytes, got, tc.want)
+		}
+	}
+}
