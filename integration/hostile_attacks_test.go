@@ -235,7 +235,8 @@ func bombs(conc int) attackFunc {
 }
 
 // flood sends conc requests at a time (worker w from address ip(w)), each
-// as soon as the last was answered, until ctx ends, and counts the answers.
+// as soon as the last was answered (100 ms after a refusal), until ctx
+// ends, and counts the answers.
 func flood(ctx context.Context, conc int, ip func(w int) string, request func(ctx context.Context, w, n int) *http.Request) map[string]int {
 	clients := map[string]*http.Client{}
 	for w := range conc {
@@ -250,7 +251,11 @@ func flood(ctx context.Context, conc int, ip func(w int) string, request func(ct
 		go func() {
 			defer wg.Done()
 			for n := 0; ctx.Err() == nil; n++ {
-				answers.add(doStatus(clients[ip(w)], request(ctx, w, n)))
+				got := doStatus(clients[ip(w)], request(ctx, w, n))
+				answers.add(got)
+				if got == "429" || got == "conn_error" {
+					sleepCtx(ctx, 100*time.Millisecond) // refused: a tool's pace (see slowloris)
+				}
 			}
 		}()
 	}

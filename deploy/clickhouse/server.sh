@@ -55,7 +55,7 @@ XML
       <readonly>2</readonly>
       <max_execution_time>10</max_execution_time>
       <max_memory_usage>1000000000</max_memory_usage>
-      <max_threads>2</max_threads>
+      <max_threads>1</max_threads>
     </reader>
   </profiles>
   <users>
