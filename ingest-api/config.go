@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/api"
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -14,9 +15,6 @@ import (
 // devAdminToken is the token `make run` uses when ADMIN_TOKEN is unset. The
 // program refuses it unless -dev is given.
 const devAdminToken = "dev-admin-token"
-
-// bodyCopies is what a body costs in memory per byte (see api's body.go).
-const bodyCopies = 3
 
 // Config is ingest-api's whole configuration.
 type Config struct {
@@ -116,7 +114,7 @@ func (c *Config) Validate() error {
 		return errors.New("HTTP_WRITE_TIMEOUT must exceed OUTCOME_TIMEOUT")
 	case c.RegistryBucket == "":
 		return errors.New("REGISTRY_BUCKET is empty")
-	case c.Guard.BodyMemory < bodyCopies*c.MaxBodyBytes:
+	case c.Guard.BodyMemory < api.BodyCopies*c.MaxBodyBytes:
 		return errors.New("MAX_BODY_MEMORY must hold at least three copies of MAX_BODY_BYTES")
 	}
 	if err := c.Guard.Validate(); err != nil {

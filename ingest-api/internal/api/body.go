@@ -26,9 +26,9 @@ const (
 	// the connection bounds bound it instead. It is also the largest
 	// buffer kept for reuse.
 	bodyFree = 16 << 10
-	// bodyCopies is what a body costs in memory per byte: itself, the
+	// BodyCopies is what a body costs in memory per byte: itself, the
 	// payload parsed out of it and its encoding in a message.
-	bodyCopies = 3
+	BodyCopies = 3
 	// inflateRatio caps how much a gzip body may inflate per byte sent
 	// (JSON telemetry inflates 5-20x; a decompression bomb 1000x).
 	inflateRatio = 100
@@ -170,12 +170,12 @@ func (s *Server) fill(b *body, w http.ResponseWriter, r *http.Request) error {
 }
 
 // readFrom appends what r holds to b.b, up to limit bytes, taking budget
-// for every byte of capacity beyond bodyFree (times bodyCopies).
+// for every byte of capacity beyond bodyFree (times BodyCopies).
 func (b *body) readFrom(r io.Reader, limit int64) error {
 	for {
 		if len(b.b) == cap(b.b) {
 			grown := int(min(int64(max(2*cap(b.b), 4096)), limit+1))
-			if grown > bodyFree && !b.take(int64(bodyCopies*(grown-max(cap(b.b), bodyFree)))) {
+			if grown > bodyFree && !b.take(int64(BodyCopies*(grown-max(cap(b.b), bodyFree)))) {
 				return errNoBudget
 			}
 			b.b = append(make([]byte, 0, grown), b.b...)
