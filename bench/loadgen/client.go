@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -21,13 +22,26 @@ type conn struct {
 }
 
 // dials counts connections, so that they come from a fleet of loopback
-// addresses (127.0.1.1-127.0.1.250), as a fleet's devices do, rather than
-// all from one, which the per-address connection bound would refuse.
-var dials atomic.Uint64
+// addresses (127.0.1.1 up to 127.0.1.250), as a fleet's devices do, rather
+// than all from one, which the per-address connection bound would refuse.
+// LOADGEN_SOURCES=1 dials from the default address only (then raise
+// SOURCE_MAX_CONNS), as the generator did before.
+var (
+	dials   atomic.Uint64
+	sources = func() uint64 {
+		if n, err := strconv.ParseUint(os.Getenv("LOADGEN_SOURCES"), 10, 8); err == nil && n >= 1 && n <= 250 {
+			return n
+		}
+		return 250
+	}()
+)
 
 func dial(addr string) (*conn, error) {
 	n := dials.Add(1)
-	d := net.Dialer{Timeout: 5 * time.Second, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+n%250))}}
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if sources > 1 {
+		d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+n%sources))}
+	}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
 		return nil, err
