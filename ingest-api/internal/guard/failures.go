@@ -21,7 +21,7 @@ type Failures struct {
 	window time.Duration
 	now    func() time.Time
 
-	mu        sync.Mutex
+	mu        sync.RWMutex // every request reads; only failures write
 	sources   map[netip.Addr]*window
 	swept     time.Time
 	untracked uint64
@@ -46,8 +46,8 @@ func (f *Failures) Refused(a netip.Addr) (time.Duration, bool) {
 		return 0, false
 	}
 	now := f.now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.mu.RLock()
+	defer f.mu.RUnlock()
 	w := f.sources[Source(a)]
 	if w == nil || !now.Before(w.blocked) {
 		return 0, false

@@ -38,16 +38,19 @@ func (l *Limiter) AllowN(serial string, n int) (ok bool, wait time.Duration) {
 	}
 	now := time.Now()
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	b := l.bucket(serial)
+	l.mu.Unlock()
+	// The bucket has a lock of its own: devices do not wait on each other.
 	r := b.ReserveN(now, min(n, l.burst))
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
 		return false, d
 	}
+	l.mu.Lock()
 	if l.granted != nil {
 		l.granted[serial] += n
 	}
+	l.mu.Unlock()
 	return true, 0
 }
 
@@ -64,10 +67,10 @@ func (l *Limiter) bucket(serial string) *rate.Limiter {
 // debit takes n readings another copy granted from serial's bucket, into
 // debt if need be: this copy then waits them out.
 func (l *Limiter) debit(serial string, n int) {
-	now := time.Now()
 	l.mu.Lock()
-	l.bucket(serial).ReserveN(now, min(n, l.burst))
+	b := l.bucket(serial)
 	l.mu.Unlock()
+	b.ReserveN(time.Now(), min(n, l.burst))
 }
 
 // Forget drops the bucket of a device that was deleted.
