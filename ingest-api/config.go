@@ -10,11 +10,16 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/envflag"
+	"github.com/devicehub/eventservice/pkg/registry"
 )
 
 // devAdminToken is the token `make run` uses when ADMIN_TOKEN is unset. The
 // program refuses it unless -dev is given.
 const devAdminToken = "dev-admin-token"
+
+// devTokenKey is the TOKEN_KEY of -dev when none is given: a development
+// registry's tokens are not protected by it.
+const devTokenKey = "dev-token-key-not-secret-0123456789abcdef"
 
 // Config is ingest-api's whole configuration.
 type Config struct {
@@ -22,6 +27,8 @@ type Config struct {
 	MetricsAddr       string
 	TLSCert, TLSKey   string
 	AdminToken        string
+	TokenKey          string
+	TokenKeyPrevious  string
 	Dev               bool
 	MaxBodyBytes      int64
 	DiscardBodyBytes  int64
@@ -53,7 +60,9 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.TLSCert, "http-tls-cert", "", "certificate file: serve HTTPS when set")
 	s.String(&c.TLSKey, "http-tls-key", "", "key file for -http-tls-cert")
 	s.String(&c.AdminToken, "admin-token", "", "bearer token of the workspace API")
-	s.Bool(&c.Dev, "dev", false, "development mode: allow the built-in admin token")
+	s.String(&c.TokenKey, "token-key", "", "secret of at least 32 bytes (64 hex digits from a random source) under which device tokens are kept as keyed digests and sealed copies; only ingest-api holds it")
+	s.String(&c.TokenKeyPrevious, "token-key-previous", "", "the TOKEN_KEY being replaced: records made under it are rewritten under TOKEN_KEY at start (docs/operations.md)")
+	s.Bool(&c.Dev, "dev", false, "development mode: allow the built-in admin token and token key")
 	s.Int64(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 beyond)")
 	s.Int64(&c.DiscardBodyBytes, "discard-body-bytes", 16<<20, "how much of a refused body is read and dropped so that clients that write before they read get the 413 (beyond it the connection is closed)")
 	s.Int(&c.MaxInFlight, "max-in-flight", 512, "authenticated requests in the pipeline at once (bodies being read do not count: MAX_BODY_MEMORY bounds them); 503 + Retry-After beyond")
@@ -83,6 +92,9 @@ func (c *Config) Validate() error {
 	if c.AdminToken == "" && c.Dev {
 		c.AdminToken = devAdminToken
 	}
+	if c.TokenKey == "" && c.Dev {
+		c.TokenKey = devTokenKey
+	}
 	switch {
 	case c.MaxBatchMessages < 1:
 		return errors.New("MAX_BATCH_MESSAGES must be at least 1")
@@ -94,6 +106,12 @@ func (c *Config) Validate() error {
 		return errors.New("ADMIN_TOKEN is empty: set it, or pass -dev for the development default")
 	case c.AdminToken == devAdminToken && !c.Dev:
 		return errors.New("ADMIN_TOKEN is the development default: set your own, or pass -dev")
+	case len(c.TokenKey) < registry.MinKeyLen:
+		return fmt.Errorf("TOKEN_KEY must be at least %d bytes: generate one with `openssl rand -hex 32`, or pass -dev for the development default", registry.MinKeyLen)
+	case c.TokenKey == devTokenKey && !c.Dev:
+		return errors.New("TOKEN_KEY is the development default: set your own, or pass -dev")
+	case c.TokenKeyPrevious != "" && len(c.TokenKeyPrevious) < registry.MinKeyLen:
+		return fmt.Errorf("TOKEN_KEY_PREVIOUS must be at least %d bytes", registry.MinKeyLen)
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("HTTP_TLS_CERT and HTTP_TLS_KEY go together")
 	case c.MaxBodyBytes < 64:

@@ -54,6 +54,7 @@ func TestConfiguration(t *testing.T) {
 	}{
 		{"ingest-api", []string{"ADMIN_TOKEN="}, "ingest-api: ADMIN_TOKEN"},
 		{"ingest-api", []string{"ADMIN_TOKEN=x", "MAX_IN_FLIGHT=abc"}, `ingest-api: MAX_IN_FLIGHT="abc"`},
+		{"ingest-api", []string{"ADMIN_TOKEN=x", "TOKEN_KEY=too-short"}, "ingest-api: TOKEN_KEY must be at least 32 bytes"},
 		{"writer-worker", []string{"IDEMPOTENCY_WINDOW=0s"}, "writer-worker: IDEMPOTENCY_WINDOW must be positive"},
 		{"mapper-worker", []string{"NATS_DEDUPE_WINDOW=48h"}, "mapper-worker: NATS_DEDUPE_WINDOW must be positive and at most NATS_STREAM_MAX_AGE"},
 	} {

@@ -330,8 +330,11 @@ func testWorkspace(t *testing.T, s *stack) {
 	if in["entityInput"] != "t" {
 		t.Errorf("entityInput default = %v, want the input name", in["entityInput"])
 	}
-	if g := s.admin(t, http.MethodGet, "/devices/gen-1", ""); g.Status != 200 || g.Body["accessToken"] != tok {
-		t.Errorf("GET = %d %s", g.Status, g.Raw)
+	if g := s.admin(t, http.MethodGet, "/devices/gen-1", ""); g.Status != 200 || g.Body["accessToken"] != nil || strings.Contains(string(g.Raw), tok) {
+		t.Errorf("GET shows the token: %d %s", g.Status, g.Raw)
+	}
+	if g := s.admin(t, http.MethodPost, "/devices/gen-1/tokens/token-1/reveal", ""); g.Status != 200 || g.Body["token"] != tok {
+		t.Errorf("reveal = %d %s", g.Status, g.Raw)
 	}
 	if b := s.admin(t, http.MethodPut, "/devices/bad", `{"connectionType":"SERIAL"}`); b.Status != 400 || b.Body["success"] != false {
 		t.Errorf("bad connection type: %d %s", b.Status, b.Raw)

@@ -23,6 +23,9 @@ import (
 
 const adminToken = "e2e-admin-token-7f3a"
 
+// tokenKey is the stack's TOKEN_KEY.
+const tokenKey = "e2e-token-key-3b9d0c51a7e24f68b1c0d9e8f7a6b5c4"
+
 var binDir string
 
 func TestMain(m *testing.M) {
@@ -120,6 +123,7 @@ func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
 		"CLICKHOUSE_USER=ingest_writer",
 		"CLICKHOUSE_READ_USER=ingest_reader",
 		"ADMIN_TOKEN=" + adminToken,
+		"TOKEN_KEY=" + tokenKey,
 		"HTTP_ADDR=" + ingestAddr,
 		"LOG_LEVEL=debug",
 		"PATH=" + os.Getenv("PATH"),

@@ -111,11 +111,14 @@ try {
   await page.getByRole('button', { name: 'Create device' }).click();
   await page.getByRole('heading', { name: serial }).waitFor();
   await page.getByText('greenhouse / temperature').waitFor();
-  await page.getByRole('button', { name: 'Reveal' }).click();
-  const token = (await page.locator('#device-token').textContent()).trim();
+  const firstRow = page.locator('#device-tokens tr[data-token="token-1"]');
+  await firstRow.getByText('primary').waitFor();
+  await firstRow.getByRole('button', { name: 'Reveal' }).click();
+  await firstRow.getByRole('button', { name: 'Hide' }).waitFor();
+  const token = (await firstRow.locator('.token-value').textContent()).trim();
   assert.match(token, /^[0-9a-f]{32}$/, 'a generated token is shown on reveal');
-  await page.getByRole('button', { name: 'Hide' }).click();
-  assert.ok(!(await page.locator('#device-token').textContent()).includes(token), 'hidden again');
+  await firstRow.getByRole('button', { name: 'Hide' }).click();
+  assert.ok(!(await firstRow.locator('.token-value').textContent()).includes(token), 'hidden again');
   await shot('device');
 
   step('post readings through the ingestion endpoint');
@@ -160,9 +163,40 @@ try {
   await page.waitForFunction(() => (document.querySelector('#messages li.message pre') || {}).textContent?.includes('26.5'), null, { timeout: 15000 });
   await shot('messages', false);
 
+  step('rotate the device token: add, both valid, promote, retire the old one');
+  await page.getByRole('tab', { name: 'Overview' }).click();
+  await page.getByRole('button', { name: 'Add token' }).click();
+  const second = (await page.locator('#new-token .token-value').textContent()).trim();
+  assert.match(second, /^[0-9a-f]{32}$/, 'the new token is shown once');
+  assert.notEqual(second, token);
+  assert.ok(await page.getByRole('button', { name: 'Add token' }).isDisabled(), 'a third token cannot be added');
+  await post('/api/v1/deviceapi/event', { serial, data: { temp: 27.5 } }, second, `live-${serial}-second`);
+  await post('/api/v1/deviceapi/event', { serial, data: { temp: 27.0 } }, token, `live-${serial}-first`);
+  const secondRow = page.locator('#device-tokens tr[data-token="token-2"]');
+  await secondRow.getByRole('button', { name: 'Make primary' }).click();
+  await secondRow.getByText('primary').waitFor();
+  await shot('tokens');
+  await page.locator('#device-tokens tr[data-token="token-1"]').getByRole('button', { name: 'Retire' }).click();
+  await page.locator('#device-tokens tr[data-token="token-1"] .confirm').getByRole('button', { name: 'Retire' }).click();
+  await page.locator('#device-tokens tr[data-token="token-1"]').waitFor({ state: 'detached' });
+  assert.equal(await page.locator('#device-tokens tbody tr').count(), 1);
+  const refused = await fetch(`${base}/api/v1/deviceapi/event`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+    body: JSON.stringify({ serial, data: { temp: 1 } }),
+  });
+  assert.equal(refused.status, 401, 'the retired token is refused');
+  assert.equal((await refused.json()).message, 'Invalid access token');
+  await post('/api/v1/deviceapi/event', { serial, data: { temp: 28.5 } }, second, `live-${serial}-after`);
+  await page.getByRole('tab', { name: 'Messages' }).click();
+  await page.waitForFunction(() => (document.querySelector('#messages li.message pre') || {}).textContent?.includes('28.5'), null, { timeout: 15000 });
+  const tokensShown = await items.evaluateAll((els) => els.slice(0, 3).map((e) => e.querySelector('.token-name')?.textContent));
+  assert.deepEqual(tokensShown, ['Token token-2', 'Token token-1', 'Token token-2'], 'each message names the token it used');
+  const shownText = await page.locator('#messages').textContent();
+  assert.ok(!shownText.includes(token) && !shownText.includes(second), 'no token value in the Messages tab');
+
   step('the entity page shows the latest value and draws the chart');
   await page.goto(`${base}/console/entities/greenhouse/inputs/temperature`);
-  await page.locator('#latest-value').filter({ hasText: '26.5' }).waitFor();
+  await page.locator('#latest-value').filter({ hasText: '28.5' }).waitFor();
   await page.locator('#chart[data-kind="number"] canvas').first().waitFor();
   const drawn = async () => page.locator('#chart canvas').first().evaluate((c) => {
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;

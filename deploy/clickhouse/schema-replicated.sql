@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS device_events.device_messages
     outcome    String,
     reading_ns Int64 DEFAULT ts_ns,
     time_note  String DEFAULT '',
+    token      String DEFAULT '',
     ts         DateTime ALIAS toDateTime(intDiv(ts_ns, 1000000000)),
     ts_ms      Int64 ALIAS intDiv(ts_ns, 1000000)
 )

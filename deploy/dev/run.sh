@@ -29,6 +29,15 @@ if [ ! -s "$state/nats.env" ]; then
     done > "$state/nats.env" )
 fi
 . "$state/nats.env" # not exported: each program gets its own password only
+# TOKEN_KEY: device tokens are kept in the registry as keyed digests and
+# sealed copies under it; generated once and kept with the registry it
+# protects (a registry is unreadable without its key).
+if [ -z "${TOKEN_KEY:-}" ]; then
+  if [ ! -s "$state/token.env" ]; then
+    ( umask 077; echo "TOKEN_KEY=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" > "$state/token.env" )
+  fi
+  . "$state/token.env"
+fi
 
 pids=()
 stop() {
@@ -58,7 +67,7 @@ pids+=($!); echo $! > "$state/pids/writer"
 HEALTH_ADDR=$MAPPER_HEALTH_ADDR NATS_USER=mapper-worker NATS_PASSWORD=$NATS_MAPPER_PASSWORD \
   env ${PPROF:+PPROF_ADDR=127.0.0.1:6062} "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/mapper"
-HTTP_ADDR=$INGEST_ADDR METRICS_ADDR=$INGEST_METRICS_ADDR ADMIN_TOKEN=$ADMIN_TOKEN NATS_USER=ingest-api NATS_PASSWORD=$NATS_INGEST_PASSWORD \
+HTTP_ADDR=$INGEST_ADDR METRICS_ADDR=$INGEST_METRICS_ADDR ADMIN_TOKEN=$ADMIN_TOKEN TOKEN_KEY=$TOKEN_KEY NATS_USER=ingest-api NATS_PASSWORD=$NATS_INGEST_PASSWORD \
   env ${PPROF:+PPROF_ADDR=127.0.0.1:6061} "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/api"
 wait_http "http://$WRITER_HEALTH_ADDR/readyz" writer-worker

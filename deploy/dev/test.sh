@@ -23,7 +23,7 @@ for p in ingest-api mapper-worker writer-worker; do
   CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$tmp/$p" "./$p"
 done
 if docker compose version >/dev/null 2>&1; then
-  secrets="ADMIN_TOKEN=ci NATS_INGEST_PASSWORD=ci NATS_MAPPER_PASSWORD=ci NATS_WRITER_PASSWORD=ci NATS_OPERATOR_PASSWORD=ci CLICKHOUSE_WRITER_PASSWORD=ci CLICKHOUSE_READER_PASSWORD=ci"
+  secrets="ADMIN_TOKEN=ci TOKEN_KEY=ci NATS_INGEST_PASSWORD=ci NATS_MAPPER_PASSWORD=ci NATS_WRITER_PASSWORD=ci NATS_OPERATOR_PASSWORD=ci CLICKHOUSE_WRITER_PASSWORD=ci CLICKHOUSE_READER_PASSWORD=ci"
   env $secrets docker compose config --quiet
   env $secrets docker compose --profile monitoring config --quiet
 fi

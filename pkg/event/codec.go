@@ -111,12 +111,13 @@ func (r *reader) done(what string) error {
 
 // Messages on the events stream carry one or more events: ingest-api
 // gathers the unkeyed events of concurrent requests into one message, which
-// costs NATS and the mapper one message instead of one per event. Version 5
-// adds the reading time; versions 4 and 3 (one event each), from older
-// ingest-api copies during an upgrade, are still read, as readings at their
-// receive time.
+// costs NATS and the mapper one message instead of one per event. Version 6
+// adds the name of the token used, version 5 the reading time; older
+// versions, from ingest-api copies during an upgrade, are still read (4 and
+// 3, one event each, as readings at their receive time).
 const (
-	eventsVersion   = 5
+	eventsVersion   = 6
+	noTokenName     = 5
 	noReadingTime   = 4
 	oneEventVersion = 3
 )
@@ -134,6 +135,7 @@ func AppendEvent(b []byte, e *Event) []byte {
 	w.varint(e.ReadingNs)
 	w.str(e.TimeNote)
 	w.str(e.Group)
+	w.str(e.Token)
 	w.uvarint(e.Rev)
 	w.str(e.Reply)
 	w.byte(boolByte(e.Keyed))
@@ -166,25 +168,28 @@ func DecodeEvents(data []byte) ([]Event, error) {
 	r := reader{b: data}
 	v := r.byte()
 	switch v {
-	case eventsVersion, noReadingTime:
+	case eventsVersion, noTokenName, noReadingTime:
 	case oneEventVersion:
-		e := r.event(false)
+		e := r.event(v)
 		return []Event{e}, r.done("event")
 	default:
 		r.fail()
 	}
 	var es []Event
 	for r.err == nil && (len(r.b) > 0 || len(es) == 0) {
-		es = append(es, r.event(v == eventsVersion))
+		es = append(es, r.event(v))
 	}
 	return es, r.done("events")
 }
 
-func (r *reader) event(readingTime bool) Event {
+func (r *reader) event(version byte) Event {
 	e := Event{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint())}
 	e.ReadingNs = e.ReceivedNs
-	if readingTime {
+	if version >= noTokenName {
 		e.ReadingNs, e.TimeNote, e.Group = r.varint(), r.str(), r.str()
+	}
+	if version >= eventsVersion {
+		e.Token = r.str()
 	}
 	e.Rev, e.Reply = r.uvarint(), r.str()
 	e.Keyed = r.flag()
@@ -199,6 +204,7 @@ func (w *writer) mapped(m *Mapped) {
 	w.varint(m.ReadingNs)
 	w.str(m.TimeNote)
 	w.str(m.Group)
+	w.str(m.Token)
 	w.byte(byte(m.Outcome))
 	w.byte(boolByte(m.MaybeStored) | boolByte(m.Keyed)<<1 | boolByte(m.Replay)<<2)
 	w.str(m.Reply)
@@ -213,11 +219,14 @@ func (w *writer) mapped(m *Mapped) {
 	}
 }
 
-func (r *reader) mapped(readingTime bool) Mapped {
+func (r *reader) mapped(version byte) Mapped {
 	m := Mapped{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint())}
 	m.ReadingNs = m.ReceivedNs
-	if readingTime {
+	if version >= noTokenEnvelope {
 		m.ReadingNs, m.TimeNote, m.Group = r.varint(), r.str(), r.str()
+	}
+	if version >= envelopeVersion {
+		m.Token = r.str()
 	}
 	m.Outcome = outcome.Code(r.byte())
 	flags := r.byte()
@@ -239,9 +248,13 @@ func (r *reader) mapped(readingTime bool) Mapped {
 	return m
 }
 
-// Envelopes of version 4 carry the reading time; version 3 ones, from older
-// mapper copies during an upgrade, are read as readings at receive time.
-const envelopeVersion = 4
+// Envelopes of version 5 carry the name of the token used, version 4 the
+// reading time; older ones, from mapper copies during an upgrade, are still
+// read (version 3 as readings at receive time).
+const (
+	envelopeVersion = 5
+	noTokenEnvelope = 4
+)
 
 // AppendEnvelope appends the encoding of a batch of mapped events to b.
 func AppendEnvelope(b []byte, ms []Mapped) []byte {
@@ -249,7 +262,7 @@ func AppendEnvelope(b []byte, ms []Mapped) []byte {
 	size := 16
 	for i := range ms {
 		m := &ms[i]
-		size += 48 + len(m.ID) + len(m.Serial) + len(m.TimeNote) + len(m.Group) + len(m.Reply) + len(m.Payload)
+		size += 48 + len(m.ID) + len(m.Serial) + len(m.TimeNote) + len(m.Group) + len(m.Token) + len(m.Reply) + len(m.Payload)
 		for j := range m.Values {
 			v := &m.Values[j]
 			size += 16 + len(v.DeviceInput) + len(v.Entity) + len(v.Input) + len(v.JSON)
@@ -268,13 +281,13 @@ func AppendEnvelope(b []byte, ms []Mapped) []byte {
 func DecodeEnvelope(data []byte) ([]Mapped, error) {
 	r := reader{b: data}
 	v := r.byte()
-	if v != envelopeVersion && v != wireVersion {
+	if v != envelopeVersion && v != noTokenEnvelope && v != wireVersion {
 		r.fail()
 	}
 	n := r.count(8)
 	ms := make([]Mapped, 0, n)
 	for range n {
-		ms = append(ms, r.mapped(v == envelopeVersion))
+		ms = append(ms, r.mapped(v))
 	}
 	return ms, r.done("envelope")
 }

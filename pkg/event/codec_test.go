@@ -11,13 +11,13 @@ import (
 
 func TestRoundTrips(t *testing.T) {
 	ev := Event{ID: "id-1", Serial: "sé rial", ReceivedNs: 1795322239123456789, ReadingNs: 1795322230000000000, TimeNote: "", Rev: 42, Reply: "devices.reply.x", Keyed: true, Payload: []byte(`{"serial":"s","data":{"a":1}}`)}
-	ev2 := Event{ID: "id-2", Serial: "s2", ReceivedNs: 1, ReadingNs: 1, TimeNote: "ts is not a time: stored at receive time", Group: "g1", Reply: "devices.reply.y", Payload: []byte(`{}`)}
+	ev2 := Event{ID: "id-2", Serial: "s2", ReceivedNs: 1, ReadingNs: 1, TimeNote: "ts is not a time: stored at receive time", Group: "g1", Token: "fw-2", Reply: "devices.reply.y", Payload: []byte(`{}`)}
 	got, err := DecodeEvents(AppendEvent(AppendEvent(nil, &ev), &ev2))
 	if err != nil || !reflect.DeepEqual(got, []Event{ev, ev2}) {
 		t.Fatalf("events round trip: %+v %v", got, err)
 	}
 	ms := []Mapped{
-		{ID: "a", Serial: "s", ReceivedNs: 7, ReadingNs: -3, TimeNote: "n", Group: "g", Outcome: outcome.Stored, MaybeStored: true, Reply: "r", Payload: []byte(`{}`),
+		{ID: "a", Serial: "s", ReceivedNs: 7, ReadingNs: -3, TimeNote: "n", Group: "g", Token: "token-1", Outcome: outcome.Stored, MaybeStored: true, Reply: "r", Payload: []byte(`{}`),
 			Values: []Value{{DeviceInput: "t", Entity: "e", Input: "i", JSON: []byte(`21.5`)}, {DeviceInput: "u", Entity: "e", Input: "j", JSON: []byte(`"x"`)}}},
 		{ID: "b", Serial: "s2", ReceivedNs: 8, Outcome: outcome.NoConnections, Keyed: true, Replay: true, Payload: []byte(`{"x":null}`)},
 		{ID: "c", Serial: "s3", ReceivedNs: 9, Outcome: outcome.Stored, MaybeStored: true, Keyed: true, Payload: []byte(`{}`)},

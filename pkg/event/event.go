@@ -21,6 +21,10 @@ type Event struct {
 	// message of ("" for a single reading): a group's values are stored
 	// together or not at all.
 	Group string
+	// Token names the device token the request authenticated with (never
+	// the token): the Messages view shows it, so that an operator sees a
+	// fleet move from one token to the next.
+	Token string
 	// Rev is the registry revision of the device record the event was
 	// authenticated against; the mapper resolves with that record or newer.
 	Rev uint64
@@ -59,6 +63,7 @@ type Mapped struct {
 	ReadingNs  int64 // see Event
 	TimeNote   string
 	Group      string
+	Token      string // see Event
 	Outcome    outcome.Code
 	// MaybeStored is set when an earlier delivery may have carried the
 	// event to storage (the mapper saw it more than once, or it is a

@@ -42,6 +42,9 @@ const (
 	SourceRefused  Code = 23
 	TooManyConns   Code = 24
 	ConnsExhausted Code = 25
+	// The workspace API's answers to changes it may not make.
+	Conflict  Code = 26
+	Forbidden Code = 27
 )
 
 // Row is one line of the table. ErrorText may hold "<serial>", replaced by the
@@ -83,6 +86,8 @@ var table = [...]Row{
 	SourceRefused:    {429, "Rate limit exceeded", "Too many failed authentications from this address", 60},
 	TooManyConns:     {429, "Rate limit exceeded", "Too many connections from this address", 10},
 	ConnsExhausted:   {503, "Failed to process message", "Too many connections, retry later", 1},
+	Conflict:         {409, "Conflict", "", 0},
+	Forbidden:        {403, "Forbidden", "", 0},
 }
 
 // Lookup returns the row for c. Unknown codes (from a newer peer) read as an
@@ -130,4 +135,5 @@ var names = [...]string{
 	"route_not_found", "method_not_allowed", "bad_request", "not_found", "internal",
 	"rate_limited", "empty_messages", "too_many_messages", "partly_stored",
 	"body_timeout", "source_refused", "too_many_conns", "conns_exhausted",
+	"conflict", "forbidden",
 }

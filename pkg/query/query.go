@@ -87,6 +87,9 @@ type Message struct {
 	TimeNote    string          `json:"timeNote,omitempty"`
 	Payload     json.RawMessage `json:"payload"`
 	Outcome     string          `json:"outcome"`
+	// Token names the device token the message was sent with ("" for
+	// messages kept before tokens had names).
+	Token string `json:"token,omitempty"`
 }
 
 // Point is one stored reading of an entity input.

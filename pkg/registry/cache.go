@@ -16,18 +16,38 @@ type Route struct {
 }
 
 // Entry is a device as the request path needs it: the record plus what is
-// derived from it once per update instead of once per request.
+// derived from it once per update instead of once per request. Its Device
+// holds the tokens' names, not their digests or sealed values.
 type Entry struct {
 	Device Device
 	// Rev is the registry revision of this record. Events carry the revision
 	// they were accepted under, so a worker whose copy lags can wait for it.
-	Rev      uint64
-	tokenSum [sha256.Size]byte
-	routes   map[string]Route
+	Rev    uint64
+	tokens []entryToken
+	routes map[string]Route
+}
+
+// entryToken is what authenticates one token. A record written before
+// tokens were kept as digests (key "") holds an unkeyed SHA-256 of it
+// until ingest-api upgrades the record, seconds after it starts.
+type entryToken struct {
+	name, key string
+	digest    [sha256.Size]byte
 }
 
 func newEntry(d Device, rev uint64) *Entry {
-	e := &Entry{Device: d, Rev: rev, tokenSum: sha256.Sum256([]byte(d.AccessToken))}
+	e := &Entry{Device: d, Rev: rev}
+	if d.AccessToken != "" {
+		e.tokens = append(e.tokens, entryToken{name: "token-1", digest: sha256.Sum256([]byte(d.AccessToken))})
+		e.Device.AccessToken = ""
+	}
+	e.Device.Tokens = make([]Token, len(d.Tokens))
+	for i, t := range d.Tokens {
+		et := entryToken{name: t.Name, key: t.Key}
+		copy(et.digest[:], t.Digest)
+		e.tokens = append(e.tokens, et)
+		e.Device.Tokens[i] = Token{Name: t.Name, Created: t.Created, Key: t.Key}
+	}
 	for _, in := range d.Inputs {
 		if in.Entity == "" {
 			continue
@@ -40,14 +60,52 @@ func newEntry(d Device, rev uint64) *Entry {
 	return e
 }
 
-// TokenMatches compares token with the device's token in constant time.
-// Comparing digests keeps the time independent of both lengths too.
-func (e *Entry) TokenMatches(token string) bool {
-	if token == "" {
-		return false
+// Authenticate returns the name of the device's token that one of secrets
+// is (the first that is), comparing keyed digests in constant time, so
+// the time is independent of the tokens' lengths too.
+func (e *Entry) Authenticate(k *Keyring, secrets ...string) (name string, ok bool) {
+	for _, s := range secrets {
+		if s == "" {
+			continue
+		}
+		var current *[sha256.Size]byte // computed once per secret
+		for i := range e.tokens {
+			t := &e.tokens[i]
+			var dg [sha256.Size]byte
+			switch {
+			case t.key == "":
+				dg = sha256.Sum256([]byte(s))
+			case k == nil:
+				continue
+			case t.key == k.id:
+				if current == nil {
+					d := k.Digest(s)
+					current = &d
+				}
+				dg = *current
+			default:
+				r := k.under(t.key)
+				if r == nil {
+					continue
+				}
+				dg = r.Digest(s)
+			}
+			if subtle.ConstantTimeCompare(dg[:], t.digest[:]) == 1 {
+				return t.name, true
+			}
+		}
 	}
-	sum := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(sum[:], e.tokenSum[:]) == 1
+	return "", false
+}
+
+// stale reports whether the record is not in the form key keyID makes.
+func (e *Entry) stale(keyID string) bool {
+	for _, t := range e.tokens {
+		if t.key != keyID {
+			return true
+		}
+	}
+	return false
 }
 
 // AcceptsAPI reports whether the device may post over this HTTP interface.
@@ -179,6 +237,20 @@ func (c *Cache) Devices(prefix, after string, limit int) (_ []Device, more bool)
 		}
 	}
 	return out, more
+}
+
+// Stale returns the serials whose records are not in the form key keyID
+// makes: tokens in the clear, or under another key (see Store.Upgrade).
+func (c *Cache) Stale(keyID string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for serial, s := range c.devices {
+		if s.entry != nil && s.entry.stale(keyID) {
+			out = append(out, serial)
+		}
+	}
+	return out
 }
 
 // EntityInputs returns every connected entity input, by entity then input,

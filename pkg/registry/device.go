@@ -29,12 +29,22 @@ const (
 // ErrInvalid marks a device record the workspace API must refuse.
 var ErrInvalid = errors.New("invalid device")
 
-// Device is the stored record, and the workspace API's request and response.
+// Device is the stored record, and the workspace API's request (View is
+// its answer).
 type Device struct {
-	Serial         string  `json:"serial"`
-	ConnectionType string  `json:"connectionType"`
-	AccessToken    string  `json:"accessToken,omitempty"`
-	Inputs         []Input `json:"inputs"`
+	Serial         string `json:"serial"`
+	ConnectionType string `json:"connectionType"`
+	// AccessToken is a token in a workspace request (PUT: the device's only
+	// token from then on), and in records written before tokens were kept
+	// as digests (Upgrade rewrites them). The store never writes it.
+	AccessToken string `json:"accessToken,omitempty"`
+	// Tokens are the tokens that authenticate the device, the primary
+	// first, at most MaxTokens (see tokens.go).
+	Tokens []Token `json:"tokens,omitempty"`
+	// TokenSeq numbers the tokens ever given to the device: a token added
+	// without a name is named token-<TokenSeq>, never a name used before.
+	TokenSeq int     `json:"tokenSeq,omitempty"`
+	Inputs   []Input `json:"inputs"`
 	// TimestampInput names the key of data that holds the reading's time
 	// (an RFC 3339 string or epoch milliseconds), if the device sends one.
 	// It is stored as a value only if it is also a connected input.
@@ -50,7 +60,7 @@ type Input struct {
 }
 
 // Normalize validates d and fills the defaults: a connected input without
-// entityInput uses its own name, and a missing token is generated (128 bits).
+// entityInput uses its own name.
 func (d *Device) Normalize() error {
 	if err := checkName("serial", d.Serial, MaxSerialLen); err != nil {
 		return err
@@ -62,14 +72,8 @@ func (d *Device) Normalize() error {
 	default:
 		return fmt.Errorf("%w: connectionType must be %q or %q", ErrInvalid, ConnectionAPI, ConnectionMQTT)
 	}
-	if d.AccessToken == "" {
-		tok, err := NewToken()
-		if err != nil {
-			return err
-		}
-		d.AccessToken = tok
-	} else if len(d.AccessToken) > MaxTokenLen || !utf8.ValidString(d.AccessToken) {
-		return fmt.Errorf("%w: accessToken must be valid UTF-8 of at most %d bytes", ErrInvalid, MaxTokenLen)
+	if err := checkToken(d.AccessToken); d.AccessToken != "" && err != nil {
+		return err
 	}
 	if d.TimestampInput != "" {
 		if err := checkName("timestampInput", d.TimestampInput, MaxNameLen); err != nil {

@@ -18,18 +18,25 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// testKey is a TOKEN_KEY for tests.
+const testKey = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func keyring(t testing.TB, key, previous string) *Keyring {
+	t.Helper()
+	k, err := NewKeyring(key, previous)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
 func TestNormalize(t *testing.T) {
 	d := Device{Serial: "s", Inputs: []Input{{Name: "t", Entity: "e"}, {Name: "v"}}}
 	if err := d.Normalize(); err != nil {
 		t.Fatal(err)
 	}
-	if d.ConnectionType != ConnectionAPI || len(d.AccessToken) != 32 || d.Inputs[0].EntityInput != "t" {
+	if d.ConnectionType != ConnectionAPI || d.AccessToken != "" || d.Inputs[0].EntityInput != "t" {
 		t.Fatalf("defaults not filled: %+v", d)
-	}
-	other := Device{Serial: "s"}
-	_ = other.Normalize()
-	if other.AccessToken == d.AccessToken {
-		t.Fatal("generated tokens repeat")
 	}
 	for name, bad := range map[string]Device{
 		"empty serial":     {},
@@ -39,6 +46,7 @@ func TestNormalize(t *testing.T) {
 		"duplicate input":  {Serial: "s", Inputs: []Input{{Name: "a"}, {Name: "a"}}},
 		"unnamed input":    {Serial: "s", Inputs: []Input{{Entity: "e"}}},
 		"orphan entityInp": {Serial: "s", Inputs: []Input{{Name: "a", EntityInput: "x"}}},
+		"long token":       {Serial: "s", AccessToken: strings.Repeat("t", MaxTokenLen+1)},
 	} {
 		if err := bad.Normalize(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: err = %v, want ErrInvalid", name, err)
@@ -46,22 +54,40 @@ func TestNormalize(t *testing.T) {
 	}
 }
 
+// device returns a device with one token, secret, made under k.
+func device(t testing.TB, k *Keyring, serial, secret string) Device {
+	t.Helper()
+	d := Device{Serial: serial, ConnectionType: ConnectionAPI, Inputs: []Input{{Name: "t", Entity: "e", EntityInput: "i"}}}
+	if _, err := d.AddToken(k, "", secret, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func TestCacheRevisions(t *testing.T) {
+	k := keyring(t, testKey, "")
 	c := NewCache()
-	d := Device{Serial: "s", ConnectionType: ConnectionAPI, AccessToken: "tok", Inputs: []Input{{Name: "t", Entity: "e", EntityInput: "i"}}}
+	d := device(t, k, "s", "tok")
 	c.Put(d, 5)
-	old := d
-	old.AccessToken = "old"
+	old := device(t, k, "s", "old")
 	c.Put(old, 4) // a late watch delivery of an older revision
 	e, ok := c.Lookup("s")
-	if !ok || !e.TokenMatches("tok") || e.TokenMatches("old") || e.Rev != 5 {
+	if _, match := e.Authenticate(k, "old"); !ok || match || e.Rev != 5 {
 		t.Fatalf("older revision overwrote newer: %+v", e)
+	}
+	if name, match := e.Authenticate(k, "tok"); !match || name != "token-1" {
+		t.Fatalf("token not recognised: %q %v", name, match)
 	}
 	if r, ok := e.Route("t"); !ok || r != (Route{"e", "i"}) {
 		t.Fatalf("route = %+v %v", r, ok)
 	}
-	if e.TokenMatches("") || e.TokenMatches("tok ") {
-		t.Fatal("token comparison too lax")
+	for _, bad := range [][]string{{""}, {"tok "}, {"TOK"}, {}, {"", "to"}} {
+		if _, match := e.Authenticate(k, bad...); match {
+			t.Fatalf("token comparison too lax: %q", bad)
+		}
+	}
+	if _, match := e.Authenticate(keyring(t, strings.Repeat("x", 40), ""), "tok"); match {
+		t.Fatal("a token matched under another key")
 	}
 	c.Remove("s", 5)
 	if _, ok := c.Lookup("s"); ok || c.Len() != 0 {
@@ -104,26 +130,29 @@ func TestStoreSpreadsChangesToEveryCopy(t *testing.T) {
 	a, stopA := open(t, ns.ClientURL())
 	defer stopA()
 	ctx := context.Background()
-	d := Device{Serial: "weird serial/with.dots*", ConnectionType: ConnectionAPI, AccessToken: "tok-1"}
-	if err := a.Put(ctx, d); err != nil {
+	k := keyring(t, testKey, "")
+	d := device(t, k, "weird serial/with.dots*", "tok-1")
+	if _, err := a.Update(ctx, d.Serial, func(rec *Device, exists bool) error { *rec = d; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := a.Cache().Lookup(d.Serial); !ok {
-		t.Fatal("the writing instance must serve the change before Put returns")
+		t.Fatal("the writing instance must serve the change before Update returns")
 	}
 	// A copy started later loads it as initial state...
 	b, stopB := open(t, ns.ClientURL())
 	defer stopB()
-	if e, ok := b.Cache().Lookup(d.Serial); !ok || !e.TokenMatches("tok-1") {
+	if e, ok := b.Cache().Lookup(d.Serial); !ok || !matches(k, e, "tok-1") {
 		t.Fatal("initial load missed the device")
 	}
 	// ...and follows later changes within a second.
-	d.AccessToken = "tok-2"
-	if err := a.Put(ctx, d); err != nil {
+	if _, err := a.Update(ctx, d.Serial, func(rec *Device, exists bool) error {
+		_, err := rec.SetToken(k, "tok-2", time.Now())
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { e, ok := b.Cache().Lookup(d.Serial); return ok && e.TokenMatches("tok-2") })
-	if got, err := b.Get(ctx, d.Serial); err != nil || got.AccessToken != "tok-2" {
+	waitFor(t, func() bool { e, ok := b.Cache().Lookup(d.Serial); return ok && matches(k, e, "tok-2") && !matches(k, e, "tok-1") })
+	if got, err := b.Get(ctx, d.Serial); err != nil || len(got.Tokens) != 1 || got.Tokens[0].Name != "token-2" {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
 	if err := a.Delete(ctx, d.Serial); err != nil {
@@ -136,6 +165,11 @@ func TestStoreSpreadsChangesToEveryCopy(t *testing.T) {
 	if _, err := a.Get(ctx, d.Serial); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("get after delete: %v", err)
 	}
+}
+
+func matches(k *Keyring, e *Entry, secret string) bool {
+	_, ok := e.Authenticate(k, secret)
+	return ok
 }
 
 func waitFor(t *testing.T, cond func() bool) {

@@ -93,18 +93,97 @@ func (s *Store) Cache() *Cache { return s.cache }
 // key maps any serial onto the KV key alphabet.
 func key(serial string) string { return base64.RawURLEncoding.EncodeToString([]byte(serial)) }
 
-// Put stores d (already normalized) and applies it to the local cache.
-func (s *Store) Put(ctx context.Context, d Device) error {
-	b, err := json.Marshal(d)
-	if err != nil {
-		return fmt.Errorf("encode device: %w", err)
+// ErrUnchanged, returned by an Update's change, leaves the record as it is.
+var ErrUnchanged = errors.New("unchanged")
+
+// maxConflicts bounds an Update's retries when other writers keep changing
+// the same record.
+const maxConflicts = 16
+
+// Update reads the record of serial (exists: there is one), lets change
+// alter it, and stores the result if nobody changed the record meanwhile,
+// else reads it again: two ingest-api copies changing one device's tokens
+// at once both take effect. The result reaches this process's cache before
+// Update returns. A change that returns ErrUnchanged stores nothing.
+func (s *Store) Update(ctx context.Context, serial string, change func(d *Device, exists bool) error) (Device, error) {
+	for range maxConflicts {
+		var d Device
+		var rev uint64
+		e, err := s.kv.Get(ctx, key(serial))
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			d = Device{Serial: serial}
+		case err != nil:
+			return Device{}, fmt.Errorf("read device: %w", err)
+		default:
+			if err := json.Unmarshal(e.Value(), &d); err != nil {
+				return Device{}, fmt.Errorf("decode device: %w", err)
+			}
+			rev = e.Revision()
+		}
+		if err := change(&d, rev != 0); err != nil {
+			if errors.Is(err, ErrUnchanged) {
+				return d, nil
+			}
+			return Device{}, err
+		}
+		if d.AccessToken != "" || d.Serial != serial {
+			return Device{}, errors.New("store device: a token in the clear, or another serial")
+		}
+		b, err := json.Marshal(d)
+		if err != nil {
+			return Device{}, fmt.Errorf("encode device: %w", err)
+		}
+		if rev == 0 {
+			rev, err = s.kv.Create(ctx, key(serial), b)
+		} else {
+			rev, err = s.kv.Update(ctx, key(serial), b, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue
+		}
+		if err != nil {
+			return Device{}, fmt.Errorf("store device: %w", err)
+		}
+		s.cache.Put(d, rev)
+		return d, nil
 	}
-	rev, err := s.kv.Put(ctx, key(d.Serial), b)
-	if err != nil {
-		return fmt.Errorf("store device: %w", err)
+	return Device{}, fmt.Errorf("store device: changed by others %d times in a row", maxConflicts)
+}
+
+// Upgrade rewrites, in the form k makes, every record that is not (tokens
+// in the clear from before they were kept as digests, or made under
+// TOKEN_KEY_PREVIOUS). ingest-api runs it once the registry is loaded; an
+// upgrade that races a workspace change simply reads the record again. A
+// record it cannot upgrade (sealed under a key it does not hold) is left as
+// it is and counted in failed; err is the first such failure.
+func (s *Store) Upgrade(ctx context.Context, k *Keyring) (upgraded, failed int, first error) {
+	now := time.Now()
+	for _, serial := range s.cache.Stale(k.ID()) {
+		changed := false
+		_, err := s.Update(ctx, serial, func(d *Device, exists bool) error {
+			if !exists {
+				return ErrUnchanged
+			}
+			ok, err := d.Upgrade(k, now)
+			if err == nil && !ok {
+				err = ErrUnchanged
+			}
+			changed = ok
+			return err
+		})
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return upgraded, failed, ctx.Err()
+		case err != nil:
+			if failed++; first == nil {
+				first = fmt.Errorf("upgrade device %q: %w", serial, err)
+			}
+		case changed:
+			upgraded++
+		}
 	}
-	s.cache.Put(d, rev)
-	return nil
+	return upgraded, failed, first
 }
 
 // Get reads the record of serial from the bucket.

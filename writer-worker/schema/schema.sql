@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS {db}.device_messages
     outcome    String,
     reading_ns Int64 DEFAULT ts_ns,
     time_note  String DEFAULT '',
+    token      String DEFAULT '',
     ts         DateTime ALIAS toDateTime(intDiv(ts_ns, 1000000000)),
     ts_ms      Int64 ALIAS intDiv(ts_ns, 1000000)
 )
@@ -82,3 +83,4 @@ SETTINGS index_granularity = 256;
 ALTER TABLE {db}.input_values ADD COLUMN received_ns Int64 DEFAULT ts_ns AFTER ts_ns;
 ALTER TABLE {db}.device_messages ADD COLUMN reading_ns Int64 DEFAULT ts_ns;
 ALTER TABLE {db}.device_messages ADD COLUMN time_note String DEFAULT '';
+ALTER TABLE {db}.device_messages ADD COLUMN token String DEFAULT '';

@@ -28,7 +28,7 @@ func TestStatementsAndAddedColumns(t *testing.T) {
 			t.Fatalf("the CREATE statements lack %s", c.Name)
 		}
 	}
-	if want := []string{"input_values.received_ns", "device_messages.reading_ns", "device_messages.time_note"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"input_values.received_ns", "device_messages.reading_ns", "device_messages.time_note", "device_messages.token"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("added columns %v, want %v", got, want)
 	}
 }

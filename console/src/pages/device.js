@@ -1,4 +1,4 @@
-// /console/devices/{serial}: the device's overview (inputs, token, edit,
+// /console/devices/{serial}: the device's overview (tokens, inputs, edit,
 // delete) and its Messages tab, refreshed every few seconds.
 import { h, replace, time } from '../dom.js';
 import { api, enc } from '../api.js';
@@ -54,8 +54,9 @@ export async function devicePage({ el, signal, navigate, link, params }, serial)
     replace(panel,
       h('dl', { class: 'facts' },
         h('dt', null, 'Connection type'), h('dd', null, d.connectionType),
-        h('dt', null, 'Timestamp input'), h('dd', null, d.timestampInput || h('span', { class: 'muted' }, 'none: readings are stored at their ts, else their receive time')),
-        h('dt', null, 'Access token'), h('dd', null, tokenControls(d))),
+        h('dt', null, 'Timestamp input'), h('dd', null, d.timestampInput || h('span', { class: 'muted' }, 'none: readings are stored at their ts, else their receive time'))),
+      h('h2', null, 'Access tokens'),
+      tokens(d),
       h('h2', null, 'Inputs'),
       inputs,
       h('div', { class: 'actions' },
@@ -64,31 +65,83 @@ export async function devicePage({ el, signal, navigate, link, params }, serial)
       editSlot);
   }
 
-  function tokenControls(d) {
-    const masked = '•'.repeat(12);
-    const shown = h('code', { id: 'device-token' }, masked);
+  // tokens lists the device's tokens by name (the primary first): each is
+  // revealed on demand (the service records who asked), copied, promoted
+  // or retired; a second one is added for a rotation with overlap.
+  function tokens(d) {
+    const notice = h('div', { id: 'new-token', role: 'status' });
+    const rows = d.tokens.map((t) => tokenRow(d, t));
+    const add = h('button', {
+      type: 'button', class: 'secondary', disabled: d.tokens.length >= 2,
+      title: d.tokens.length >= 2 ? 'A device holds two tokens: retire one first' : '',
+      onclick: async () => {
+        add.disabled = true;
+        try {
+          const t = await api('POST', `/devices/${enc(d.serial)}/tokens`, {});
+          device = await api('GET', `/devices/${enc(d.serial)}`);
+          render(device);
+          const shown = document.getElementById('new-token');
+          if (shown) {
+            replace(shown, h('p', null, 'New token ', h('strong', null, t.name), ': ', h('code', { class: 'token-value' }, t.token),
+              '. Both tokens authenticate until one is retired; Reveal shows it again.'));
+          }
+        } catch (err) {
+          replace(notice, h('span', { class: 'error' }, `Could not add a token: ${err.message}`));
+          add.disabled = false;
+        }
+      },
+    }, 'Add token');
+    return h('div', null,
+      h('table', { class: 'list', id: 'device-tokens' },
+        h('thead', null, h('tr', null, h('th', null, 'Token'), h('th', null, 'Created'), h('th', null, 'Value'), h('th'))),
+        h('tbody', null, rows)),
+      h('div', { class: 'actions' }, add),
+      notice);
+  }
+
+  function tokenRow(d, t) {
+    const masked = '\u2022'.repeat(12);
+    const shown = h('code', { class: 'token-value' }, masked);
     const note = h('span', { class: 'muted', role: 'status' });
+    let value = null;
+    const fetchValue = async () => {
+      if (value == null) value = (await api('POST', `/devices/${enc(d.serial)}/tokens/${enc(t.name)}/reveal`)).token;
+      return value;
+    };
     let visible = false;
     const reveal = h('button', {
       type: 'button', class: 'secondary',
-      onclick: () => { visible = !visible; replace(shown, visible ? d.accessToken : masked); replace(reveal, visible ? 'Hide' : 'Reveal'); },
+      onclick: async () => {
+        try {
+          visible = !visible;
+          replace(shown, visible ? await fetchValue() : masked);
+          replace(reveal, visible ? 'Hide' : 'Reveal');
+        } catch (err) { replace(note, `Reveal failed: ${err.message}`); }
+      },
     }, 'Reveal');
     const copy = h('button', {
       type: 'button', class: 'secondary',
       onclick: async () => {
-        try { await navigator.clipboard.writeText(d.accessToken); replace(note, 'Copied.'); } catch { replace(note, 'Copy failed: reveal it and copy by hand.'); }
+        try { await navigator.clipboard.writeText(await fetchValue()); replace(note, 'Copied.'); } catch { replace(note, 'Copy failed: reveal it and copy by hand.'); }
       },
     }, 'Copy');
-    const regenerate = h('button', {
+    const change = async (method, path) => {
+      device = await api(method, `/devices/${enc(d.serial)}/tokens/${enc(t.name)}${path}`);
+      render(device);
+    };
+    const promote = t.primary ? null : h('button', {
       type: 'button', class: 'secondary',
-      onclick: () => confirmInline(regenerate, 'Devices using the old token will be refused. Generate a new one?', 'Generate new token', async () => {
-        const { accessToken, ...rest } = d; // eslint-disable-line no-unused-vars
-        const saved = await api('PUT', `/devices/${enc(d.serial)}`, rest);
-        device = saved;
-        render(saved);
-      }),
-    }, 'New token');
-    return h('span', { class: 'token' }, shown, ' ', reveal, copy, regenerate, ' ', note);
+      onclick: async () => { try { await change('POST', '/promote'); } catch (err) { replace(note, `Promote failed: ${err.message}`); } },
+    }, 'Make primary');
+    const retire = d.tokens.length < 2 ? null : h('button', {
+      type: 'button', class: 'danger',
+      onclick: () => confirmInline(retire, `Devices still sending ${t.name} will be refused. Retire it?`, 'Retire', () => change('DELETE', '')),
+    }, 'Retire');
+    return h('tr', { 'data-token': t.name },
+      h('td', null, t.name, t.primary ? h('span', { class: 'tag' }, 'primary') : null),
+      h('td', null, time(t.created)),
+      h('td', { class: 'token' }, shown),
+      h('td', null, reveal, copy, promote, retire, ' ', note));
   }
 
   function deleteControl(d) {
@@ -136,6 +189,7 @@ function messageItem(m) {
     h('div', { class: 'meta' },
       h('span', null, 'Received ', time(m.receivedAt)),
       m.readingTime && m.readingTime !== m.receivedAt ? h('span', null, 'Reading time ', time(m.readingTime)) : null,
+      m.token ? h('span', { class: 'token-name' }, 'Token ', m.token) : null,
       h('span', { class: stored ? 'outcome ok' : 'outcome' }, m.outcome)),
     m.timeNote ? h('p', { class: 'note' }, m.timeNote) : null,
     h('pre', { class: 'payload' }, JSON.stringify(m.payload, null, 2)));

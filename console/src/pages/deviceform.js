@@ -6,7 +6,7 @@ import { api, enc } from '../api.js';
 let seq = 0;
 
 // deviceForm returns the form; existing is the device record when editing
-// (its token is kept), absent when creating.
+// (its tokens are kept: the record sent names none), absent when creating.
 export function deviceForm({ existing, onSaved, onCancel }) {
   const id = (name) => `${name}-${++seq}`;
   const field = (label, input) => {
@@ -55,7 +55,6 @@ export function deviceForm({ existing, onSaved, onCancel }) {
         inputs: [...inputs.children].map((r) => r.read()).filter((i) => i.name),
       };
       if (tsInput.value.trim()) record.timestampInput = tsInput.value.trim();
-      if (existing && existing.accessToken) record.accessToken = existing.accessToken;
       save.disabled = true;
       try {
         if (!existing) {

@@ -20,16 +20,62 @@ import (
 // maxDeviceBody bounds a workspace device record.
 const maxDeviceBody = 1 << 20
 
+// putDevice creates or replaces a device's record. Its tokens are kept
+// across a replace; a record that names an accessToken makes it the
+// device's only token (at creation, or the immediate cut-over for a token
+// that leaked; rotation with overlap uses the tokens routes). A token made
+// or set here is in the answer, once.
 func (s *Server) putDevice(c echo.Context) error {
 	serial := c.Param("serial")
-	d, err := decodeDevice(http.MaxBytesReader(c.Response(), c.Request().Body, maxDeviceBody), serial)
+	req, err := decodeDevice(http.MaxBytesReader(c.Response(), c.Request().Body, maxDeviceBody), serial)
 	if err != nil {
-		return s.respond(c, outcome.BadRequest, serial, "", err.Error())
+		return s.respond(c, outcome.BadRequest, Clip(serial), "", err.Error())
 	}
-	if err := s.registry.Put(c.Request().Context(), d); err != nil {
-		return s.respond(c, outcome.ProcessingFailed, serial, "", err.Error())
+	var shown string
+	d, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
+		shown = ""
+		tokens, seq := d.Tokens, d.TokenSeq
+		*d = req
+		d.AccessToken, d.Tokens, d.TokenSeq = "", tokens, seq
+		now := time.Now()
+		switch {
+		case !exists:
+			tok, err := d.AddToken(s.keys, "", req.AccessToken, now)
+			shown = tok
+			return err
+		case req.AccessToken != "":
+			if set, err := d.SetToken(s.keys, req.AccessToken, now); err != nil || !set {
+				return err
+			}
+			shown = req.AccessToken
+		}
+		return nil
+	})
+	if err != nil {
+		return s.registryError(c, serial, err)
 	}
-	return c.JSON(http.StatusOK, d)
+	return c.JSON(http.StatusOK, shownView{View: d.View(), AccessToken: shown})
+}
+
+// shownView is a device with the token a change made, shown this once.
+type shownView struct {
+	registry.View
+	AccessToken string `json:"accessToken,omitempty"`
+}
+
+// registryError answers a failed registry change.
+func (s *Server) registryError(c echo.Context, serial string, err error) error {
+	switch {
+	case errors.Is(err, registry.ErrInvalid):
+		return s.respond(c, outcome.BadRequest, Clip(serial), "", err.Error())
+	case errors.Is(err, registry.ErrConflict):
+		return s.respond(c, outcome.Conflict, Clip(serial), "", err.Error())
+	case errors.Is(err, registry.ErrNoToken):
+		return s.respond(c, outcome.NotFound, Clip(serial), "", "the device has no token named "+Clip(c.Param("name")))
+	case errors.Is(err, registry.ErrNotFound):
+		return s.respond(c, outcome.DeviceNotFound, Clip(serial), "", "")
+	}
+	return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
 }
 
 // decodeDevice reads the workspace record of the device at serial: one JSON
@@ -47,6 +93,9 @@ func decodeDevice(body io.Reader, serial string) (registry.Device, error) {
 	if d.Serial != "" && d.Serial != serial {
 		return d, errors.New("serial in the body differs from the path")
 	}
+	if d.Tokens != nil || d.TokenSeq != 0 {
+		return d, errors.New("tokens are changed through /devices/{serial}/tokens")
+	}
 	d.Serial = serial
 	if err := d.Normalize(); err != nil {
 		return d, err
@@ -54,16 +103,27 @@ func decodeDevice(body io.Reader, serial string) (registry.Device, error) {
 	return d, nil
 }
 
+// decodeStrict reads a small JSON object of known fields into v; an empty
+// body leaves v as it is.
+func decodeStrict(c echo.Context, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if dec.More() {
+		return errors.New("one JSON object only")
+	}
+	return nil
+}
+
 func (s *Server) getDevice(c echo.Context) error {
 	serial := c.Param("serial")
 	d, err := s.registry.Get(c.Request().Context(), serial)
-	if errors.Is(err, registry.ErrNotFound) {
-		return s.respond(c, outcome.DeviceNotFound, serial, "", "")
-	}
 	if err != nil {
-		return s.respond(c, outcome.ProcessingFailed, serial, "", err.Error())
+		return s.registryError(c, serial, err)
 	}
-	return c.JSON(http.StatusOK, d)
+	return c.JSON(http.StatusOK, d.View())
 }
 
 func (s *Server) deleteDevice(c echo.Context) error {

@@ -38,7 +38,7 @@ func FuzzDeviceRecord(f *testing.F) {
 			}
 			return
 		}
-		if d.Serial != serial || d.AccessToken == "" || (d.ConnectionType != registry.ConnectionAPI && d.ConnectionType != registry.ConnectionMQTT) {
+		if d.Serial != serial || len(d.Tokens) != 0 || (d.ConnectionType != registry.ConnectionAPI && d.ConnectionType != registry.ConnectionMQTT) {
 			t.Fatalf("accepted an incomplete record: %+v", d)
 		}
 		b, err := json.Marshal(d)

@@ -17,7 +17,6 @@ import (
 	"github.com/devicehub/eventservice/pkg/jsonobj"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
-	"github.com/devicehub/eventservice/pkg/registry"
 )
 
 // postEvent is POST /api/v1/deviceapi/event: validate, authenticate against
@@ -29,17 +28,17 @@ func (s *Server) postEvent(c echo.Context) error {
 		var code outcome.Code
 		req, code = parse(body, headerToken)
 		return req.Serial, req.BodyToken, 1, code, ""
-	}, func(dev *registry.Entry, tokens []string) error {
-		req.Payload = s.redactor.Apply(req.Payload, tokens...)
-		return s.publishEvent(c, req, dev)
+	}, func(a authorized) error {
+		req.Payload = s.redactor.Apply(req.Payload, a.secrets...)
+		return s.publishEvent(c, req, a)
 	})
 }
 
 // publishEvent publishes an accepted reading and answers with its outcome.
-func (s *Server) publishEvent(c echo.Context, req request, dev *registry.Entry) error {
-	ev := event.Event{Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev,
+func (s *Server) publishEvent(c echo.Context, req request, a authorized) error {
+	ev := event.Event{Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: a.dev.Rev, Token: a.token,
 		Reply: s.waiter.Subject(), Payload: req.Payload}
-	ev.ReadingNs, ev.TimeNote = s.readingTime(ev.ReceivedNs, req.TS, req.Data, dev.Device.TimestampInput)
+	ev.ReadingNs, ev.TimeNote = s.readingTime(ev.ReceivedNs, req.TS, req.Data, a.dev.Device.TimestampInput)
 	if key := strings.TrimSpace(c.Request().Header.Get(HeaderIdempotencyKey)); key != "" {
 		ev.ID, ev.Keyed = KeyedEventID(req.Serial, key), true
 	} else {

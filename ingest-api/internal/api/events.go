@@ -15,7 +15,6 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
-	"github.com/devicehub/eventservice/pkg/registry"
 )
 
 // BatchBody is the answer of the backlog endpoint once its messages were
@@ -37,17 +36,17 @@ func (s *Server) postEvents(c echo.Context) error {
 		var detail string
 		req, code, detail = parseBatch(body, headerToken, s.limits.MaxBatchMessages)
 		return req.Serial, req.BodyToken, len(req.Messages), code, detail
-	}, func(dev *registry.Entry, tokens []string) error {
+	}, func(a authorized) error {
 		for i := range req.Messages {
-			req.Messages[i].Payload = s.redactor.Apply(req.Messages[i].Payload, tokens...)
+			req.Messages[i].Payload = s.redactor.Apply(req.Messages[i].Payload, a.secrets...)
 		}
-		return s.publishBacklog(c, req, dev)
+		return s.publishBacklog(c, req, a)
 	})
 }
 
 // publishBacklog publishes an accepted backlog's well-formed messages as
 // one unit and answers with their results.
-func (s *Server) publishBacklog(c echo.Context, req batchRequest, dev *registry.Entry) error {
+func (s *Server) publishBacklog(c echo.Context, req batchRequest, a authorized) error {
 	key := strings.TrimSpace(c.Request().Header.Get(HeaderIdempotencyKey))
 	group := uuid.NewString()
 	if key != "" {
@@ -64,9 +63,9 @@ func (s *Server) publishBacklog(c echo.Context, req batchRequest, dev *registry.
 			codes[i] = m.Code
 			continue
 		}
-		ev := &event.Event{Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: dev.Rev, Reply: s.waiter.Subject(),
+		ev := &event.Event{Serial: req.Serial, ReceivedNs: s.timestamp(), Rev: a.dev.Rev, Token: a.token, Reply: s.waiter.Subject(),
 			Payload: m.Payload, Group: group, Keyed: key != ""}
-		ev.ReadingNs, ev.TimeNote = s.readingTime(ev.ReceivedNs, m.TS, m.Data, dev.Device.TimestampInput)
+		ev.ReadingNs, ev.TimeNote = s.readingTime(ev.ReceivedNs, m.TS, m.Data, a.dev.Device.TimestampInput)
 		if ev.Keyed {
 			ev.ID = KeyedEventID(req.Serial, key+"\x00"+strconv.Itoa(i))
 		} else {

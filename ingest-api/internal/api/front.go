@@ -26,9 +26,8 @@ type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, 
 // body: either one being the device's token authenticates), the device's
 // rate in readings, and only then a slot of the pipeline (MAX_IN_FLIGHT):
 // a slow body never holds one. handle runs once all pass, while the body
-// is still held, with the tokens the request carried: they are removed
-// from whatever is kept of it (internal/redact).
-func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *registry.Entry, tokens []string) error) error {
+// is still held.
+func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized) error) error {
 	src := s.clientAddr(c)
 	if wait, refused := s.failures.Refused(src); refused {
 		return s.refuseSource(c, wait)
@@ -58,7 +57,8 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *regist
 		s.failures.Fail(src)
 		return s.respond(c, outcome.DeviceNotFound, serial, "", "")
 	}
-	if !dev.AcceptsAPI() || !(dev.TokenMatches(headerToken) || dev.TokenMatches(bodyToken)) {
+	token, ok := dev.Authenticate(s.keys, headerToken, bodyToken)
+	if !ok || !dev.AcceptsAPI() {
 		s.failures.Fail(src)
 		return s.respond(c, outcome.InvalidToken, serial, "", "")
 	}
@@ -72,7 +72,17 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(dev *regist
 	default:
 		return s.respond(c, outcome.Overloaded, serial, "", "too many requests in flight, retry later")
 	}
-	return handle(dev, []string{headerToken, bodyToken})
+	return handle(authorized{dev: dev, token: token, secrets: []string{headerToken, bodyToken}})
+}
+
+// authorized is a device request that passed the front door: its device,
+// the name of the device token it used (kept with each message), and the
+// secrets it carried, which are removed from whatever is kept of it
+// (internal/redact).
+type authorized struct {
+	dev     *registry.Entry
+	token   string
+	secrets []string
 }
 
 // readingBytes is the size one token of a device's rate pays for: a

@@ -69,6 +69,7 @@ type Deps struct {
 	Work       *guard.Work        // nil: costly bodies are not queued
 	Proxies    guard.Proxies      // whose X-Forwarded-For names the client
 	Redactor   *redact.Redactor   // nil: only the request's tokens are removed
+	Keys       *registry.Keyring  // TOKEN_KEY: device tokens' digests and sealed copies
 	AdminToken string
 	Names      bus.Names // streams and subjects shared with the workers
 	Limits     Limits
@@ -90,6 +91,7 @@ type Server struct {
 	work      *guard.Work
 	proxies   guard.Proxies
 	redactor  *redact.Redactor
+	keys      *registry.Keyring
 	limits    Limits
 	names     bus.Names
 	adminSum  [sha256.Size]byte
@@ -117,6 +119,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 		work:      d.Work,
 		proxies:   d.Proxies,
 		redactor:  d.Redactor,
+		keys:      d.Keys,
 		limits:    d.Limits,
 		names:     d.Names,
 		adminSum:  sha256.Sum256([]byte(d.AdminToken)),
@@ -153,6 +156,10 @@ func New(d Deps) (*echo.Echo, *Server) {
 	admin.PUT("/devices/:serial", s.putDevice)
 	admin.GET("/devices/:serial", s.getDevice)
 	admin.DELETE("/devices/:serial", s.deleteDevice)
+	admin.POST("/devices/:serial/tokens", s.addToken)
+	admin.POST("/devices/:serial/tokens/:name/promote", s.promoteToken)
+	admin.DELETE("/devices/:serial/tokens/:name", s.retireToken)
+	admin.POST("/devices/:serial/tokens/:name/reveal", s.revealToken)
 	admin.GET("/devices/:serial/messages", s.deviceMessages)
 	admin.GET("/entities/:entity/inputs/:input/latest", s.latest)
 	admin.GET("/entities/:entity/inputs/:input/series", s.series)

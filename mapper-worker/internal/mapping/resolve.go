@@ -23,7 +23,7 @@ var errPayload = errors.New("unreadable payload")
 // kept; a match whose values are all null is still Stored (with nothing but
 // the raw message to write).
 func Resolve(ev event.Event, dev *registry.Entry) (event.Mapped, error) {
-	m := event.Mapped{ID: ev.ID, Serial: ev.Serial, ReceivedNs: ev.ReceivedNs, ReadingNs: ev.ReadingNs, TimeNote: ev.TimeNote, Group: ev.Group, Payload: ev.Payload, Outcome: outcome.NoConnections}
+	m := event.Mapped{ID: ev.ID, Serial: ev.Serial, ReceivedNs: ev.ReceivedNs, ReadingNs: ev.ReadingNs, TimeNote: ev.TimeNote, Group: ev.Group, Token: ev.Token, Payload: ev.Payload, Outcome: outcome.NoConnections}
 	if !dev.Connected() {
 		return m, nil
 	}

@@ -147,7 +147,7 @@ func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, ans
 		}
 		rb.rows = append(rb.rows, chstore.MessageRow{
 			Serial: it.Event.Serial, TsNs: it.Event.ReceivedNs, EventID: it.Event.ID, Payload: it.Event.Payload,
-			Outcome: outcome.Lookup(code).Message, ReadingNs: it.Event.ReadingNs, TimeNote: it.Event.TimeNote,
+			Outcome: outcome.Lookup(code).Message, ReadingNs: it.Event.ReadingNs, TimeNote: it.Event.TimeNote, Token: it.Event.Token,
 		})
 	}
 	if d.Action == settle.Ack {

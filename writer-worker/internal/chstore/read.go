@@ -53,7 +53,7 @@ func (s *Store) Messages(ctx context.Context, serial string, limit int, beforeNs
 	if more {
 		next = oldest
 	}
-	rows, err = s.reads.Query(ctx, "SELECT event_id, ts_ms, payload, outcome, intDiv(reading_ns, 1000000), time_note FROM "+s.db+".device_messages WHERE serial = ? AND event_id IN ? AND ts_ns >= ? AND ts_ns < ? ORDER BY ts_ns DESC, event_id LIMIT 1 BY event_id",
+	rows, err = s.reads.Query(ctx, "SELECT event_id, ts_ms, payload, outcome, intDiv(reading_ns, 1000000), time_note, token FROM "+s.db+".device_messages WHERE serial = ? AND event_id IN ? AND ts_ns >= ? AND ts_ns < ? ORDER BY ts_ns DESC, event_id LIMIT 1 BY event_id",
 		serial, set(ids), oldest, beforeNs)
 	if err != nil {
 		return nil, 0, fmt.Errorf("query messages: %w", err)
@@ -66,7 +66,7 @@ func (s *Store) Messages(ctx context.Context, serial string, limit int, beforeNs
 			ms, rdMs int64
 			payload  string
 		)
-		if err := rows.Scan(&m.EventID, &ms, &payload, &m.Outcome, &rdMs, &m.TimeNote); err != nil {
+		if err := rows.Scan(&m.EventID, &ms, &payload, &m.Outcome, &rdMs, &m.TimeNote, &m.Token); err != nil {
 			return nil, 0, fmt.Errorf("scan message: %w", err)
 		}
 		m.ReceivedAt, m.ReadingTime, m.Payload = msTime(ms), msTime(rdMs), json.RawMessage(payload)

@@ -33,6 +33,7 @@ type MessageRow struct {
 	Outcome   string
 	ReadingNs int64
 	TimeNote  string
+	Token     string // the name of the device token used
 }
 
 // set renders a list as a ClickHouse tuple for IN, which 18.16 requires
@@ -148,10 +149,10 @@ func SplitByMonths(rows []ValueRow, max int) [][]ValueRow {
 
 // InsertMessages writes rows in one INSERT.
 func (s *Store) InsertMessages(ctx context.Context, rows []MessageRow) error {
-	return s.insert(ctx, "device_messages", "serial, ts_ns, event_id, payload, outcome, reading_ns, time_note", len(rows), 7,
+	return s.insert(ctx, "device_messages", "serial, ts_ns, event_id, payload, outcome, reading_ns, time_note, token", len(rows), 8,
 		func(i int, a []any) {
 			r := &rows[i]
-			a[0], a[1], a[2], a[3], a[4], a[5], a[6] = r.Serial, r.TsNs, r.EventID, string(r.Payload), r.Outcome, r.ReadingNs, r.TimeNote
+			a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7] = r.Serial, r.TsNs, r.EventID, string(r.Payload), r.Outcome, r.ReadingNs, r.TimeNote, r.Token
 		})
 }
 

@@ -1,0 +1,100 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+// Device token rotation with overlap (docs/workspace-api.md): a device holds
+// a primary and a secondary token, both authenticate; an operator adds the
+// new one, the fleet's firmware moves to it, the operator promotes it and
+// retires the old one. Every change is a compare-and-set on the record, so
+// two consoles acting at once both take effect or one is told why not.
+
+// newToken is the body of POST .../tokens: both optional.
+type newToken struct {
+	Name  string `json:"name"`
+	Token string `json:"token"`
+}
+
+// shownToken is a token shown once: at creation, or when revealed.
+type shownToken struct {
+	Name  string `json:"name"`
+	Token string `json:"token"`
+}
+
+// addToken: POST /devices/{serial}/tokens gives the device a secondary
+// token (generated unless the body names one) and answers it, once.
+func (s *Server) addToken(c echo.Context) error {
+	serial := c.Param("serial")
+	var req newToken
+	if err := decodeStrict(c, &req); err != nil {
+		return s.respond(c, outcome.BadRequest, Clip(serial), "", "token must be a JSON object {name, token}, both optional: "+err.Error())
+	}
+	var shown shownToken
+	_, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
+		if !exists {
+			return registry.ErrNotFound
+		}
+		tok, err := d.AddToken(s.keys, req.Name, req.Token, time.Now())
+		if err == nil {
+			shown = shownToken{Name: d.Tokens[len(d.Tokens)-1].Name, Token: tok}
+		}
+		return err
+	})
+	if err != nil {
+		return s.registryError(c, serial, err)
+	}
+	return c.JSON(http.StatusCreated, shown)
+}
+
+// promoteToken: POST /devices/{serial}/tokens/{name}/promote makes the
+// token the primary.
+func (s *Server) promoteToken(c echo.Context) error {
+	return s.changeTokens(c, (*registry.Device).Promote)
+}
+
+// retireToken: DELETE /devices/{serial}/tokens/{name}; from then on the
+// token is refused ("Invalid access token").
+func (s *Server) retireToken(c echo.Context) error {
+	return s.changeTokens(c, (*registry.Device).Retire)
+}
+
+func (s *Server) changeTokens(c echo.Context, change func(*registry.Device, string) error) error {
+	serial, name := c.Param("serial"), c.Param("name")
+	d, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
+		if !exists {
+			return registry.ErrNotFound
+		}
+		return change(d, name)
+	})
+	if err != nil {
+		return s.registryError(c, serial, err)
+	}
+	return c.JSON(http.StatusOK, d.View())
+}
+
+// revealToken: POST /devices/{serial}/tokens/{name}/reveal shows a token
+// (the device overview's "Reveal"). A POST, so that no cache or log of
+// URLs keeps the answer and the audit trail records who asked.
+func (s *Server) revealToken(c echo.Context) error {
+	serial, name := c.Param("serial"), c.Param("name")
+	d, err := s.registry.Get(c.Request().Context(), serial)
+	if err != nil {
+		return s.registryError(c, serial, err)
+	}
+	tok, err := d.Reveal(s.keys, name)
+	if errors.Is(err, registry.ErrKey) {
+		return s.respond(c, outcome.Conflict, Clip(serial), "", "the token was sealed under another TOKEN_KEY: add a new token")
+	}
+	if err != nil {
+		return s.registryError(c, serial, err)
+	}
+	return c.JSON(http.StatusOK, shownToken{Name: name, Token: tok})
+}
