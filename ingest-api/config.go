@@ -49,6 +49,7 @@ type Config struct {
 	ReadingTime       readtime.Bounds
 	MaxBatchMessages  int
 	RedactKeys        string
+	AuditMaxAge       time.Duration
 	NATS              bus.Config
 	Guard             guard.Config
 }
@@ -83,6 +84,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Duration(&c.ReadingTime.MaxAge, "max-reading-age", 90*24*time.Hour, "oldest reading time accepted (ts or the timestamp input); an older one is stored at its receive time, with a note")
 	s.Duration(&c.ReadingTime.MaxFuture, "max-reading-future", 5*time.Minute, "how far ahead of the receive time a reading time may be (device clocks drift)")
 	s.String(&c.RedactKeys, "redact-keys", "accessToken,access_token,password,secret", "comma-separated member names whose values are replaced by \"[redacted]\" at any depth of a message before it is kept (the request's own tokens are removed wherever they appear, whatever this says)")
+	s.Duration(&c.AuditMaxAge, "audit-max-age", 400*24*time.Hour, "how long the audit trail keeps a record of a workspace change (JetStream drops older ones)")
 	c.NATS.RegisterFlags(s)
 	c.Guard.Register(s)
 }
@@ -132,6 +134,8 @@ func (c *Config) Validate() error {
 		return errors.New("HTTP_WRITE_TIMEOUT must exceed OUTCOME_TIMEOUT")
 	case c.RegistryBucket == "":
 		return errors.New("REGISTRY_BUCKET is empty")
+	case c.AuditMaxAge < time.Hour:
+		return errors.New("AUDIT_MAX_AGE must be at least 1h")
 	case c.Guard.BodyMemory < api.BodyCopies*c.MaxBodyBytes:
 		return errors.New("MAX_BODY_MEMORY must hold at least three copies of MAX_BODY_BYTES")
 	}

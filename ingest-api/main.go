@@ -13,7 +13,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
 	"github.com/devicehub/eventservice/ingest-api/internal/api"
+	"github.com/devicehub/eventservice/ingest-api/internal/audit"
 	"github.com/devicehub/eventservice/ingest-api/internal/claim"
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/publish"
@@ -47,6 +49,14 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	adminKeys, err := adminkeys.Open(ctx, js, cfg.RegistryBucket, cfg.NATS.Replicas, cfg.AdminToken, log.With(zap.String("component", "adminkeys")))
+	if err != nil {
+		return err
+	}
+	trail, err := audit.Open(ctx, js, cfg.NATS.Names, cfg.NATS.Replicas, cfg.AuditMaxAge, log.With(zap.String("component", "audit")))
+	if err != nil {
+		return err
+	}
 	waiter, err := reply.NewWaiter(nc, cfg.NATS.Names.ReplyPrefix(), log.With(zap.String("component", "reply")))
 	if err != nil {
 		return err
@@ -75,15 +85,16 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
 		Log:     log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter, Publisher: pub,
-		Limiter:    limiter,
-		Failures:   failures,
-		Budget:     budget,
-		Work:       guard.NewWork(),
-		Proxies:    proxies,
-		Redactor:   redact.New(cfg.RedactKeys),
-		Keys:       keys,
-		AdminToken: cfg.AdminToken,
-		Names:      cfg.NATS.Names,
+		Limiter:   limiter,
+		Failures:  failures,
+		Budget:    budget,
+		Work:      guard.NewWork(),
+		Proxies:   proxies,
+		Redactor:  redact.New(cfg.RedactKeys),
+		Keys:      keys,
+		AdminKeys: adminKeys,
+		Audit:     trail,
+		Names:     cfg.NATS.Names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: cfg.DiscardBodyBytes, MaxInFlight: cfg.MaxInFlight,
 			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout, ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,
 			BodyMinRate: cfg.Guard.BodyMinRate, BodyTimeout: cfg.ReadTimeout},
@@ -106,6 +117,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	return program.Run(ctx, log,
 		program.Stage{
 			{Name: "registry", Run: store.Run, Ready: store.Cache().Synced()},
+			{Name: "admin keys", Run: adminKeys.Run, Ready: adminKeys.Synced()},
 			{Name: "publisher", Run: pub.Run},
 			{Name: "ops", Run: ops.Run},
 			{Name: "readiness", Run: srv.WatchReady},

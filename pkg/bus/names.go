@@ -55,6 +55,14 @@ func (n Names) ReplyPrefix() string { return n.SubjectPrefix + ".reply." }
 // each device, so that a device is held to its rate across them.
 func (n Names) RateSubject() string { return n.SubjectPrefix + ".ratelimit" }
 
+// AuditStream holds the workspace's audit trail (ingest-api's alone),
+// named after the events stream so that deployments sharing an account
+// keep theirs apart.
+func (n Names) AuditStream() string { return n.EventsStream + "_AUDIT" }
+
+// AuditSubject is where ingest-api records workspace changes.
+func (n Names) AuditSubject() string { return n.SubjectPrefix + ".audit" }
+
 // QueryQueue is the queue group of the read queries.
 const QueryQueue = "writer"
 

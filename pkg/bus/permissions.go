@@ -25,7 +25,8 @@ func Inbox(program string) string { return "_INBOX." + program }
 
 // Users are the users of a deployment with names n and registry bucket
 // bucket, least privilege each (docs/guarantees.md, "Hostile input"):
-// only ingest-api publishes events and writes the registry; the workers
+// only ingest-api publishes events, writes the registry and holds the admin
+// keys and the audit trail; the workers
 // consume their own durable consumer, read the registry (the mapper) and
 // answer; no program may delete or purge a stream. The operator (the
 // dead-letters tool, the nats CLI) may do anything.
@@ -35,15 +36,24 @@ func Users(n Names, bucket string) []User {
 	for _, s := range work {
 		streams = append(streams, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s)
 	}
-	kv := "KV_" + bucket
-	readRegistry := []string{
-		"$JS.API.STREAM.INFO." + kv,
-		"$JS.API.CONSUMER.CREATE." + kv + ".>", // the watch's ordered consumer
-		"$JS.API.CONSUMER.DELETE." + kv + ".>",
-		"$JS.FC." + kv + ".>", // its flow control
-		"$JS.API.DIRECT.GET." + kv + ".>",
-		"$JS.API.STREAM.MSG.GET." + kv,
+	// readKV follows a KV bucket (a watch) and reads its entries.
+	readKV := func(bucket string) []string {
+		kv := "KV_" + bucket
+		return []string{
+			"$JS.API.STREAM.INFO." + kv,
+			"$JS.API.CONSUMER.CREATE." + kv + ".>", // the watch's ordered consumer
+			"$JS.API.CONSUMER.DELETE." + kv + ".>",
+			"$JS.FC." + kv + ".>", // its flow control
+			"$JS.API.DIRECT.GET." + kv + ".>",
+			"$JS.API.STREAM.MSG.GET." + kv,
+		}
 	}
+	// writeKV also creates the bucket and writes it.
+	writeKV := func(bucket string) []string {
+		return append(readKV(bucket), "$JS.API.STREAM.CREATE.KV_"+bucket, "$JS.API.STREAM.UPDATE.KV_"+bucket, "$KV."+bucket+".>")
+	}
+	readRegistry := readKV(bucket)
+	audit := n.AuditStream()
 	consume := func(stream, consumer string) []string {
 		return []string{
 			"$JS.API.CONSUMER.CREATE." + stream + "." + consumer,
@@ -63,10 +73,11 @@ func Users(n Names, bucket string) []User {
 	}
 	return []User{
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
-			Publish: join(streams, readRegistry, []string{
+			Publish: join(streams, writeKV(bucket), writeKV(bucket+"_keys"), []string{
 				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(),
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
-				"$JS.API.STREAM.CREATE." + kv, "$JS.API.STREAM.UPDATE." + kv, "$KV." + bucket + ".>",
+				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.UPDATE." + audit, "$JS.API.STREAM.INFO." + audit,
+				"$JS.API.STREAM.MSG.GET." + audit, "$JS.API.DIRECT.GET." + audit, "$JS.API.DIRECT.GET." + audit + ".>",
 			}),
 			Subscribe: []string{n.ReplyPrefix() + ">", n.RateSubject(), Inbox("ingest-api") + ".>"}},
 		{Name: "mapper-worker", PasswordEnv: "NATS_MAPPER_PASSWORD",

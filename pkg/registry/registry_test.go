@@ -155,11 +155,11 @@ func TestStoreSpreadsChangesToEveryCopy(t *testing.T) {
 	if got, err := b.Get(ctx, d.Serial); err != nil || len(got.Tokens) != 1 || got.Tokens[0].Name != "token-2" {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
-	if err := a.Delete(ctx, d.Serial); err != nil {
-		t.Fatal(err)
+	if got, err := a.Delete(ctx, d.Serial); err != nil || got.Serial != d.Serial {
+		t.Fatal(got, err)
 	}
 	waitFor(t, func() bool { _, ok := b.Cache().Lookup(d.Serial); return !ok })
-	if err := a.Delete(ctx, d.Serial); !errors.Is(err, ErrNotFound) {
+	if _, err := a.Delete(ctx, d.Serial); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("second delete: %v", err)
 	}
 	if _, err := a.Get(ctx, d.Serial); !errors.Is(err, ErrNotFound) {

@@ -202,20 +202,22 @@ func (s *Store) Get(ctx context.Context, serial string) (Device, error) {
 	return d, nil
 }
 
-// Delete removes the record of serial.
-func (s *Store) Delete(ctx context.Context, serial string) error {
+// Delete removes the record of serial and returns what it was.
+func (s *Store) Delete(ctx context.Context, serial string) (Device, error) {
 	e, err := s.kv.Get(ctx, key(serial))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return ErrNotFound
+		return Device{}, ErrNotFound
 	}
 	if err != nil {
-		return fmt.Errorf("read device: %w", err)
+		return Device{}, fmt.Errorf("read device: %w", err)
 	}
+	var d Device
+	_ = json.Unmarshal(e.Value(), &d)
 	if err := s.kv.Delete(ctx, key(serial)); err != nil {
-		return fmt.Errorf("delete device: %w", err)
+		return Device{}, fmt.Errorf("delete device: %w", err)
 	}
 	s.cache.Remove(serial, e.Revision())
-	return nil
+	return d, nil
 }
 
 // Run follows the bucket until ctx ends: first its whole contents (then the

@@ -32,8 +32,13 @@ func (s *Server) putDevice(c echo.Context) error {
 		return s.respond(c, outcome.BadRequest, Clip(serial), "", err.Error())
 	}
 	var shown string
+	var before *registry.View
 	d, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
-		shown = ""
+		shown, before = "", nil
+		if exists {
+			v := d.View()
+			before = &v
+		}
 		tokens, seq := d.Tokens, d.TokenSeq
 		*d = req
 		d.AccessToken, d.Tokens, d.TokenSeq = "", tokens, seq
@@ -54,7 +59,16 @@ func (s *Server) putDevice(c echo.Context) error {
 	if err != nil {
 		return s.registryError(c, serial, err)
 	}
-	return c.JSON(http.StatusOK, shownView{View: d.View(), AccessToken: shown})
+	after := d.View()
+	switch {
+	case before == nil:
+		s.record(c, "device.created", serial, nil, after)
+	case shown != "":
+		s.record(c, "token.replaced", serial, before, after)
+	default:
+		s.record(c, "device.updated", serial, before, after)
+	}
+	return c.JSON(http.StatusOK, shownView{View: after, AccessToken: shown})
 }
 
 // shownView is a device with the token a change made, shown this once.
@@ -128,13 +142,11 @@ func (s *Server) getDevice(c echo.Context) error {
 
 func (s *Server) deleteDevice(c echo.Context) error {
 	serial := c.Param("serial")
-	err := s.registry.Delete(c.Request().Context(), serial)
-	if errors.Is(err, registry.ErrNotFound) {
-		return s.respond(c, outcome.DeviceNotFound, serial, "", "")
-	}
+	d, err := s.registry.Delete(c.Request().Context(), serial)
 	if err != nil {
-		return s.respond(c, outcome.ProcessingFailed, serial, "", err.Error())
+		return s.registryError(c, serial, err)
 	}
+	s.record(c, "device.deleted", serial, d.View(), nil)
 	s.limiter.Forget(serial)
 	return c.NoContent(http.StatusNoContent)
 }

@@ -17,6 +17,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -26,7 +27,7 @@ import (
 // tests look at is answered before a request would be published.
 func frontServer(t *testing.T, d Deps) (*httptest.Server, *Server) {
 	t.Helper()
-	d.Log, d.Registry, d.AdminToken = zap.NewNop(), &registry.Store{}, "adm-secret"
+	d.Log, d.Registry, d.AdminKeys = zap.NewNop(), &registry.Store{}, adminkeys.Bootstrap("adm-secret")
 	if d.Limits.MaxBodyBytes == 0 {
 		d.Limits.MaxBodyBytes = 1 << 20
 	}

@@ -18,6 +18,7 @@ type serverMetrics struct {
 	duration      *prometheus.HistogramVec // by route
 	outcomeWait   prometheus.Histogram
 	publishErrors prometheus.Counter
+	auditFailures prometheus.Counter
 }
 
 // NewPublishSizes is the histogram of events per JetStream message; its
@@ -53,8 +54,12 @@ func newServerMetrics(reg prometheus.Registerer, s *Server) *serverMetrics {
 			Namespace: metrics.Ingest, Name: "publish_errors_total",
 			Help: "Events JetStream did not accept (NATS down, stream full, timeout).",
 		}),
+		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Ingest, Name: "audit_failures_total",
+			Help: "Workspace changes made whose audit record the audit stream did not accept (each is logged).",
+		}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.outcomeWait, m.publishErrors,
+	reg.MustRegister(m.requests, m.duration, m.outcomeWait, m.publishErrors, m.auditFailures,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metrics.Ingest, Name: "in_flight_requests",
 			Help: "Event requests being handled now (MAX_IN_FLIGHT bounds it).",

@@ -4,8 +4,6 @@ package api
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
+	"github.com/devicehub/eventservice/ingest-api/internal/audit"
 	"github.com/devicehub/eventservice/ingest-api/internal/console"
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
@@ -57,23 +57,24 @@ type Limits struct {
 
 // Deps is everything the server needs, passed in by main.
 type Deps struct {
-	Log        *zap.Logger
-	NC         *nats.Conn
-	JS         jetstream.JetStream
-	Registry   *registry.Store
-	Waiter     *reply.Waiter
-	Publisher  *publish.Publisher // single readings go out through it
-	Limiter    *ratelimit.Limiter // nil: no per-device limit
-	Failures   *guard.Failures    // nil: no address is refused
-	Budget     *guard.Budget      // nil: bodies' memory is not bounded
-	Work       *guard.Work        // nil: costly bodies are not queued
-	Proxies    guard.Proxies      // whose X-Forwarded-For names the client
-	Redactor   *redact.Redactor   // nil: only the request's tokens are removed
-	Keys       *registry.Keyring  // TOKEN_KEY: device tokens' digests and sealed copies
-	AdminToken string
-	Names      bus.Names // streams and subjects shared with the workers
-	Limits     Limits
-	Metrics    prometheus.Registerer // nil: not exported
+	Log       *zap.Logger
+	NC        *nats.Conn
+	JS        jetstream.JetStream
+	Registry  *registry.Store
+	Waiter    *reply.Waiter
+	Publisher *publish.Publisher // single readings go out through it
+	Limiter   *ratelimit.Limiter // nil: no per-device limit
+	Failures  *guard.Failures    // nil: no address is refused
+	Budget    *guard.Budget      // nil: bodies' memory is not bounded
+	Work      *guard.Work        // nil: costly bodies are not queued
+	Proxies   guard.Proxies      // whose X-Forwarded-For names the client
+	Redactor  *redact.Redactor   // nil: only the request's tokens are removed
+	Keys      *registry.Keyring  // TOKEN_KEY: device tokens' digests and sealed copies
+	AdminKeys *adminkeys.Store   // the workspace API's keys (ADMIN_TOKEN the bootstrap one)
+	Audit     *audit.Log         // nil: changes are not recorded
+	Names     bus.Names          // streams and subjects shared with the workers
+	Limits    Limits
+	Metrics   prometheus.Registerer // nil: not exported
 }
 
 // Server holds the handlers' state.
@@ -92,9 +93,10 @@ type Server struct {
 	proxies   guard.Proxies
 	redactor  *redact.Redactor
 	keys      *registry.Keyring
+	adminKeys *adminkeys.Store
+	audit     *audit.Log
 	limits    Limits
 	names     bus.Names
-	adminSum  [sha256.Size]byte
 	inflight  chan struct{}
 	reads     chan struct{} // workspace reads at once: each may hold a page of ~4 MiB, decoded and encoded
 	lastTS    atomic.Int64
@@ -120,9 +122,10 @@ func New(d Deps) (*echo.Echo, *Server) {
 		proxies:   d.Proxies,
 		redactor:  d.Redactor,
 		keys:      d.Keys,
+		adminKeys: d.AdminKeys,
+		audit:     d.Audit,
 		limits:    d.Limits,
 		names:     d.Names,
-		adminSum:  sha256.Sum256([]byte(d.AdminToken)),
 		inflight:  make(chan struct{}, d.Limits.MaxInFlight),
 		reads:     make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 	}
@@ -150,21 +153,52 @@ func New(d Deps) (*echo.Echo, *Server) {
 	e.GET(console.Prefix+"*", ui)
 	e.HEAD(console.Prefix+"*", ui)
 
-	admin := e.Group("/api/v1/admin", s.requireAdmin, s.boundReads)
-	admin.GET("/devices", s.listDevices)
-	admin.GET("/entities", s.listEntities)
-	admin.PUT("/devices/:serial", s.putDevice)
-	admin.GET("/devices/:serial", s.getDevice)
-	admin.DELETE("/devices/:serial", s.deleteDevice)
-	admin.POST("/devices/:serial/tokens", s.addToken)
-	admin.POST("/devices/:serial/tokens/:name/promote", s.promoteToken)
-	admin.DELETE("/devices/:serial/tokens/:name", s.retireToken)
-	admin.POST("/devices/:serial/tokens/:name/reveal", s.revealToken)
-	admin.GET("/devices/:serial/messages", s.deviceMessages)
-	admin.GET("/entities/:entity/inputs/:input/latest", s.latest)
-	admin.GET("/entities/:entity/inputs/:input/series", s.series)
+	admin := e.Group(AdminPrefix, s.authenticateAdmin, s.boundReads)
+	for _, r := range s.workspaceRoutes() {
+		admin.Add(r.Method, r.Path, r.handler, s.requireRole(r.Role))
+	}
 	return e, s
 }
+
+// AdminPrefix starts every workspace API path.
+const AdminPrefix = "/api/v1/admin"
+
+// WorkspaceRoute is a route of the workspace API and the least role that
+// may call it (each role may do what the ones below it may).
+type WorkspaceRoute struct {
+	Method, Path string
+	Role         adminkeys.Role
+	handler      echo.HandlerFunc
+}
+
+// workspaceRoutes is the one table of the workspace API's routes and
+// roles: viewers read, operators change devices, mappings and tokens,
+// admins manage keys and read the audit trail.
+func (s *Server) workspaceRoutes() []WorkspaceRoute {
+	const v, o, a = adminkeys.Viewer, adminkeys.Operator, adminkeys.Admin
+	return []WorkspaceRoute{
+		{http.MethodGet, "/whoami", v, s.whoami},
+		{http.MethodGet, "/devices", v, s.listDevices},
+		{http.MethodGet, "/entities", v, s.listEntities},
+		{http.MethodGet, "/devices/:serial", v, s.getDevice},
+		{http.MethodGet, "/devices/:serial/messages", v, s.deviceMessages},
+		{http.MethodGet, "/entities/:entity/inputs/:input/latest", v, s.latest},
+		{http.MethodGet, "/entities/:entity/inputs/:input/series", v, s.series},
+		{http.MethodPut, "/devices/:serial", o, s.putDevice},
+		{http.MethodDelete, "/devices/:serial", o, s.deleteDevice},
+		{http.MethodPost, "/devices/:serial/tokens", o, s.addToken},
+		{http.MethodPost, "/devices/:serial/tokens/:name/promote", o, s.promoteToken},
+		{http.MethodDelete, "/devices/:serial/tokens/:name", o, s.retireToken},
+		{http.MethodPost, "/devices/:serial/tokens/:name/reveal", o, s.revealToken},
+		{http.MethodGet, "/keys", a, s.listKeys},
+		{http.MethodPost, "/keys", a, s.createKey},
+		{http.MethodDelete, "/keys/:name", a, s.revokeKey},
+		{http.MethodGet, "/audit", a, s.listAudit},
+	}
+}
+
+// WorkspaceRoutes is the table of routes and roles, for tests and docs.
+func WorkspaceRoutes() []WorkspaceRoute { return (&Server{}).workspaceRoutes() }
 
 // boundReads holds the workspace's reads to half the cores at once (a
 // page of messages may be ~4 MiB to pass on, and a writer renders it):
@@ -216,22 +250,43 @@ func (s *Server) timestamp() int64 {
 	}
 }
 
-// requireAdmin lets through requests with the admin token. A client
-// address that keeps sending wrong ones is refused as one that keeps
-// failing device authentication is.
-func (s *Server) requireAdmin(next echo.HandlerFunc) echo.HandlerFunc {
+// authenticateAdmin lets through requests with a workspace key (or the
+// bootstrap ADMIN_TOKEN) that has not expired, and notes who sent them. A
+// client address that keeps sending wrong ones is refused as one that
+// keeps failing device authentication is.
+func (s *Server) authenticateAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		src := s.clientAddr(c)
 		if wait, refused := s.failures.Refused(src); refused {
 			return s.refuseSource(c, wait)
 		}
-		tok := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
-		sum := sha256.Sum256([]byte(tok))
-		if tok == "" || subtle.ConstantTimeCompare(sum[:], s.adminSum[:]) != 1 {
+		id, ok := s.adminKeys.Authenticate(bearer(c.Request().Header.Get(echo.HeaderAuthorization)), time.Now())
+		if !ok {
 			s.failures.Fail(src)
 			return s.respond(c, outcome.Unauthorized, Clip(c.Param("serial")), "", "")
 		}
+		c.Set(identityKey, id)
 		return next(c)
+	}
+}
+
+const identityKey = "workspace.identity"
+
+// caller is who sent an authenticated workspace request.
+func caller(c echo.Context) adminkeys.Identity {
+	id, _ := c.Get(identityKey).(adminkeys.Identity)
+	return id
+}
+
+// requireRole answers 403 to a key whose role is below need.
+func (s *Server) requireRole(need adminkeys.Role) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if id := caller(c); !id.Role.Allows(need) {
+				return s.respond(c, outcome.Forbidden, "", "", fmt.Sprintf("key %s has role %s; this needs %s", Clip(id.Name), id.Role, need))
+			}
+			return next(c)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
 	"github.com/devicehub/eventservice/ingest-api/internal/console"
 	"github.com/devicehub/eventservice/ingest-api/internal/openapi"
 	"github.com/devicehub/eventservice/integration/conform"
@@ -23,7 +25,7 @@ import (
 
 func testServer(t *testing.T) *echo.Echo {
 	t.Helper()
-	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminToken: "adm",
+	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"),
 		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
 	return e
 }
@@ -71,7 +73,7 @@ func TestEveryErrorIsTheContractsJSON(t *testing.T) {
 
 func TestInFlightBoundAnswers503(t *testing.T) {
 	// Fill every in-flight slot, as requests waiting for outcomes would.
-	_, s := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminToken: "adm",
+	_, s := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"),
 		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 2, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
 	s.cache = registry.NewCache()
 	s.cache.Put(registry.Device{Serial: "a", ConnectionType: registry.ConnectionAPI, AccessToken: "tok-a"}, 1)
@@ -95,7 +97,7 @@ func TestInFlightBoundAnswers503(t *testing.T) {
 // address (not a forwarded-for header), and never with the token tried.
 func TestFailedAdminAuthIsLoggedWithoutTheToken(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
-	e, _ := New(Deps{Log: zap.New(core), Registry: &registry.Store{}, AdminToken: "adm-secret",
+	e, _ := New(Deps{Log: zap.New(core), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm-secret"),
 		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
 	req := httptest.NewRequest("DELETE", "/api/v1/admin/devices/dev-9", nil)
 	req.Header.Set("Authorization", "Bearer adm-secreT-guess")
@@ -169,7 +171,7 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 // series exists before its first request.
 func TestRequestsAreCountedByOutcome(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	e, s := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminToken: "adm", Metrics: reg,
+	e, s := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"), Metrics: reg,
 		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
 	if n := testutil.CollectAndCount(s.metrics.requests); n != outcome.NumCodes() {
 		t.Fatalf("%d request series before any request, want %d", n, outcome.NumCodes())
@@ -200,5 +202,40 @@ func TestStoredAnswerIsRenderedAsEchoWould(t *testing.T) {
 	}
 	if rec.Body.String() != string(storedJSON) {
 		t.Fatalf("Echo renders %q, pre-rendered %q", rec.Body.String(), storedJSON)
+	}
+}
+
+// The OpenAPI document states each workspace operation's role (x-role),
+// and it is the role the router enforces.
+func TestWorkspaceRolesAreDocumented(t *testing.T) {
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openapi.Doc, &doc); err != nil {
+		t.Fatal(err)
+	}
+	routes := WorkspaceRoutes()
+	seen := 0
+	for _, r := range routes {
+		path := AdminPrefix + regexp.MustCompile(`:(\w+)`).ReplaceAllString(r.Path, "{$1}")
+		var op struct {
+			Role string `json:"x-role"`
+		}
+		if err := json.Unmarshal(doc.Paths[path][strings.ToLower(r.Method)], &op); err != nil || op.Role != string(r.Role) {
+			t.Errorf("%s %s: documented role %q, routed %q (%v)", r.Method, path, op.Role, r.Role, err)
+		}
+		seen++
+	}
+	for path, ops := range doc.Paths {
+		if strings.HasPrefix(path, AdminPrefix) {
+			for m := range ops {
+				if m != "parameters" {
+					seen--
+				}
+			}
+		}
+	}
+	if seen != 0 || len(routes) < 15 {
+		t.Fatalf("%d routes in the table, and documented workspace operations differ by %d", len(routes), seen)
 	}
 }

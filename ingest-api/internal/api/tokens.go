@@ -38,10 +38,12 @@ func (s *Server) addToken(c echo.Context) error {
 		return s.respond(c, outcome.BadRequest, Clip(serial), "", "token must be a JSON object {name, token}, both optional: "+err.Error())
 	}
 	var shown shownToken
-	_, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
+	var before registry.View
+	d, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
 		if !exists {
 			return registry.ErrNotFound
 		}
+		before = d.View()
 		tok, err := d.AddToken(s.keys, req.Name, req.Token, time.Now())
 		if err == nil {
 			shown = shownToken{Name: d.Tokens[len(d.Tokens)-1].Name, Token: tok}
@@ -51,33 +53,38 @@ func (s *Server) addToken(c echo.Context) error {
 	if err != nil {
 		return s.registryError(c, serial, err)
 	}
+	s.record(c, "token.added", serial, before, d.View())
 	return c.JSON(http.StatusCreated, shown)
 }
 
 // promoteToken: POST /devices/{serial}/tokens/{name}/promote makes the
 // token the primary.
 func (s *Server) promoteToken(c echo.Context) error {
-	return s.changeTokens(c, (*registry.Device).Promote)
+	return s.changeTokens(c, "token.promoted", (*registry.Device).Promote)
 }
 
 // retireToken: DELETE /devices/{serial}/tokens/{name}; from then on the
 // token is refused ("Invalid access token").
 func (s *Server) retireToken(c echo.Context) error {
-	return s.changeTokens(c, (*registry.Device).Retire)
+	return s.changeTokens(c, "token.retired", (*registry.Device).Retire)
 }
 
-func (s *Server) changeTokens(c echo.Context, change func(*registry.Device, string) error) error {
+func (s *Server) changeTokens(c echo.Context, action string, change func(*registry.Device, string) error) error {
 	serial, name := c.Param("serial"), c.Param("name")
+	var before registry.View
 	d, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
 		if !exists {
 			return registry.ErrNotFound
 		}
+		before = d.View()
 		return change(d, name)
 	})
 	if err != nil {
 		return s.registryError(c, serial, err)
 	}
-	return c.JSON(http.StatusOK, d.View())
+	after := d.View()
+	s.record(c, action, serial, before, after)
+	return c.JSON(http.StatusOK, after)
 }
 
 // revealToken: POST /devices/{serial}/tokens/{name}/reveal shows a token
@@ -96,5 +103,6 @@ func (s *Server) revealToken(c echo.Context) error {
 	if err != nil {
 		return s.registryError(c, serial, err)
 	}
+	s.record(c, "token.revealed", serial, nil, map[string]string{"name": name})
 	return c.JSON(http.StatusOK, shownToken{Name: name, Token: tok})
 }
