@@ -151,7 +151,10 @@ func TestStoreSpreadsChangesToEveryCopy(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { e, ok := b.Cache().Lookup(d.Serial); return ok && matches(k, e, "tok-2") && !matches(k, e, "tok-1") })
+	waitFor(t, func() bool {
+		e, ok := b.Cache().Lookup(d.Serial)
+		return ok && matches(k, e, "tok-2") && !matches(k, e, "tok-1")
+	})
 	if got, err := b.Get(ctx, d.Serial); err != nil || len(got.Tokens) != 1 || got.Tokens[0].Name != "token-2" {
 		t.Fatalf("Get = %+v, %v", got, err)
 	}
