@@ -2,11 +2,19 @@
 // header. The token is never put in a URL.
 
 const KEY = 'devicehub.console.adminToken';
+const WHO = 'devicehub.console.who';
+const RANK = { viewer: 1, operator: 2, admin: 3 };
 
+// session is the signed-in key and who it is ({name, role} from
+// /whoami), in this tab's session storage until sign-out.
 export const session = {
   get token() { return sessionStorage.getItem(KEY) || ''; },
-  set(token) { sessionStorage.setItem(KEY, token); },
-  clear() { sessionStorage.removeItem(KEY); },
+  get who() { try { return JSON.parse(sessionStorage.getItem(WHO)) || {}; } catch { return {}; } },
+  set(token, who) { sessionStorage.setItem(KEY, token); sessionStorage.setItem(WHO, JSON.stringify(who)); },
+  clear() { sessionStorage.removeItem(KEY); sessionStorage.removeItem(WHO); },
+  // may reports whether the key's role reaches role: the console hides
+  // what it may not do (the service refuses it with 403 anyway).
+  may(role) { return (RANK[this.who.role] || 0) >= RANK[role]; },
 };
 
 export class ApiError extends Error {

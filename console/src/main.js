@@ -10,6 +10,8 @@ import { devicesPage } from './pages/devices.js';
 import { devicePage } from './pages/device.js';
 import { entitiesPage } from './pages/entities.js';
 import { entityPage } from './pages/entity.js';
+import { keysPage } from './pages/keys.js';
+import { auditPage } from './pages/audit.js';
 
 const root = document.getElementById('app');
 const BASE = '/console';
@@ -20,6 +22,8 @@ const routes = [
   [/^\/devices\/([^/]+)\/?$/, (m) => (ctx) => devicePage(ctx, decodeURIComponent(m[1]))],
   [/^\/entities\/?$/, () => entitiesPage],
   [/^\/entities\/([^/]+)\/inputs\/([^/]+)\/?$/, (m) => (ctx) => entityPage(ctx, decodeURIComponent(m[1]), decodeURIComponent(m[2]))],
+  [/^\/keys\/?$/, () => keysPage],
+  [/^\/audit\/?$/, () => auditPage],
 ];
 
 let current = null; // the page's AbortController: timers and fetches stop with it
@@ -71,7 +75,9 @@ function header() {
   };
   return h('header', { class: 'top' },
     h('span', { class: 'brand' }, 'Device Event Service'),
-    h('nav', null, nav(`${BASE}/devices`, 'Devices'), nav(`${BASE}/entities`, 'Entities')),
+    h('nav', null, nav(`${BASE}/devices`, 'Devices'), nav(`${BASE}/entities`, 'Entities'),
+      session.may('admin') ? [nav(`${BASE}/keys`, 'Keys'), nav(`${BASE}/audit`, 'Audit')] : null),
+    h('span', { class: 'muted', id: 'who' }, `${session.who.name || ''} (${session.who.role || '?'})`),
     h('button', { type: 'button', class: 'secondary', onclick: signOut }, 'Sign out'));
 }
 
@@ -93,12 +99,12 @@ function signIn(notice) {
       button.disabled = true;
       replace(status, '');
       try {
-        await api('GET', '/devices?limit=1', undefined, token);
-        session.set(token);
+        const who = await api('GET', '/whoami', undefined, token);
+        session.set(token, who);
         render();
       } catch (err) {
         replace(status, err instanceof ApiError && err.status === 401
-          ? 'Wrong admin token: the service refused it.'
+          ? 'Wrong key: the service refused it.'
           : `Could not sign in: ${err.message}`);
         input.select();
       } finally {
@@ -107,7 +113,7 @@ function signIn(notice) {
     },
   },
   h('h1', null, 'Sign in'),
-  h('p', { class: 'muted' }, 'The console uses the workspace API with the service\'s admin token (ADMIN_TOKEN). It is kept in this tab\'s session storage until you sign out.'),
+  h('p', { class: 'muted' }, 'Sign in with a workspace key (dk_…) or the service\'s bootstrap ADMIN_TOKEN. It is kept in this tab\'s session storage until you sign out; the console shows what the key\'s role may do.'),
   h('label', { for: 'admin-token' }, 'Admin token'),
   input,
   button,
@@ -120,7 +126,7 @@ function signIn(notice) {
 whenUnauthorized(() => {
   if (!session.token) return;
   session.clear();
-  render('The admin token was refused: sign in again.');
+  render('The key was refused (revoked, expired or changed): sign in again.');
 });
 
 window.addEventListener('popstate', () => render());

@@ -65,7 +65,7 @@ try {
   // create form checks that the serial is free.
   page.on('response', (r) => {
     const u = new URL(r.url());
-    const expected = (r.status() === 401 && u.pathname === '/api/v1/admin/devices')
+    const expected = (r.status() === 401 && u.pathname === '/api/v1/admin/whoami')
       || (r.status() === 404 && u.pathname === `/api/v1/admin/devices/${serial}`);
     if (r.status() >= 400 && !expected) problems.push(`${r.status()} for ${u.pathname}`);
   });
@@ -81,7 +81,7 @@ try {
   await page.goto(`${base}/console/`);
   await page.getByLabel('Admin token').fill('not-the-token');
   await page.getByRole('button', { name: 'Sign in' }).click();
-  await page.getByRole('alert').filter({ hasText: 'Wrong admin token' }).waitFor();
+  await page.getByRole('alert').filter({ hasText: 'Wrong key' }).waitFor();
   assert.equal(await page.evaluate(() => sessionStorage.length), 0);
   await shot('signin');
 
@@ -246,6 +246,40 @@ try {
   await page.goto(`${base}/console/devices?q=${encodeURIComponent(serial)}`);
   await page.locator('#devices').getByText(serial).waitFor();
   await shot('devices');
+
+  step('an admin makes a viewer key and reads the audit trail');
+  await page.goto(`${base}/console/keys`);
+  await page.getByLabel('Name (a person or a script)').fill('console-viewer');
+  await page.getByLabel('Role').selectOption('viewer');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  const viewerKey = (await page.locator('#new-key .key-secret').textContent()).trim();
+  assert.match(viewerKey, /^dk_[0-9a-f]{12}_/, 'the secret is shown once');
+  await page.locator('#keys tr[data-key="console-viewer"]').getByText('viewer', { exact: true }).waitFor();
+  await shot('keys');
+  await page.goto(`${base}/console/audit?target=${encodeURIComponent(serial)}`);
+  await page.locator('#audit tbody tr').first().waitFor();
+  const auditActions = await page.locator('#audit td.audit-action').allTextContents();
+  assert.deepEqual(auditActions, ['token.retired', 'token.promoted', 'token.added', 'token.revealed', 'device.created'], `audit: ${auditActions}`);
+  assert.ok(!(await page.locator('#audit').textContent()).includes(token), 'no token in the audit trail');
+  await shot('audit');
+  await page.goto(`${base}/console/audit?action=key.`);
+  await page.locator('#audit').getByRole('cell', { name: 'console-viewer', exact: true }).waitFor();
+
+  step('a viewer sees the devices but none of what it may not do');
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await page.goto(`${base}/console/devices`);
+  await page.getByLabel('Admin token').fill(viewerKey);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { name: 'Devices' }).waitFor();
+  assert.equal((await page.locator('#who').textContent()).trim(), 'console-viewer (viewer)');
+  assert.equal(await page.getByRole('button', { name: 'New device' }).count(), 0, 'no New device for a viewer');
+  assert.equal(await page.getByRole('link', { name: 'Keys' }).count(), 0, 'no Keys page for a viewer');
+  await page.goto(`${base}/console/devices/${encodeURIComponent(serial)}`);
+  await page.locator('#device-tokens tr[data-token="token-2"]').waitFor();
+  for (const name of ['Reveal', 'Edit', 'Delete device', 'Add token', 'Retire']) {
+    assert.equal(await page.getByRole('button', { name, exact: true }).count(), 0, `no ${name} for a viewer`);
+  }
+  await shot('viewer-device');
 
   step('sign out forgets the token');
   await page.getByRole('button', { name: 'Sign out' }).click();

@@ -1,7 +1,7 @@
 // /console/devices/{serial}: the device's overview (tokens, inputs, edit,
 // delete) and its Messages tab, refreshed every few seconds.
 import { h, replace, time } from '../dom.js';
-import { api, enc } from '../api.js';
+import { api, enc, session } from '../api.js';
 import { deviceForm } from './deviceform.js';
 
 const REFRESH_MS = 3000;
@@ -59,9 +59,9 @@ export async function devicePage({ el, signal, navigate, link, params }, serial)
       tokens(d),
       h('h2', null, 'Inputs'),
       inputs,
-      h('div', { class: 'actions' },
+      session.may('operator') ? h('div', { class: 'actions' },
         h('button', { type: 'button', onclick: () => replace(editSlot, deviceForm({ existing: d, onSaved: (saved) => { device = saved; render(saved); }, onCancel: () => replace(editSlot) })) }, 'Edit'),
-        deleteControl(d)),
+        deleteControl(d)) : null,
       editSlot);
   }
 
@@ -95,7 +95,7 @@ export async function devicePage({ el, signal, navigate, link, params }, serial)
       h('table', { class: 'list', id: 'device-tokens' },
         h('thead', null, h('tr', null, h('th', null, 'Token'), h('th', null, 'Created'), h('th', null, 'Value'), h('th'))),
         h('tbody', null, rows)),
-      h('div', { class: 'actions' }, add),
+      session.may('operator') ? h('div', { class: 'actions' }, add) : null,
       notice);
   }
 
@@ -141,7 +141,7 @@ export async function devicePage({ el, signal, navigate, link, params }, serial)
       h('td', null, t.name, t.primary ? h('span', { class: 'tag' }, 'primary') : null),
       h('td', null, time(t.created)),
       h('td', { class: 'token' }, shown),
-      h('td', null, reveal, copy, promote, retire, ' ', note));
+      h('td', null, session.may('operator') ? [reveal, copy, promote, retire, ' ', note] : h('span', { class: 'muted' }, 'operators reveal and rotate tokens')));
   }
 
   function deleteControl(d) {

@@ -1,7 +1,7 @@
 // /console/devices: the device list, searched by serial prefix, a page at a
 // time; and the form that creates a device.
 import { h, replace, time } from '../dom.js';
-import { api, enc } from '../api.js';
+import { api, enc, session } from '../api.js';
 import { deviceForm } from './deviceform.js';
 
 const PAGE = 50;
@@ -65,7 +65,7 @@ export function devicesPage({ el, signal, navigate, link, params }) {
   }, 'New device');
 
   replace(el,
-    h('div', { class: 'titlebar' }, h('h1', null, 'Devices'), create),
+    h('div', { class: 'titlebar' }, h('h1', null, 'Devices'), session.may('operator') ? create : null),
     formSlot,
     search,
     h('table', { class: 'list', id: 'devices' },
