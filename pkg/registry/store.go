@@ -223,27 +223,10 @@ func (s *Store) Delete(ctx context.Context, serial string) (Device, error) {
 // Run follows the bucket until ctx ends: first its whole contents (then the
 // cache reports synced), then every change.
 func (s *Store) Run(ctx context.Context) error {
-	w, err := s.kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch registry: %w", err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil {
-				s.cache.markSynced()
-				s.log.Info("registry synced", zap.Int("devices", s.cache.Len()))
-				continue
-			}
-			s.apply(e)
-		}
-	}
+	return bus.FollowKV(ctx, s.kv, s.apply, func() {
+		s.cache.markSynced()
+		s.log.Info("registry synced", zap.Int("devices", s.cache.Len()))
+	})
 }
 
 func (s *Store) apply(e jetstream.KeyValueEntry) {

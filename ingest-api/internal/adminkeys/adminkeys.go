@@ -141,26 +141,7 @@ func (s *Store) Synced() <-chan struct{} { return s.synced }
 
 // Run follows the bucket until ctx ends.
 func (s *Store) Run(ctx context.Context) error {
-	w, err := s.kv.WatchAll(ctx)
-	if err != nil {
-		return fmt.Errorf("watch admin keys: %w", err)
-	}
-	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil
-			}
-			if e == nil {
-				s.once.Do(func() { close(s.synced) })
-				continue
-			}
-			s.apply(e)
-		}
-	}
+	return bus.FollowKV(ctx, s.kv, s.apply, func() { s.once.Do(func() { close(s.synced) }) })
 }
 
 func (s *Store) apply(e jetstream.KeyValueEntry) {
