@@ -93,7 +93,7 @@ func TestCustomNATSNames(t *testing.T) {
 		streams = append(streams, n)
 	}
 	sort.Strings(streams)
-	if want := []string{"EU_CLAIMS", "EU_DEADLETTER", "EU_EVENTS", "EU_MAPPED", "KV_device_registry"}; !slices.Equal(streams, want) {
+	if want := []string{"EU_CLAIMS", "EU_DEADLETTER", "EU_EVENTS", "EU_EVENTS_AUDIT", "EU_MAPPED", "KV_device_registry", "KV_device_registry_keys"}; !slices.Equal(streams, want) {
 		t.Fatalf("streams %v, want %v", streams, want)
 	}
 	// The keyed reading's claim is in the renamed stream, under the prefix.
