@@ -3,9 +3,6 @@
 package api
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"runtime"
 	"sync/atomic"
@@ -31,7 +28,6 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/reply"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/metrics"
-	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
 
@@ -160,69 +156,6 @@ func New(d Deps) (*echo.Echo, *Server) {
 	return e, s
 }
 
-// AdminPrefix starts every workspace API path.
-const AdminPrefix = "/api/v1/admin"
-
-// WorkspaceRoute is a route of the workspace API and the least role that
-// may call it (each role may do what the ones below it may).
-type WorkspaceRoute struct {
-	Method, Path string
-	Role         adminkeys.Role
-	handler      echo.HandlerFunc
-}
-
-// workspaceRoutes is the one table of the workspace API's routes and
-// roles: viewers read, operators change devices, mappings and tokens,
-// admins manage keys and read the audit trail.
-func (s *Server) workspaceRoutes() []WorkspaceRoute {
-	const v, o, a = adminkeys.Viewer, adminkeys.Operator, adminkeys.Admin
-	return []WorkspaceRoute{
-		{http.MethodGet, "/whoami", v, s.whoami},
-		{http.MethodGet, "/devices", v, s.listDevices},
-		{http.MethodGet, "/entities", v, s.listEntities},
-		{http.MethodGet, "/devices/:serial", v, s.getDevice},
-		{http.MethodGet, "/devices/:serial/messages", v, s.deviceMessages},
-		{http.MethodGet, "/entities/:entity/inputs/:input/latest", v, s.latest},
-		{http.MethodGet, "/entities/:entity/inputs/:input/series", v, s.series},
-		{http.MethodPut, "/devices/:serial", o, s.putDevice},
-		{http.MethodDelete, "/devices/:serial", o, s.deleteDevice},
-		{http.MethodPost, "/devices/:serial/tokens", o, s.addToken},
-		{http.MethodPost, "/devices/:serial/tokens/:name/promote", o, s.promoteToken},
-		{http.MethodDelete, "/devices/:serial/tokens/:name", o, s.retireToken},
-		{http.MethodPost, "/devices/:serial/tokens/:name/reveal", o, s.revealToken},
-		{http.MethodGet, "/keys", a, s.listKeys},
-		{http.MethodPost, "/keys", a, s.createKey},
-		{http.MethodDelete, "/keys/:name", a, s.revokeKey},
-		{http.MethodGet, "/audit", a, s.listAudit},
-	}
-}
-
-// WorkspaceRoutes is the table of routes and roles, for tests and docs.
-func WorkspaceRoutes() []WorkspaceRoute { return (&Server{}).workspaceRoutes() }
-
-// boundReads holds the workspace's reads to half the cores at once (a
-// page of messages may be ~4 MiB to pass on, and a writer renders it):
-// a read flood leaves the rest to ingestion. A read that waits more than
-// a second is answered 503 + Retry-After. Writes pass.
-func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if c.Request().Method != http.MethodGet {
-			return next(c)
-		}
-		t := time.NewTimer(time.Second)
-		defer t.Stop()
-		select {
-		case s.reads <- struct{}{}:
-			defer func() { <-s.reads }()
-			return next(c)
-		case <-t.C:
-			return s.respond(c, outcome.Overloaded, "", "", "too many workspace reads at once, retry later")
-		case <-c.Request().Context().Done():
-			return nil
-		}
-	}
-}
-
 // markBusy marks a request's connection as handling one: a busy
 // connection is never closed to make room for another (guard.Conns).
 func markBusy(next echo.HandlerFunc) echo.HandlerFunc {
@@ -248,106 +181,4 @@ func (s *Server) timestamp() int64 {
 			return ts
 		}
 	}
-}
-
-// authenticateAdmin lets through requests with a workspace key (or the
-// bootstrap ADMIN_TOKEN) that has not expired, and notes who sent them. A
-// client address that keeps sending wrong ones is refused as one that
-// keeps failing device authentication is.
-func (s *Server) authenticateAdmin(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		src := s.clientAddr(c)
-		if wait, refused := s.failures.Refused(src); refused {
-			return s.refuseSource(c, wait)
-		}
-		id, ok := s.adminKeys.Authenticate(bearer(c.Request().Header.Get(echo.HeaderAuthorization)), time.Now())
-		if !ok {
-			s.failures.Fail(src)
-			return s.respond(c, outcome.Unauthorized, Clip(c.Param("serial")), "", "")
-		}
-		c.Set(identityKey, id)
-		return next(c)
-	}
-}
-
-const identityKey = "workspace.identity"
-
-// caller is who sent an authenticated workspace request.
-func caller(c echo.Context) adminkeys.Identity {
-	id, _ := c.Get(identityKey).(adminkeys.Identity)
-	return id
-}
-
-// requireRole answers 403 to a key whose role is below need.
-func (s *Server) requireRole(need adminkeys.Role) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
-			if id := caller(c); !id.Role.Allows(need) {
-				return s.respond(c, outcome.Forbidden, "", "", fmt.Sprintf("key %s has role %s; this needs %s", Clip(id.Name), id.Role, need))
-			}
-			return next(c)
-		}
-	}
-}
-
-func (s *Server) healthz(c echo.Context) error {
-	return c.JSON(http.StatusOK, Body{Success: true, Message: "alive"})
-}
-
-// readyEvery is how often readiness is checked in the background.
-const readyEvery = time.Second
-
-// WatchReady checks readiness every readyEvery until ctx ends; Ready
-// answers from the last check, so that no request to /readyz, however
-// many, reaches NATS or a writer.
-func (s *Server) WatchReady(ctx context.Context) error {
-	t := time.NewTicker(readyEvery)
-	defer t.Stop()
-	for {
-		err := s.check(ctx)
-		s.readiness.Store(&err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
-}
-
-// Ready reports nil when, at the last background check, NATS was
-// connected, the registry loaded and a writer answered on the storage
-// path, and the server is not draining. Both /readyz listeners (the API's
-// and METRICS_ADDR's) answer with it.
-func (s *Server) Ready(context.Context) error {
-	if s.draining.Load() {
-		return errors.New("shutting down")
-	}
-	last := s.readiness.Load()
-	if last == nil {
-		return errors.New("not checked yet")
-	}
-	return *last
-}
-
-// check is one readiness check.
-func (s *Server) check(ctx context.Context) error {
-	switch {
-	case !s.nc.IsConnected():
-		return errors.New("nats disconnected")
-	case !s.cache.IsSynced():
-		return errors.New("registry not loaded")
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	if err := s.ping(ctx); err != nil {
-		return fmt.Errorf("storage path: %w", err)
-	}
-	return nil
-}
-
-func (s *Server) readyz(c echo.Context) error {
-	if err := s.Ready(c.Request().Context()); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, Body{Message: "not ready", Error: err.Error()})
-	}
-	return c.JSON(http.StatusOK, Body{Success: true, Message: "ready"})
 }

@@ -1,0 +1,76 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// Health: liveness, and readiness answered from a check made in the
+// background, so that no flood of probes reaches NATS or a writer.
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, Body{Success: true, Message: "alive"})
+}
+
+// readyEvery is how often readiness is checked in the background.
+const readyEvery = time.Second
+
+// WatchReady checks readiness every readyEvery until ctx ends; Ready
+// answers from the last check, so that no request to /readyz, however
+// many, reaches NATS or a writer.
+func (s *Server) WatchReady(ctx context.Context) error {
+	t := time.NewTicker(readyEvery)
+	defer t.Stop()
+	for {
+		err := s.check(ctx)
+		s.readiness.Store(&err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Ready reports nil when, at the last background check, NATS was
+// connected, the registry loaded and a writer answered on the storage
+// path, and the server is not draining. Both /readyz listeners (the API's
+// and METRICS_ADDR's) answer with it.
+func (s *Server) Ready(context.Context) error {
+	if s.draining.Load() {
+		return errors.New("shutting down")
+	}
+	last := s.readiness.Load()
+	if last == nil {
+		return errors.New("not checked yet")
+	}
+	return *last
+}
+
+// check is one readiness check.
+func (s *Server) check(ctx context.Context) error {
+	switch {
+	case !s.nc.IsConnected():
+		return errors.New("nats disconnected")
+	case !s.cache.IsSynced():
+		return errors.New("registry not loaded")
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := s.ping(ctx); err != nil {
+		return fmt.Errorf("storage path: %w", err)
+	}
+	return nil
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	if err := s.Ready(c.Request().Context()); err != nil {
+		return c.JSON(http.StatusServiceUnavailable, Body{Message: "not ready", Error: err.Error()})
+	}
+	return c.JSON(http.StatusOK, Body{Success: true, Message: "ready"})
+}
