@@ -14,9 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/devicehub/eventservice/integration/testenv"
 )
 
@@ -80,12 +77,7 @@ func TestCustomNATSNames(t *testing.T) {
 	if r := s.admin(t, http.MethodGet, "/entities/eu/inputs/t/latest", ""); r.Status != 200 {
 		t.Fatalf("read through the renamed query subject: %d %s", r.Status, r.Raw)
 	}
-	nc, err := nats.Connect(s.nats.Server().ClientURL(), testenv.Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := testenv.OperatorJS(t, s.nats.Server().ClientURL())
 	ctx := context.Background()
 	var streams []string
 	names := js.StreamNames(ctx)

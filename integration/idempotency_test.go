@@ -12,8 +12,6 @@ import (
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/writer-worker/schema"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 const storedMsg = "Message processed and data stored successfully"
@@ -200,12 +198,7 @@ func TestKeyedRetryOnAnotherCopyWhileTheFirstIsInFlight(t *testing.T) {
 	s.kill(t, "writer-worker", os.Interrupt)
 	s.admin(t, http.MethodPut, "/devices/dev-KF", `{"accessToken":"tok-KF","inputs":[{"name":"t","entity":"ikf","entityInput":"t"}]}`)
 
-	nc, err := nats.Connect(ns.Server().ClientURL(), testenv.Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := testenv.OperatorJS(t, ns.Server().ClientURL())
 	msgs := func(stream string) uint64 {
 		st, err := js.Stream(context.Background(), stream)
 		if err != nil {

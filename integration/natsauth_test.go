@@ -27,12 +27,7 @@ func TestNATSLeastPrivilege(t *testing.T) {
 		t.Fatal("a wrong password got in")
 	}
 	// The operator sets up what the programs would: streams and the bucket.
-	opNC, err := nats.Connect(url, testenv.Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opNC.Close()
-	opJS, _ := jetstream.New(opNC)
+	opJS := testenv.OperatorJS(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	names := bus.DefaultNames

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/devicehub/eventservice/integration/testenv"
@@ -33,12 +32,7 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	s.waitReady()
 	provisionChaos(t, s)
 
-	nc, err := nats.Connect(strings.Join(urls, ","), testenv.Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := testenv.OperatorJS(t, strings.Join(urls, ","))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	info, err := js.Stream(ctx, bus.DefaultNames.EventsStream)

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/devicehub/eventservice/integration/testenv"
@@ -27,12 +26,7 @@ func TestDeviceTokensAtRestAndRotation(t *testing.T) {
 	ns := testenv.NATSControlFor(t, namesIn(nil))
 	s := newStack(t, testenv.ClickHouseAddr(t), ns.Server().ClientURL())
 	s.nats = ns
-	nc, err := nats.Connect(ns.ClientURL(), testenv.Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := testenv.OperatorJS(t, ns.ClientURL())
 	ctx := context.Background()
 	// The bucket and a record exactly as the code before wrote them.
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "device_registry", History: 1, MaxValueSize: 1 << 20, Storage: jetstream.FileStorage})

@@ -66,6 +66,23 @@ func NATSPassword(user string) string { return "test-nats-" + user }
 // Operator connects as the operator, who may do anything.
 func Operator() nats.Option { return nats.UserInfo("operator", NATSPassword("operator")) }
 
+// OperatorJS connects to the servers at url (comma separated) as the
+// operator, for a test to set up or inspect streams and buckets; the
+// connection closes when the test ends.
+func OperatorJS(t testing.TB, url string) jetstream.JetStream {
+	t.Helper()
+	nc, err := nats.Connect(url, Operator())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
 // natsUsers are the deployment's users (pkg/bus.Users, as
 // deploy/nats/auth.conf has them) for names.
 func natsUsers(names bus.Names) []*server.User {

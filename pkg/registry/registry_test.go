@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
@@ -105,11 +103,7 @@ func TestCacheRevisions(t *testing.T) {
 
 func open(t *testing.T, url string) (*Store, func()) {
 	t.Helper()
-	nc, err := nats.Connect(url, testenv.Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
+	js := testenv.OperatorJS(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Open(ctx, js, BucketConfig{Bucket: "reg_test", Replicas: 1}, NewCache(), zap.NewNop())
 	if err != nil {
@@ -122,7 +116,7 @@ func open(t *testing.T, url string) (*Store, func()) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("not synced")
 	}
-	return s, func() { cancel(); <-done; nc.Close() }
+	return s, func() { cancel(); <-done }
 }
 
 func TestStoreSpreadsChangesToEveryCopy(t *testing.T) {

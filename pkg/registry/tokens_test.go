@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/devicehub/eventservice/integration/testenv"
@@ -140,12 +139,7 @@ const legacyRecord = `{"serial":"%s","connectionType":"API","accessToken":"%s","
 
 func TestUpgradeRewritesLegacyAndPreviousKeyRecords(t *testing.T) {
 	ns := testenv.NATS(t)
-	nc, err := nats.Connect(ns.ClientURL(), testenv.Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	js := testenv.OperatorJS(t, ns.ClientURL())
 	ctx := context.Background()
 	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "reg_test", History: 1})
 	if err != nil {

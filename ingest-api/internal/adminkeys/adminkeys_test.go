@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/integration/testenv"
@@ -30,11 +28,7 @@ func TestRoles(t *testing.T) {
 
 func open(t *testing.T, url string) *Store {
 	t.Helper()
-	nc, err := nats.Connect(url, testenv.Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := jetstream.New(nc)
+	js := testenv.OperatorJS(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := Open(ctx, js, "reg", 1, "bootstrap-secret", zap.NewNop())
 	if err != nil {
@@ -42,7 +36,7 @@ func open(t *testing.T, url string) *Store {
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done; nc.Close() })
+	t.Cleanup(func() { cancel(); <-done })
 	select {
 	case <-s.Synced():
 	case <-time.After(5 * time.Second):
