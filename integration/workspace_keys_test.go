@@ -95,6 +95,7 @@ func TestWorkspaceRoles(t *testing.T) {
 // the key's name, before and after without tokens, and the client address.
 func TestWorkspaceKeysAndAudit(t *testing.T) {
 	s := startStack(t)
+	start := time.Now().UTC()
 	op := s.createKey(t, "op-bob", "operator", "")
 	adm := s.createKey(t, "root-carol", "admin", "")
 	short := s.createKey(t, "short-lived", "viewer", time.Now().Add(1500*time.Millisecond).UTC().Format(time.RFC3339Nano))
@@ -188,6 +189,12 @@ func TestWorkspaceKeysAndAudit(t *testing.T) {
 	if got := strings.Join(keyActs, ","); got != "root-carol:key.revoked:op-bob,root-carol:key.revoked:temp-key,root-carol:key.created:temp-key,"+
 		"bootstrap:key.created:short-lived,bootstrap:key.created:root-carol,bootstrap:key.created:op-bob" {
 		t.Fatalf("key records: %s", got)
+	}
+	if r := s.as(t, adm, http.MethodGet, "/audit?since="+time.Now().Add(time.Minute).UTC().Format(time.RFC3339), ""); r.Status != 200 || len(r.Body["records"].([]any)) != 0 {
+		t.Fatalf("records since a minute from now: %s", r.Raw)
+	}
+	if r := s.as(t, adm, http.MethodGet, "/audit?actor=op-bob&since="+start.Format(time.RFC3339Nano), ""); len(r.Body["records"].([]any)) != 8 {
+		t.Fatalf("op-bob's records since the test began: %s", r.Raw)
 	}
 	page := s.as(t, adm, http.MethodGet, "/audit?action=token.&limit=2", "")
 	next, _ := page.Body["next"].(string)
