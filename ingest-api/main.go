@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"time"
 
 	"go.uber.org/zap"
 
@@ -123,9 +122,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "readiness", Run: srv.WatchReady},
 			{Name: "rate sharing", Run: limiter.Sharing(nc, cfg.NATS.Names.RateSubject(), waiter.Subject(), log.With(zap.String("component", "ratelimit")))},
 		},
-		program.Stage{{Name: "registry upgrade", Run: func(ctx context.Context) error {
-			return upgradeRegistry(ctx, store, keys, log.With(zap.String("component", "registry")))
-		}}, {Name: "http", Run: func(ctx context.Context) error {
+		program.Stage{{Name: "registry upgrade", Run: store.KeepUpgraded(keys)}, {Name: "http", Run: func(ctx context.Context) error {
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {
 				return fmt.Errorf("listen: %w", err)
@@ -164,30 +161,4 @@ func serve(ctx context.Context, cfg Config, hs *http.Server, ln net.Listener, sr
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
-}
-
-// upgradeEvery is how often ingest-api looks for registry records not in
-// the current form (written by an older copy during a rolling upgrade).
-const upgradeEvery = time.Minute
-
-// upgradeRegistry rewrites the records that hold device tokens in the
-// clear or under TOKEN_KEY_PREVIOUS, at start and then every upgradeEvery,
-// until ctx ends. Meanwhile such records still authenticate.
-func upgradeRegistry(ctx context.Context, store *registry.Store, keys *registry.Keyring, log *zap.Logger) error {
-	t := time.NewTicker(upgradeEvery)
-	defer t.Stop()
-	for {
-		n, failed, err := store.Upgrade(ctx, keys)
-		if n > 0 {
-			log.Info("registry records upgraded to the current token key", zap.Int("devices", n), zap.String("key", keys.ID()))
-		}
-		if failed > 0 {
-			log.Error("registry records left as they are", zap.Int("devices", failed), zap.Error(err))
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
 }

@@ -186,6 +186,34 @@ func (s *Store) Upgrade(ctx context.Context, k *Keyring) (upgraded, failed int, 
 	return upgraded, failed, first
 }
 
+// upgradeEvery is how often KeepUpgraded looks for records not in the
+// current form (written by an older copy during a rolling upgrade).
+const upgradeEvery = time.Minute
+
+// KeepUpgraded is ingest-api's part that runs Upgrade at start and then
+// every minute until ctx ends; meanwhile records not yet upgraded still
+// authenticate.
+func (s *Store) KeepUpgraded(k *Keyring) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		t := time.NewTicker(upgradeEvery)
+		defer t.Stop()
+		for {
+			n, failed, err := s.Upgrade(ctx, k)
+			if n > 0 {
+				s.log.Info("registry records upgraded to the current token key", zap.Int("devices", n), zap.String("key", k.ID()))
+			}
+			if failed > 0 {
+				s.log.Error("registry records left as they are", zap.Int("devices", failed), zap.Error(err))
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+}
+
 // Get reads the record of serial from the bucket.
 func (s *Store) Get(ctx context.Context, serial string) (Device, error) {
 	e, err := s.kv.Get(ctx, key(serial))
