@@ -78,9 +78,9 @@ func TestWorkspaceRoles(t *testing.T) {
 			}
 		}
 	}
-	// 17 operations x 3 roles; viewers are refused the 10 writes and admin
-	// routes, operators the 4 admin routes.
-	if calls != 51 || forbidden != 10+4 {
+	// 19 operations x 3 roles; viewers are refused the 8 operator routes
+	// and the 4 admin routes, operators the 4 admin routes.
+	if calls != 57 || forbidden != 8+4+4 {
 		t.Fatalf("%d calls, %d forbidden", calls, forbidden)
 	}
 	// A viewer sees devices without tokens.

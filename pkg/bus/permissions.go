@@ -25,8 +25,9 @@ func Inbox(program string) string { return "_INBOX." + program }
 
 // Users are the users of a deployment with names n and registry bucket
 // bucket, least privilege each (docs/guarantees.md, "Hostile input"):
-// only ingest-api publishes events, writes the registry and holds the admin
-// keys and the audit trail; the workers
+// only ingest-api publishes events, writes the registry, holds the admin
+// keys and the audit trail, and replays dead letters (for operators, so
+// it may also publish to the mapped stream); the workers
 // consume their own durable consumer, read the registry (the mapper) and
 // answer; no program may delete or purge a stream. The operator (the
 // dead-letters tool, the nats CLI) may do anything.
@@ -53,7 +54,7 @@ func Users(n Names, bucket string) []User {
 		return append(readKV(bucket), "$JS.API.STREAM.CREATE.KV_"+bucket, "$JS.API.STREAM.UPDATE.KV_"+bucket, "$KV."+bucket+".>")
 	}
 	readRegistry := readKV(bucket)
-	audit := n.AuditStream()
+	audit, dead := n.AuditStream(), n.DeadLetterStream
 	consume := func(stream, consumer string) []string {
 		return []string{
 			"$JS.API.CONSUMER.CREATE." + stream + "." + consumer,
@@ -78,6 +79,11 @@ func Users(n Names, bucket string) []User {
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
 				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.UPDATE." + audit, "$JS.API.STREAM.INFO." + audit,
 				"$JS.API.STREAM.MSG.GET." + audit, "$JS.API.DIRECT.GET." + audit, "$JS.API.DIRECT.GET." + audit + ".>",
+				// The workspace API's dead letters: read them, send them
+				// back where they came from (the mapped stream included),
+				// delete what was replayed.
+				n.MappedSubject(), "$JS.API.STREAM.MSG.GET." + dead, "$JS.API.DIRECT.GET." + dead, "$JS.API.DIRECT.GET." + dead + ".>",
+				"$JS.API.STREAM.MSG.DELETE." + dead,
 			}),
 			Subscribe: []string{n.ReplyPrefix() + ">", n.RateSubject(), Inbox("ingest-api") + ".>"}},
 		{Name: "mapper-worker", PasswordEnv: "NATS_MAPPER_PASSWORD",

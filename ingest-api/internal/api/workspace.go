@@ -27,8 +27,8 @@ type WorkspaceRoute struct {
 }
 
 // workspaceRoutes is the one table of the workspace API's routes and
-// roles: viewers read, operators change devices, mappings and tokens,
-// admins manage keys and read the audit trail.
+// roles: viewers read, operators change devices, mappings and tokens and
+// replay dead letters, admins manage keys and read the audit trail.
 func (s *Server) workspaceRoutes() []WorkspaceRoute {
 	const v, o, a = adminkeys.Viewer, adminkeys.Operator, adminkeys.Admin
 	return []WorkspaceRoute{
@@ -45,6 +45,8 @@ func (s *Server) workspaceRoutes() []WorkspaceRoute {
 		{http.MethodPost, "/devices/:serial/tokens/:name/promote", o, s.promoteToken},
 		{http.MethodDelete, "/devices/:serial/tokens/:name", o, s.retireToken},
 		{http.MethodPost, "/devices/:serial/tokens/:name/reveal", o, s.revealToken},
+		{http.MethodGet, "/deadletters", o, s.listDeadLetters},
+		{http.MethodPost, "/deadletters/replay", o, s.replayDeadLetters},
 		{http.MethodGet, "/keys", a, s.listKeys},
 		{http.MethodPost, "/keys", a, s.createKey},
 		{http.MethodDelete, "/keys/:name", a, s.revokeKey},

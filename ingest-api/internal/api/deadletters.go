@@ -1,0 +1,89 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/settle"
+)
+
+// Dead letters in the workspace API, for operators: the same list and
+// replay as `writer-worker dead-letters` (pkg/settle), with each replay in
+// the audit trail under the key that asked.
+
+// Bounds of a dead-letter call.
+const (
+	defaultLetters = 100
+	maxLetters     = 1000
+	replayTimeout  = time.Minute
+)
+
+// listDeadLetters: GET /deadletters?from=&limit=, oldest first; next is
+// the from of the following page.
+func (s *Server) listDeadLetters(c echo.Context) error {
+	var from uint64
+	limit := defaultLetters
+	if v := c.QueryParam("from"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return s.respond(c, outcome.BadRequest, "", "", "from must be a sequence number")
+		}
+		from = n
+	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxLetters {
+			return s.respond(c, outcome.BadRequest, "", "", "limit must be 1 to "+strconv.Itoa(maxLetters))
+		}
+		limit = n
+	}
+	letters, err := settle.List(c.Request().Context(), s.js, s.names, from, limit)
+	if err != nil {
+		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
+	}
+	body := map[string]any{"letters": orEmpty(letters)}
+	if len(letters) == limit {
+		body["next"] = strconv.FormatUint(letters[len(letters)-1].Seq+1, 10)
+	}
+	return c.JSON(http.StatusOK, body)
+}
+
+// replayRequest is the body of POST /deadletters/replay (settle.ReplayOptions).
+type replayRequest struct {
+	From    uint64   `json:"from"`
+	Limit   int      `json:"limit"`
+	Seqs    []uint64 `json:"seqs"`
+	Unkeyed bool     `json:"unkeyed"`
+	Keep    bool     `json:"keep"`
+}
+
+// replayDeadLetters: POST /deadletters/replay sends letters back to the
+// stream they came from once their cause is fixed; each event is stored
+// at most once (events sent without an Idempotency-Key only with unkeyed).
+func (s *Server) replayDeadLetters(c echo.Context) error {
+	var req replayRequest
+	if err := decodeStrict(c, &req); err != nil {
+		return s.respond(c, outcome.BadRequest, "", "", "replay must be a JSON object {from, limit, seqs, unkeyed, keep}, all optional: "+err.Error())
+	}
+	if req.Limit == 0 {
+		req.Limit = maxLetters
+	}
+	if req.Limit < 1 || req.Limit > maxLetters || len(req.Seqs) > maxLetters {
+		return s.respond(c, outcome.BadRequest, "", "", "limit and seqs: at most "+strconv.Itoa(maxLetters))
+	}
+	ctx, cancel := context.WithTimeout(c.Request().Context(), replayTimeout)
+	defer cancel()
+	rep, err := settle.Replay(ctx, s.js, s.names, settle.ReplayOptions{From: req.From, Limit: req.Limit, Seqs: req.Seqs, Unkeyed: req.Unkeyed, Keep: req.Keep})
+	if rep.Replayed > 0 { // what was sent back is a change, even if the rest failed
+		s.record(c, "deadletters.replayed", "dead letters", nil, map[string]any{"request": req, "report": rep})
+	}
+	if err != nil {
+		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
+	}
+	return c.JSON(http.StatusOK, rep)
+}
