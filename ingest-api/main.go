@@ -34,7 +34,9 @@ func main() {
 }
 
 func run(ctx context.Context, cfg Config, log *zap.Logger) error {
-	keys, err := registry.NewKeyring(cfg.TokenKey, cfg.TokenKeyPrevious)
+	cfg = cfg.withDevDefaults()
+	names := cfg.NATS.Names()
+	keys, err := registry.NewKeyring(cfg.TokenKeys())
 	if err != nil {
 		return err
 	}
@@ -43,43 +45,43 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer nc.Close()
-	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: cfg.RegistryBucket, Replicas: cfg.NATS.Replicas},
+	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: names.RegistryBucket, Replicas: cfg.NATS.Replicas},
 		registry.NewCache(), log.With(zap.String("component", "registry")))
 	if err != nil {
 		return err
 	}
-	adminKeys, err := adminkeys.Open(ctx, js, cfg.RegistryBucket, cfg.NATS.Replicas, cfg.AdminToken, log.With(zap.String("component", "adminkeys")))
+	adminKeys, err := adminkeys.Open(ctx, js, names.KeysBucket, cfg.NATS.Replicas, cfg.AdminToken, log.With(zap.String("component", "adminkeys")))
 	if err != nil {
 		return err
 	}
-	trail, err := audit.Open(ctx, js, cfg.NATS.Names, cfg.NATS.Replicas, cfg.AuditMaxAge, log.With(zap.String("component", "audit")))
+	trail, err := audit.Open(ctx, js, names, cfg.NATS.Replicas, cfg.AuditMaxAge, log.With(zap.String("component", "audit")))
 	if err != nil {
 		return err
 	}
-	waiter, err := reply.NewWaiter(nc, cfg.NATS.Names.ReplyPrefix(), log.With(zap.String("component", "reply")))
+	waiter, err := reply.NewWaiter(nc, names.ReplyPrefix(), log.With(zap.String("component", "reply")))
 	if err != nil {
 		return err
 	}
 	defer waiter.Close()
 
-	claims, err := claim.Open(ctx, js, cfg.NATS.Names)
+	claims, err := claim.Open(ctx, js, names)
 	if err != nil {
 		return err
 	}
 
-	reg := metrics.NewRegistry()
+	reg := metrics.NewRegistry(metrics.Ingest)
 	metrics.WatchRegistry(reg, metrics.Ingest, store.Cache())
 
 	sizes := api.NewPublishSizes(reg)
 	pub := publish.New(publish.Config{
-		Subject: cfg.NATS.Names.EventsSubject(), MaxEvents: cfg.PublishMaxEvents, MaxPending: cfg.PublishMaxPending, Linger: cfg.PublishLinger,
+		Subject: names.EventsSubject(), MaxEvents: publish.MaxEvents, MaxPending: publish.MaxPending, Linger: publish.Linger,
 		MaxBytes: int(nc.MaxPayload() / 2), AckWait: cfg.OutcomeTimeout,
 	}, js, claims, func(n int) { sizes.Observe(float64(n)) }, log.With(zap.String("component", "publish")))
 	proxies, err := cfg.Guard.Proxies()
 	if err != nil {
 		return err
 	}
-	failures, budget := guard.NewFailures(cfg.Guard.AuthFailures, cfg.Guard.AuthWindow), guard.NewBudget(cfg.Guard.BodyMemory)
+	failures, budget := guard.NewFailures(cfg.Guard.AuthFailures, guard.AuthWindow), guard.NewBudget(cfg.Guard.BodyMemory)
 	limiter := ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst)
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
@@ -93,20 +95,20 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Keys:      keys,
 		AdminKeys: adminKeys,
 		Audit:     trail,
-		Names:     cfg.NATS.Names,
-		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: cfg.DiscardBodyBytes, MaxInFlight: cfg.MaxInFlight,
-			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: cfg.QueryTimeout, ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,
-			BodyMinRate: cfg.Guard.BodyMinRate, BodyTimeout: cfg.ReadTimeout},
+		Names:     names,
+		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: discardFactor * cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
+			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: queryTimeout, ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,
+			BodyMinRate: cfg.Guard.BodyMinRate, BodyTimeout: readTimeout},
 	})
 	// The operations listener's /readyz checks what the API's does.
 	ops := health.New(cfg.MetricsAddr, srv.Ready)
 	ops.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	hs := &http.Server{
 		Handler:           e,
-		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
-		ReadTimeout:       cfg.ReadTimeout,
-		WriteTimeout:      cfg.WriteTimeout,
-		IdleTimeout:       cfg.IdleTimeout,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      cfg.OutcomeTimeout + writeSlack,
+		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ConnContext:       guard.ConnContext,
 	}
@@ -120,7 +122,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "publisher", Run: pub.Run},
 			{Name: "ops", Run: ops.Run},
 			{Name: "readiness", Run: srv.WatchReady},
-			{Name: "rate sharing", Run: limiter.Sharing(nc, cfg.NATS.Names.RateSubject(), waiter.Subject(), log.With(zap.String("component", "ratelimit")))},
+			{Name: "rate sharing", Run: limiter.Sharing(nc, names.RateSubject(), waiter.Subject(), log.With(zap.String("component", "ratelimit")))},
 		},
 		program.Stage{{Name: "registry upgrade", Run: store.KeepUpgraded(keys)}, {Name: "http", Run: func(ctx context.Context) error {
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -153,7 +155,7 @@ func serve(ctx context.Context, cfg Config, hs *http.Server, ln net.Listener, sr
 	}
 	srv.Drain()
 	log.Info("shutting down")
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(sctx)
 	<-serveErr // the serving goroutine has returned

@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -19,7 +18,7 @@ import (
 func replicatedChaosStack(t *testing.T) (*stack, *testenv.ClickHouseCluster) {
 	t.Helper()
 	cl := testenv.ReplicatedClickHouse(t, 3)
-	env := append([]string{"CLICKHOUSE_ADDR=" + strings.Join(cl.Addrs, ","), "CLICKHOUSE_REPLICATED=true", "CLICKHOUSE_INSERT_QUORUM=2"}, chaosEnv...)
+	env := append([]string{"CLICKHOUSE_URL=" + chURL(dbPlaceholder, cl.Addrs...), "CLICKHOUSE_REPLICATED=true"}, chaosEnv...)
 	s := startStackOn(t, cl.Addrs[1], env...)
 	provisionChaos(t, s)
 	return s, cl

@@ -29,19 +29,49 @@ func TestConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	table := string(doc)
+	// The tables' rows: | `NAME`, `NAME` | default | programs | meaning |.
+	documented := map[string]map[string]bool{} // program -> settings
+	for _, line := range strings.Split(string(doc), "\n") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		for _, p := range []string{"ingest", "mapper", "writer"} {
+			if !strings.Contains(cells[3], p) && strings.TrimSpace(cells[3]) != "all" {
+				continue
+			}
+			for _, m := range regexp.MustCompile("`([A-Z0-9_]+)`").FindAllStringSubmatch(cells[1], -1) {
+				if documented[p] == nil {
+					documented[p] = map[string]bool{}
+				}
+				documented[p][m[1]] = true
+			}
+		}
+	}
 	envName := regexp.MustCompile(`\(env ([A-Z0-9_]+)\)`)
+	all := map[string]bool{}
 	for _, p := range []string{"ingest-api", "mapper-worker", "writer-worker"} {
 		out, _ := exec.Command(filepath.Join(binDir, p), "-h").CombinedOutput()
 		names := envName.FindAllStringSubmatch(string(out), -1)
 		if len(names) < 10 {
 			t.Fatalf("%s -h lists %d settings:\n%s", p, len(names), out)
 		}
+		short, _, _ := strings.Cut(p, "-")
+		registered := map[string]bool{}
 		for _, m := range names {
-			if !strings.Contains(table, "`"+m[1]+"`") {
-				t.Errorf("%s setting %s is not in docs/configuration.md", p, m[1])
+			registered[m[1]], all[m[1]] = true, true
+			if !documented[short][m[1]] {
+				t.Errorf("%s setting %s is not in docs/configuration.md for %s", p, m[1], short)
 			}
 		}
+		for name := range documented[short] {
+			if !registered[name] {
+				t.Errorf("docs/configuration.md says %s reads %s; it has no such setting", p, name)
+			}
+		}
+	}
+	if len(all) > 45 {
+		t.Errorf("%d settings in all; at most 45", len(all))
 	}
 
 	for _, c := range []struct {
@@ -53,7 +83,8 @@ func TestConfiguration(t *testing.T) {
 		{"ingest-api", []string{"ADMIN_TOKEN=x", "MAX_IN_FLIGHT=abc"}, `ingest-api: MAX_IN_FLIGHT="abc"`},
 		{"ingest-api", []string{"ADMIN_TOKEN=x", "TOKEN_KEY=too-short"}, "ingest-api: TOKEN_KEY must be at least 32 bytes"},
 		{"writer-worker", []string{"IDEMPOTENCY_WINDOW=0s"}, "writer-worker: IDEMPOTENCY_WINDOW must be positive"},
-		{"mapper-worker", []string{"NATS_DEDUPE_WINDOW=48h"}, "mapper-worker: NATS_DEDUPE_WINDOW must be positive and at most NATS_STREAM_MAX_AGE"},
+		{"mapper-worker", []string{"NATS_PREFIX=a..b"}, "mapper-worker: NATS_PREFIX must be dot-separated tokens"},
+		{"writer-worker", []string{"CLICKHOUSE_URL=clickhouse://u:secret@h:9000/db"}, "writer-worker: CLICKHOUSE_URL must not hold a password"},
 	} {
 		cmd := exec.Command(filepath.Join(binDir, c.program))
 		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, c.env...)
@@ -65,12 +96,10 @@ func TestConfiguration(t *testing.T) {
 	}
 }
 
-// Two deployments can share a NATS server: with other stream, consumer and
-// subject names the pipeline works and uses only those.
+// Two deployments can share a NATS server: with another prefix the
+// pipeline works and uses only the names derived from it.
 func TestCustomNATSNames(t *testing.T) {
-	s := startStack(t, "NATS_SUBJECT_PREFIX=fleet.eu", "NATS_EVENTS_STREAM=EU_EVENTS", "NATS_MAPPED_STREAM=EU_MAPPED",
-		"NATS_MAPPER_CONSUMER=eu-mapper", "NATS_WRITER_CONSUMER=eu-writer", "NATS_DEADLETTER_STREAM=EU_DEADLETTER",
-		"NATS_CLAIMS_STREAM=EU_CLAIMS")
+	s := startStack(t, "NATS_PREFIX=fleet.eu")
 	s.admin(t, http.MethodPut, "/devices/dev-EU", `{"accessToken":"tok-EU","inputs":[{"name":"t","entity":"eu","entityInput":"t"}]}`)
 	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":1}}`, bearer("tok-EU")), 200, storedMsg, "")
 	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":2}}`, keyHeader("tok-EU", "eu-1")), 200, storedMsg, "")
@@ -85,18 +114,18 @@ func TestCustomNATSNames(t *testing.T) {
 		streams = append(streams, n)
 	}
 	sort.Strings(streams)
-	if want := []string{"EU_CLAIMS", "EU_DEADLETTER", "EU_EVENTS", "EU_EVENTS_AUDIT", "EU_MAPPED", "KV_device_registry", "KV_device_registry_keys"}; !slices.Equal(streams, want) {
+	if want := []string{"FLEET_EU_AUDIT", "FLEET_EU_CLAIMS", "FLEET_EU_DEADLETTER", "FLEET_EU_EVENTS", "FLEET_EU_MAPPED", "KV_fleet_eu_keys", "KV_fleet_eu_registry"}; !slices.Equal(streams, want) {
 		t.Fatalf("streams %v, want %v", streams, want)
 	}
 	// The keyed reading's claim is in the renamed stream, under the prefix.
-	claims, err := js.Stream(ctx, "EU_CLAIMS")
+	claims, err := js.Stream(ctx, "FLEET_EU_CLAIMS")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info := claims.CachedInfo(); info.State.Msgs != 1 || !slices.Equal(info.Config.Subjects, []string{"fleet.eu.claims.*"}) {
 		t.Fatalf("claims stream holds %d messages on %v, want 1 on [fleet.eu.claims.*]", info.State.Msgs, info.Config.Subjects)
 	}
-	for stream, consumer := range map[string]string{"EU_EVENTS": "eu-mapper", "EU_MAPPED": "eu-writer"} {
+	for stream, consumer := range map[string]string{"FLEET_EU_EVENTS": "mapper", "FLEET_EU_MAPPED": "writer"} {
 		var got []string
 		st, err := js.Stream(ctx, stream)
 		if err != nil {

@@ -153,7 +153,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 // "failed to store" meanwhile. Once the table is back, the replay stores it
 // once and the device's retry is answered stored.
 func TestDeliveryLimitDeadLetter(t *testing.T) {
-	s := startStack(t, "MAX_DELIVER=4", "RETRY_DELAY=50ms", "RETRY_MAX_DELAY=100ms")
+	s := startStack(t, "MAX_DELIVER=4", "RETRY_MAX_DELAY=100ms")
 	ctx := context.Background()
 	s.admin(t, "PUT", "/devices/dev-lim", `{"accessToken":"tok-lim","inputs":[{"name":"t","entity":"lim","entityInput":"t"}]}`)
 	if err := s.ch.Exec(ctx, "DROP TABLE "+s.db+".input_values"); err != nil {

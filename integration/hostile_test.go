@@ -331,12 +331,11 @@ func TestHostileInput(t *testing.T) {
 		p99Bound = hostileP99
 	}
 	ns := testenv.NATSControl(t)
-	s := newStack(t, testenv.ClickHouseAddr(t), ns.Server().ClientURL(), "LOG_LEVEL=info", "LOG_FORMAT=json")
+	s := newStack(t, testenv.ClickHouseAddr(t), ns.Server().ClientURL(), "LOG_LEVEL=info")
 	s.nats = ns
 	s.start("writer-worker")
 	s.start("mapper-worker")
-	// HOSTILE_PPROF profiles ingest-api while the suite runs.
-	s.start("ingest-api", "PPROF_ADDR="+os.Getenv("HOSTILE_PPROF"))
+	s.start("ingest-api")
 	s.waitReady()
 	for i := range hostileDevices {
 		body := fmt.Sprintf(`{"accessToken":"hostile-tok-%d","inputs":[{"name":"v","entity":"chaos","entityInput":"v"}]}`, i)

@@ -54,7 +54,7 @@ func (s *stack) retryUntilStored(t *testing.T, body string, header map[string]st
 }
 
 func TestIdempotencyKey(t *testing.T) {
-	s := startStack(t, "OUTCOME_TIMEOUT=1500ms", "RETRY_DELAY=200ms", "RETRY_MAX_DELAY=400ms")
+	s := startStack(t, "OUTCOME_TIMEOUT=1500ms", "RETRY_MAX_DELAY=400ms")
 	put := func(serial, entity string) {
 		s.admin(t, http.MethodPut, "/devices/"+serial, `{"accessToken":"tok-`+serial+`","inputs":[{"name":"t","entity":"`+entity+`","entityInput":"t"}]}`)
 	}
@@ -162,14 +162,22 @@ func TestIdempotencyKey(t *testing.T) {
 	})
 }
 
-// Past the stream's dedupe window a retry travels the whole pipeline: the
-// writer finds the first outcome in event_keys.
-func TestIdempotencyKeyPastTheDedupeWindow(t *testing.T) {
-	s := startStack(t, "NATS_DEDUPE_WINDOW=1s")
+// Past the pipeline window (its claim gone) a retry travels the whole
+// pipeline: the writer finds the first outcome in event_keys.
+func TestIdempotencyKeyPastThePipelineWindow(t *testing.T) {
+	s := startStack(t)
 	s.admin(t, http.MethodPut, "/devices/dev-KW", `{"accessToken":"tok-KW","inputs":[{"name":"t","entity":"ikw","entityInput":"t"}]}`)
 	expect(t, s.post(t, `{"serial":"dev-KW","data":{"t":1}}`, keyHeader("tok-KW", "key-w")), 200, storedMsg, "")
 	eventually(t, 10*time.Second, func() bool { return s.count(t, "event_keys") == 1 })
-	time.Sleep(1500 * time.Millisecond)
+	// The window passing, without waiting bus.PipelineWindow: the claims go.
+	js := testenv.OperatorJS(t, s.nats.Server().ClientURL())
+	st, err := js.Stream(context.Background(), bus.DefaultNames.ClaimsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	expect(t, s.post(t, `{"serial":"dev-KW","data":{"t":2}}`, keyHeader("tok-KW", "key-w")), 200, storedMsg, "")
 	time.Sleep(700 * time.Millisecond) // the raw log's interval
 	if v := s.onlyValue(t, "ikw"); v != "1" {

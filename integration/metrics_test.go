@@ -62,10 +62,10 @@ func testMetrics(t *testing.T, s *stack) {
 		{"ingest publish errors", ingest[`ingest_api_publish_errors_total`], func(v float64) bool { return v == 0 }},
 		{"mapper stored events", mapper[`mapper_worker_events_total{outcome="stored"}`], func(v float64) bool { return v >= 300 }},
 		{"mapper no connections", mapper[`mapper_worker_events_total{outcome="no_connections"}`], func(v float64) bool { return v >= 1 }},
-		{"mapper consumer readable", mapper[`mapper_worker_consumer_info_up{consumer="mapper",stream="DEVICE_EVENTS"}`], func(v float64) bool { return v == 1 }},
+		{"mapper consumer readable", mapper[`mapper_worker_consumer_info_up{consumer="mapper",stream="DEVICES_EVENTS"}`], func(v float64) bool { return v == 1 }},
 		{"writer rows = rows in ClickHouse", writer[`writer_worker_rows_stored_total{table="input_values"}`], func(v float64) bool { return v == float64(stored) }},
 		{"writer insert timings", writer[`writer_worker_insert_duration_seconds_count{table="input_values"}`], func(v float64) bool { return v >= 1 }},
-		{"writer consumer lag", writer[`writer_worker_consumer_pending_messages{consumer="writer",stream="DEVICE_MAPPED"}`], func(v float64) bool { return v == 0 }},
+		{"writer consumer lag", writer[`writer_worker_consumer_pending_messages{consumer="writer",stream="DEVICES_MAPPED"}`], func(v float64) bool { return v == 0 }},
 		{"writer process metrics", writer[`process_resident_memory_bytes`], func(v float64) bool { return v > 0 }},
 	} {
 		if !c.ok(c.got) {

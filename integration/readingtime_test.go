@@ -174,7 +174,7 @@ func TestReadingTimeChoiceAndBounds(t *testing.T) {
 	want := map[string]string{
 		"1": "", "2": "", "3": "", "7": "",
 		"4": "ts is older than MAX_READING_AGE (2160h0m0s): stored at receive time",
-		"5": "data.datetime is more than MAX_READING_FUTURE (5m0s) ahead: stored at receive time",
+		"5": "data.datetime is more than 5m0s ahead of the receive time: stored at receive time",
 		"6": "data.datetime is not a time: stored at receive time",
 	}
 	for v, w := range want {

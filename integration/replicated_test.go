@@ -2,7 +2,6 @@ package integration
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +18,8 @@ import (
 func TestReplicatedStorage(t *testing.T) {
 	cl := testenv.ReplicatedClickHouse(t, 3)
 	// The default quorum with three replicas: 2.
-	s := startStackOn(t, cl.Addrs[0], "CLICKHOUSE_ADDR="+strings.Join(cl.Addrs, ","), "CLICKHOUSE_REPLICATED=true",
-		"OUTCOME_TIMEOUT=2s", "RETRY_DELAY=200ms", "RETRY_MAX_DELAY=1s", "INSERT_TIMEOUT=2s")
+	s := startStackOn(t, cl.Addrs[0], "CLICKHOUSE_URL="+chURL(dbPlaceholder, cl.Addrs...), "CLICKHOUSE_REPLICATED=true",
+		"OUTCOME_TIMEOUT=2s", "RETRY_MAX_DELAY=1s", "INSERT_TIMEOUT=2s")
 	s.admin(t, "PUT", "/devices/rep-1", `{"accessToken":"tok-R","inputs":[{"name":"v","entity":"rep","entityInput":"v"}]}`)
 
 	sent := 0

@@ -18,7 +18,7 @@ import (
 // the workspace reads see them all through the Distributed tables.
 func TestShardedStorage(t *testing.T) {
 	cl := testenv.ShardedClickHouse(t, 2)
-	s := startStackOn(t, cl.Addrs[0], "CLICKHOUSE_ADDR="+strings.Join(cl.Addrs, ","), "CLICKHOUSE_REPLICATED=true", "CLICKHOUSE_CLUSTER=events")
+	s := startStackOn(t, cl.Addrs[0], "CLICKHOUSE_URL="+chURL(dbPlaceholder, cl.Addrs...), "CLICKHOUSE_REPLICATED=true", "CLICKHOUSE_CLUSTER=events")
 	var inputs, data []string
 	const entities, readings = 6, 15
 	for e := range entities {

@@ -117,10 +117,8 @@ func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
 	s.bases = []string{s.base}
 	s.env = append([]string{
 		"NATS_URL=" + natsURL,
-		"CLICKHOUSE_ADDR=" + chAddr,
-		"CLICKHOUSE_DATABASE=" + db,
 		// As deployed: one user inserts, a readonly one reads.
-		"CLICKHOUSE_USER=ingest_writer",
+		"CLICKHOUSE_URL=" + chURL(db, chAddr),
 		"CLICKHOUSE_READ_USER=ingest_reader",
 		"ADMIN_TOKEN=" + adminToken,
 		"TOKEN_KEY=" + tokenKey,
@@ -128,6 +126,9 @@ func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
 		"LOG_LEVEL=debug",
 		"PATH=" + os.Getenv("PATH"),
 	}, extraEnv...)
+	for i, kv := range s.env {
+		s.env[i] = strings.ReplaceAll(kv, dbPlaceholder, db)
+	}
 	return s
 }
 
@@ -136,18 +137,21 @@ func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
 func namesIn(env []string) bus.Names {
 	n := bus.DefaultNames
 	for _, kv := range env {
-		k, v, _ := strings.Cut(kv, "=")
-		for name, p := range map[string]*string{
-			"NATS_SUBJECT_PREFIX": &n.SubjectPrefix, "NATS_EVENTS_STREAM": &n.EventsStream, "NATS_MAPPED_STREAM": &n.MappedStream,
-			"NATS_MAPPER_CONSUMER": &n.MapperConsumer, "NATS_WRITER_CONSUMER": &n.WriterConsumer,
-			"NATS_DEADLETTER_STREAM": &n.DeadLetterStream, "NATS_CLAIMS_STREAM": &n.ClaimsStream,
-		} {
-			if k == name {
-				*p = v
-			}
+		if v, ok := strings.CutPrefix(kv, "NATS_PREFIX="); ok {
+			n = bus.NamesFor(v)
 		}
 	}
 	return n
+}
+
+// dbPlaceholder in a setting given to newStack stands for the stack's
+// database.
+const dbPlaceholder = "{db}"
+
+// chURL is CLICKHOUSE_URL for database db on the servers addrs, as the
+// insert user.
+func chURL(db string, addrs ...string) string {
+	return "clickhouse://ingest_writer@" + strings.Join(addrs, ",") + "/" + db
 }
 
 // start runs a program on the stack's settings, with its operations
@@ -157,11 +161,7 @@ func (s *stack) start(name string, env ...string) {
 	s.t.Helper()
 	program, _, _ := strings.Cut(name, ".")
 	s.ops[name] = freeAddr(s.t)
-	if program == "ingest-api" {
-		env = append(env, "METRICS_ADDR="+s.ops[name])
-	} else {
-		env = append(env, "HEALTH_ADDR="+s.ops[name])
-	}
+	env = append(env, "METRICS_ADDR="+s.ops[name])
 	logf, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/bus"
 )
 
 // TestDeviceTokensAtRestAndRotation: a registry written by the code before
@@ -29,7 +30,7 @@ func TestDeviceTokensAtRestAndRotation(t *testing.T) {
 	js := testenv.OperatorJS(t, ns.ClientURL())
 	ctx := context.Background()
 	// The bucket and a record exactly as the code before wrote them.
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "device_registry", History: 1, MaxValueSize: 1 << 20, Storage: jetstream.FileStorage})
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bus.DefaultNames.RegistryBucket, History: 1, MaxValueSize: 1 << 20, Storage: jetstream.FileStorage})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,14 +27,15 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer nc.Close()
+	names := cfg.NATS.Names()
 	cache := registry.NewCache()
-	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: cfg.RegistryBucket, Replicas: cfg.NATS.Replicas, ReadOnly: true},
+	store, err := registry.Open(ctx, js, registry.BucketConfig{Bucket: names.RegistryBucket, Replicas: cfg.NATS.Replicas, ReadOnly: true},
 		cache, log.With(zap.String("component", "registry")))
 	if err != nil {
 		return err
 	}
 	var worker *mapping.Worker
-	hs := health.New(cfg.HealthAddr, func(context.Context) error {
+	hs := health.New(cfg.MetricsAddr, func(context.Context) error {
 		switch {
 		case !nc.IsConnected():
 			return errors.New("nats disconnected")
@@ -45,10 +46,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return nil
 	})
-	reg := metrics.NewRegistry()
+	reg := metrics.NewRegistry(metrics.Mapper)
 	metrics.WatchRegistry(reg, metrics.Mapper, cache)
-	metrics.WatchConsumer(reg, metrics.Mapper, js, cfg.NATS.Names.EventsStream, cfg.NATS.Names.MapperConsumer)
-	cfg.Mapping.Names = cfg.NATS.Names
+	metrics.WatchConsumer(reg, metrics.Mapper, js, names.EventsStream, names.MapperConsumer)
+	cfg.Mapping.Names = names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	worker = mapping.NewWorker(cfg.Mapping, nc, js, cache, reg, log.With(zap.String("component", "mapper")))
 

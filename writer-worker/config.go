@@ -1,7 +1,7 @@
 package main
 
 import (
-	"errors"
+	"runtime"
 	"time"
 
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -10,34 +10,32 @@ import (
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
 
+// queryTimeout bounds one workspace read (ingest-api waits as long); the
+// read user's ClickHouse profile bounds its cost on the server.
+const queryTimeout = 5 * time.Second
+
 // Config is writer-worker's whole configuration.
 type Config struct {
-	HealthAddr   string
-	Batch        batch.Config
-	QueryWorkers int
-	QueryTimeout time.Duration
-	NATS         bus.Config
-	ClickHouse   chstore.Config
+	MetricsAddr string
+	Batch       batch.Config
+	NATS        bus.Config
+	ClickHouse  chstore.Config
 }
 
 // Register adds every setting as a flag and environment variable.
 func (c *Config) Register(s *envflag.Set) {
-	s.String(&c.HealthAddr, "health-addr", "127.0.0.1:8082", "address of /healthz and /readyz (empty: off)")
+	s.String(&c.MetricsAddr, "metrics-addr", "127.0.0.1:8082", "address of the operations listener: /metrics, /healthz, /readyz, /debug/pprof (empty: off); keep it off the public network")
 	c.Batch.Register(s)
-	s.Int(&c.QueryWorkers, "query-workers", 4, "workspace read queries answered at once")
-	s.Duration(&c.QueryTimeout, "query-timeout", 5*time.Second, "time allowed for one read query")
 	c.ClickHouse.Register(s)
-	c.NATS.RegisterFlags(s)
+	c.NATS.Register(s)
 }
+
+// queryWorkers is how many workspace reads are answered at once: two per
+// core.
+func queryWorkers() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // Validate reports the first thing wrong, in one line.
 func (c *Config) Validate() error {
-	switch {
-	case c.QueryTimeout <= 0:
-		return errors.New("QUERY_TIMEOUT must be positive")
-	case c.QueryWorkers < 1:
-		return errors.New("QUERY_WORKERS must be at least 1")
-	}
 	if err := c.Batch.Validate(); err != nil {
 		return err
 	}

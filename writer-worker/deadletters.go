@@ -43,7 +43,7 @@ func deadLetters(args []string, out io.Writer) error {
 	var seqs string
 	var opt settle.ReplayOptions
 	fs := envflag.New("writer-worker dead-letters " + cmd)
-	cfg.RegisterFlags(fs)
+	cfg.Register(fs)
 	fs.FS.Uint64Var(&from, "from", 0, "first sequence to look at (0: the oldest)")
 	fs.FS.IntVar(&limit, "limit", 1000, "most letters looked at")
 	if cmd == "replay" {
@@ -81,14 +81,14 @@ func deadLetters(args []string, out io.Writer) error {
 	}
 	enc := json.NewEncoder(out)
 	if cmd == "list" {
-		letters, err := settle.List(ctx, js, cfg.Names, from, limit)
+		letters, err := settle.List(ctx, js, cfg.Names(), from, limit)
 		for _, l := range letters {
 			_ = enc.Encode(l)
 		}
 		return err
 	}
 	opt.From, opt.Limit = from, limit
-	rep, err := settle.Replay(ctx, js, cfg.Names, opt)
+	rep, err := settle.Replay(ctx, js, cfg.Names(), opt)
 	_ = enc.Encode(rep)
 	return err
 }

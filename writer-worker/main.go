@@ -52,9 +52,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	defer nc.Close()
+	names := cfg.NATS.Names()
 
 	var writer *batch.Writer
-	hs := health.New(cfg.HealthAddr, func(ctx context.Context) error {
+	hs := health.New(cfg.MetricsAddr, func(ctx context.Context) error {
 		switch {
 		case !nc.IsConnected():
 			return errors.New("nats disconnected")
@@ -63,17 +64,18 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		}
 		return store.Ping(ctx)
 	})
-	reg := metrics.NewRegistry()
-	metrics.WatchConsumer(reg, metrics.Writer, js, cfg.NATS.Names.MappedStream, cfg.NATS.Names.WriterConsumer)
-	cfg.Batch.Names = cfg.NATS.Names
+	reg := metrics.NewRegistry(metrics.Writer)
+	metrics.WatchConsumer(reg, metrics.Writer, js, names.MappedStream, names.WriterConsumer)
+	cfg.Batch.Names = names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	keys := idem.New(store, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
 	writer = batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
-	queries := reads.New(nc, cfg.NATS.Names.QueryPrefix(), store, keys.Lookup, cfg.QueryWorkers, cfg.QueryTimeout, log.With(zap.String("component", "reads")))
+	queries := reads.New(nc, names.QueryPrefix(), store, keys.Lookup, queryWorkers(), queryTimeout, log.With(zap.String("component", "reads")))
 
 	// The writer drains first; reads and health stop after it, so that
 	// the storage path stays visible while the last batch flushes.
-	log.Info("writer-worker consuming", zap.String("clickhouse", cfg.ClickHouse.Addr), zap.String("database", cfg.ClickHouse.Database))
+	addrs, db := store.Where()
+	log.Info("writer-worker consuming", zap.Strings("clickhouse", addrs), zap.String("database", db))
 	return program.Run(ctx, log,
 		program.Stage{
 			{Name: "reads", Run: queries.Run},

@@ -1,7 +1,7 @@
 // Command chcost measures what ClickHouse spends on the service's value
 // inserts: it creates the schema in a fresh database, inserts synthetic rows
 // into input_values at a fixed rate and batch size, and reads the server's
-// CPU time from /proc. The writer's pacing (BATCH_MIN_INTERVAL and friends)
+// CPU time from /proc. The writer's pacing (the batch package's insert intervals)
 // rests on these figures; rerun it on other hardware or ClickHouse releases.
 //
 //	go run ./bench/chcost -addr 127.0.0.1:19000 -pid $(cat .run/clickhouse/pid) -runs 20x200,1x200,100x50,500x20

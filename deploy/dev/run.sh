@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make run`: the whole stack on loopback, state under .run/, stopped on Ctrl-C.
-# PPROF=1 serves net/http/pprof on 127.0.0.1:6061 (ingest), :6062 (mapper), :6063 (writer), :6064 (nats).
+# Each program serves /debug/pprof on its metrics address (below); PPROF=1 profiles NATS on 127.0.0.1:6064.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -15,7 +15,7 @@ if [ -z "${ADMIN_TOKEN:-}" ]; then
   dev_flag="-dev"
   echo "ADMIN_TOKEN not set: using the development token '$ADMIN_TOKEN'"
 fi
-export NATS_URL="nats://127.0.0.1:$NATS_PORT" LOG_FORMAT=${LOG_FORMAT:-console}
+export NATS_URL="nats://127.0.0.1:$NATS_PORT"
 rm -f "$state/ready"
 mkdir -p "$state/logs" "$state/nats" "$state/pids"
 
@@ -61,14 +61,14 @@ pids+=($!); echo $! > "$state/pids/nats"
 deploy/clickhouse/server.sh start "$state/clickhouse" "$CLICKHOUSE_PORT" "$CLICKHOUSE_HTTP_PORT"
 echo "NATS on 127.0.0.1:$NATS_PORT, ClickHouse on 127.0.0.1:$CLICKHOUSE_PORT (http $CLICKHOUSE_HTTP_PORT)"
 
-CLICKHOUSE_ADDR="127.0.0.1:$CLICKHOUSE_PORT" CLICKHOUSE_USER=ingest_writer CLICKHOUSE_READ_USER=ingest_reader HEALTH_ADDR=$WRITER_HEALTH_ADDR NATS_USER=writer-worker NATS_PASSWORD=$NATS_WRITER_PASSWORD \
-  env ${PPROF:+PPROF_ADDR=127.0.0.1:6063} "$bin/writer-worker" >"$state/logs/writer-worker.log" 2>&1 &
+CLICKHOUSE_URL="clickhouse://ingest_writer@127.0.0.1:$CLICKHOUSE_PORT/device_events" CLICKHOUSE_READ_USER=ingest_reader METRICS_ADDR=$WRITER_HEALTH_ADDR NATS_USER=writer-worker NATS_PASSWORD=$NATS_WRITER_PASSWORD \
+  "$bin/writer-worker" >"$state/logs/writer-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/writer"
-HEALTH_ADDR=$MAPPER_HEALTH_ADDR NATS_USER=mapper-worker NATS_PASSWORD=$NATS_MAPPER_PASSWORD \
-  env ${PPROF:+PPROF_ADDR=127.0.0.1:6062} "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
+METRICS_ADDR=$MAPPER_HEALTH_ADDR NATS_USER=mapper-worker NATS_PASSWORD=$NATS_MAPPER_PASSWORD \
+  "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/mapper"
 HTTP_ADDR=$INGEST_ADDR METRICS_ADDR=$INGEST_METRICS_ADDR ADMIN_TOKEN=$ADMIN_TOKEN TOKEN_KEY=$TOKEN_KEY NATS_USER=ingest-api NATS_PASSWORD=$NATS_INGEST_PASSWORD \
-  env ${PPROF:+PPROF_ADDR=127.0.0.1:6061} "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
+  "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/api"
 wait_http "http://$WRITER_HEALTH_ADDR/readyz" writer-worker
 wait_http "http://$MAPPER_HEALTH_ADDR/readyz" mapper-worker

@@ -87,7 +87,7 @@ func OperatorJS(t testing.TB, url string) jetstream.JetStream {
 // deploy/nats/auth.conf has them) for names.
 func natsUsers(names bus.Names) []*server.User {
 	var out []*server.User
-	for _, u := range bus.Users(names, RegistryBucket) {
+	for _, u := range bus.Users(names) {
 		p := &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: u.Publish},
 			Subscribe: &server.SubjectPermission{Allow: u.Subscribe},
@@ -101,7 +101,7 @@ func natsUsers(names bus.Names) []*server.User {
 }
 
 // RegistryBucket is the registry's bucket on the test servers.
-const RegistryBucket = "device_registry"
+var RegistryBucket = bus.DefaultNames.RegistryBucket
 
 // NATSControl starts a restartable JetStream server, stopped when the test
 // ends, with the deployment's users and permissions for the default names.

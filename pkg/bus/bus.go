@@ -1,5 +1,5 @@
-// Package bus names the NATS subjects, streams and consumers the programs
-// share, and connects to NATS the same way in every program.
+// Package bus is the programs' NATS: the topology they share (topology.go),
+// connecting the same way in every program, consuming, and the users.
 package bus
 
 import (
@@ -12,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/envflag"
 )
 
 // Config is what a program needs to reach NATS.
@@ -25,20 +27,33 @@ type Config struct {
 	TLSCAFile string
 	TLSCert   string
 	TLSKey    string
-	// Replicas of the streams and the registry bucket: 1 for a single
-	// server, 3 for a JetStream cluster.
+	// Replicas of the streams and the buckets: 1 for a single server, 3
+	// for a JetStream cluster.
 	Replicas int
-	// StreamMaxAge and StreamMaxBytes bound what the streams may hold
-	// while a stage is down; publishes beyond are refused, not dropped.
+	// StreamMaxAge and StreamMaxBytes bound what a stream may hold while a
+	// stage is down; publishes beyond are refused, not dropped.
 	StreamMaxAge   time.Duration
 	StreamMaxBytes int64
-	// DedupeWindow is how long a stream remembers message ids.
-	DedupeWindow time.Duration
-	// DeadLetterMaxAge and DeadLetterMaxBytes bound the dead letters;
-	// beyond them the oldest letters go first.
-	DeadLetterMaxAge   time.Duration
-	DeadLetterMaxBytes int64
-	Names              Names
+	// Prefix names everything (see NamesFor).
+	Prefix string
+}
+
+// Names are the deployment's names, derived from Prefix.
+func (c Config) Names() Names { return NamesFor(c.Prefix) }
+
+// Register adds the NATS settings every program shares.
+func (c *Config) Register(s *envflag.Set) {
+	s.String(&c.URL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
+	s.String(&c.CredsFile, "nats-creds", "", "NATS credentials file (JWT + nkey)")
+	s.String(&c.User, "nats-user", "", "NATS user of this program (deploy/nats/auth.conf has one per program)")
+	s.String(&c.Password, "nats-password", "", "password of NATS_USER (from a secret; never logged)")
+	s.String(&c.TLSCAFile, "nats-tls-ca", "", "CA file to verify the NATS server")
+	s.String(&c.TLSCert, "nats-tls-cert", "", "client certificate for NATS mutual TLS")
+	s.String(&c.TLSKey, "nats-tls-key", "", "client key for NATS mutual TLS")
+	s.Int(&c.Replicas, "nats-replicas", 1, "replicas of streams and buckets (3 in a cluster)")
+	s.Duration(&c.StreamMaxAge, "nats-stream-max-age", 24*time.Hour, "oldest message a work stream keeps while a stage is down")
+	s.Int64(&c.StreamMaxBytes, "nats-stream-max-bytes", 1<<30, "bytes a stream may hold (work streams then refuse publishes; the dead letters drop their oldest)")
+	s.String(&c.Prefix, "nats-prefix", DefaultPrefix, "first tokens of every subject; streams and buckets are named after it (PREFIX_EVENTS, prefix_registry, ...), so two deployments can share a NATS account")
 }
 
 // Validate reports the first thing wrong with c.
@@ -52,20 +67,12 @@ func (c Config) Validate() error {
 		return errors.New("NATS_TLS_CERT and NATS_TLS_KEY go together")
 	case (c.User == "") != (c.Password == ""):
 		return errors.New("NATS_USER and NATS_PASSWORD go together")
-	case c.StreamMaxAge <= 0:
-		return errors.New("NATS_STREAM_MAX_AGE must be positive")
+	case c.StreamMaxAge < PipelineWindow:
+		return fmt.Errorf("NATS_STREAM_MAX_AGE must be at least %s", PipelineWindow)
 	case c.StreamMaxBytes <= 0:
 		return errors.New("NATS_STREAM_MAX_BYTES must be positive")
-	case c.DedupeWindow <= 0 || c.DedupeWindow > c.StreamMaxAge:
-		return errors.New("NATS_DEDUPE_WINDOW must be positive and at most NATS_STREAM_MAX_AGE")
-	case c.DeadLetterMaxAge <= 0 || c.DeadLetterMaxBytes <= 0:
-		return errors.New("NATS_DEADLETTER_MAX_AGE and NATS_DEADLETTER_MAX_BYTES must be positive")
-	case !c.Names.distinctStreams():
-		return errors.New("NATS_EVENTS_STREAM, NATS_MAPPED_STREAM, NATS_DEADLETTER_STREAM and NATS_CLAIMS_STREAM must be four different names without spaces, '.', '*' or '>'")
-	case !validName(c.Names.MapperConsumer) || !validName(c.Names.WriterConsumer):
-		return errors.New("NATS_MAPPER_CONSUMER and NATS_WRITER_CONSUMER must be names without spaces, '.', '*' or '>'")
-	case !validPrefix(c.Names.SubjectPrefix):
-		return errors.New("NATS_SUBJECT_PREFIX must be dot-separated subject tokens without wildcards")
+	case !validPrefix(c.Prefix):
+		return errors.New("NATS_PREFIX must be dot-separated tokens of letters, digits, '-' and '_'")
 	}
 	return nil
 }
@@ -123,83 +130,6 @@ func Connect(cfg Config, name string, log *zap.Logger) (*nats.Conn, jetstream.Je
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	return nc, js, nil
-}
-
-// EnsureStreams creates or updates the two work-queue streams, the
-// dead-letter stream and the claims stream, all at once: in a cluster each
-// creation waits for its stream's leader election. Every program calls it at
-// start, so the order in which they start does not matter.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
-	cfgs := streamConfigs(cfg)
-	errs := make(chan error, len(cfgs))
-	for _, sc := range cfgs {
-		go func() {
-			if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-				errs <- fmt.Errorf("ensure stream %s: %w", sc.Name, err)
-				return
-			}
-			errs <- nil
-		}()
-	}
-	var all []error
-	for range cfgs {
-		all = append(all, <-errs)
-	}
-	return errors.Join(all...)
-}
-
-// streamConfigs are the streams the programs share.
-func streamConfigs(cfg Config) []jetstream.StreamConfig {
-	n := cfg.Names
-	var cfgs []jetstream.StreamConfig
-	for _, s := range []struct{ name, subject, desc string }{
-		{n.EventsStream, n.EventsSubject(), "accepted device events, awaiting entity mapping"},
-		{n.MappedStream, n.MappedSubject(), "mapped device events, awaiting the ClickHouse write"},
-	} {
-		cfgs = append(cfgs, jetstream.StreamConfig{
-			Name:        s.name,
-			Description: s.desc,
-			Subjects:    []string{s.subject},
-			Retention:   jetstream.WorkQueuePolicy,
-			Discard:     jetstream.DiscardNew,
-			MaxAge:      cfg.StreamMaxAge,
-			MaxBytes:    cfg.StreamMaxBytes,
-			Storage:     jetstream.FileStorage,
-			Replicas:    cfg.Replicas,
-			Duplicates:  cfg.DedupeWindow,
-		})
-	}
-	// Dead letters are kept for reading and replay (not a work queue), and
-	// when full the oldest go: a full dead-letter stream must not stop
-	// ingestion. The dead-letter alert fires long before.
-	cfgs = append(cfgs, jetstream.StreamConfig{
-		Name:        n.DeadLetterStream,
-		Description: "messages the workers gave up on (permanent failures, delivery limit): list and replay with writer-worker dead-letters",
-		Subjects:    []string{n.DeadLetterSubject()},
-		Retention:   jetstream.LimitsPolicy,
-		Discard:     jetstream.DiscardOld,
-		MaxAge:      cfg.DeadLetterMaxAge,
-		MaxBytes:    orUnlimited(cfg.DeadLetterMaxBytes),
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-		Duplicates:  cfg.DedupeWindow,
-	})
-	// A claim lives as long as the streams remember message ids; ingest-api
-	// deletes it sooner when its event never entered the pipeline. Nothing
-	// consumes claims: a claim costs one stream write.
-	cfgs = append(cfgs, jetstream.StreamConfig{
-		Name:              n.ClaimsStream,
-		Description:       "one claim per keyed event in the pipeline: a retry with the same Idempotency-Key waits for the first attempt's outcome",
-		Subjects:          []string{n.ClaimSubject("*")},
-		Retention:         jetstream.LimitsPolicy,
-		Discard:           jetstream.DiscardOld,
-		MaxAge:            cfg.DedupeWindow,
-		MaxMsgsPerSubject: 1,
-		Storage:           jetstream.FileStorage,
-		Replicas:          cfg.Replicas,
-		Duplicates:        cfg.DedupeWindow,
-	})
-	return cfgs
 }
 
 // WaitConnected blocks until nc is connected or ctx ends. With
@@ -261,11 +191,4 @@ func retryable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrNoHeartbeat)
-}
-
-func orUnlimited(n int64) int64 {
-	if n <= 0 {
-		return -1
-	}
-	return n
 }

@@ -25,20 +25,16 @@ type ConsumerConfig struct {
 	AckWait time.Duration
 }
 
-// Register adds the consumer's settings with a worker's defaults; unit says
-// what its messages are ("events messages", "envelopes").
-func (c *ConsumerConfig) Register(s *envflag.Set, def ConsumerConfig, unit string) {
-	s.Int(&c.MaxAckPending, "max-ack-pending", def.MaxAckPending, unit+" held unacknowledged by this consumer")
-	s.Int(&c.PullBatch, "pull-batch", def.PullBatch, unit+" pulled from JetStream per request")
+// RegisterAckWait adds ACK_WAIT with a worker's default; the rest of c
+// is the worker's own.
+func (c *ConsumerConfig) RegisterAckWait(s *envflag.Set, def ConsumerConfig) {
+	*c = def
 	s.Duration(&c.AckWait, "ack-wait", def.AckWait, "redelivery delay of an unacknowledged message (a crashed copy's messages wait this long)")
 }
 
 // Validate reports the first thing wrong, in one line.
 func (c ConsumerConfig) Validate() error {
-	switch {
-	case c.MaxAckPending < 1 || c.PullBatch < 1:
-		return errors.New("MAX_ACK_PENDING and PULL_BATCH must be at least 1")
-	case c.AckWait < time.Second:
+	if c.AckWait < time.Second {
 		return errors.New("ACK_WAIT must be at least 1s")
 	}
 	return nil

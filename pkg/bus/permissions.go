@@ -23,15 +23,14 @@ type User struct {
 // under it, and its user may subscribe there only.
 func Inbox(program string) string { return "_INBOX." + program }
 
-// Users are the users of a deployment with names n and registry bucket
-// bucket, least privilege each (docs/guarantees.md, "Hostile input"):
+// Users are the users of a deployment with names n, least privilege each (docs/guarantees.md, "Hostile input"):
 // only ingest-api publishes events, writes the registry, holds the admin
 // keys and the audit trail, and replays dead letters (for operators, so
 // it may also publish to the mapped stream); the workers
 // consume their own durable consumer, read the registry (the mapper) and
 // answer; no program may delete or purge a stream. The operator (the
 // dead-letters tool, the nats CLI) may do anything.
-func Users(n Names, bucket string) []User {
+func Users(n Names) []User {
 	work := []string{n.EventsStream, n.MappedStream, n.DeadLetterStream, n.ClaimsStream}
 	streams := []string{"$JS.API.INFO"} // every program ensures the shared streams at start
 	for _, s := range work {
@@ -53,8 +52,8 @@ func Users(n Names, bucket string) []User {
 	writeKV := func(bucket string) []string {
 		return append(readKV(bucket), "$JS.API.STREAM.CREATE.KV_"+bucket, "$JS.API.STREAM.UPDATE.KV_"+bucket, "$KV."+bucket+".>")
 	}
-	readRegistry := readKV(bucket)
-	audit, dead := n.AuditStream(), n.DeadLetterStream
+	readRegistry := readKV(n.RegistryBucket)
+	audit, dead := n.AuditStream, n.DeadLetterStream
 	consume := func(stream, consumer string) []string {
 		return []string{
 			"$JS.API.CONSUMER.CREATE." + stream + "." + consumer,
@@ -74,7 +73,7 @@ func Users(n Names, bucket string) []User {
 	}
 	return []User{
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
-			Publish: join(streams, writeKV(bucket), writeKV(bucket+"_keys"), []string{
+			Publish: join(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), []string{
 				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(),
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
 				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.UPDATE." + audit, "$JS.API.STREAM.INFO." + audit,

@@ -11,7 +11,7 @@ import (
 // `UPDATE_AUTH_CONF=1 go test ./pkg/bus -run TestAuthConfIsGenerated`
 // writes them.
 func TestAuthConfIsGenerated(t *testing.T) {
-	want := AuthConf(Users(DefaultNames, "device_registry"))
+	want := AuthConf(Users(DefaultNames))
 	for _, path := range []string{"../../deploy/nats/auth.conf", "../../deploy/kubernetes/nats-auth.conf"} {
 		if os.Getenv("UPDATE_AUTH_CONF") != "" {
 			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {

@@ -35,7 +35,7 @@ func TestConnectWithMutualTLS(t *testing.T) {
 		t.Fatal("server not ready")
 	}
 	cfg := bus.Config{URL: "tls://" + srv.Addr().String(), TLSCAFile: p.CAFile, TLSCert: p.ClientCert, TLSKey: p.ClientKey,
-		Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 20, DedupeWindow: time.Minute, DeadLetterMaxAge: time.Hour, DeadLetterMaxBytes: 1 << 20, Names: bus.DefaultNames}
+		Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 20, Prefix: bus.DefaultPrefix}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

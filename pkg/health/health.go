@@ -9,11 +9,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 )
 
-// Server answers /healthz (the process is alive) and /readyz (ready reports
-// nil). Extra handlers (such as /metrics) may be mounted on Mux.
+// Server answers /healthz (the process is alive), /readyz (ready reports
+// nil) and /debug/pprof. Extra handlers (such as /metrics) may be mounted on Mux.
 type Server struct {
 	Mux   *http.ServeMux
 	addr  string
@@ -35,6 +36,12 @@ func New(addr string, ready func(context.Context) error) *Server {
 		}
 		write(w, http.StatusOK, true, "ready", "")
 	})
+	// Profiles, for the operator (this listener stays off the public
+	// network): a CPU profile costs what it samples.
+	s.Mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	s.Mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	s.Mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	s.Mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	s.Mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		write(w, http.StatusNotFound, false, "Not found", "No such endpoint")
 	})

@@ -8,21 +8,16 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// New returns a logger at level ("debug", "info", "warn", "error") with
-// format "json" (production) or "console" (development).
-func New(level, format string) (*zap.Logger, error) {
+// New returns a logger at level ("debug", "info", "warn", "error") that
+// writes JSON lines, or readable text for a person at a terminal.
+func New(level string, json bool) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
-		return nil, fmt.Errorf("log level: %w", err)
+		return nil, fmt.Errorf("LOG_LEVEL: %w", err)
 	}
-	var cfg zap.Config
-	switch format {
-	case "json":
-		cfg = zap.NewProductionConfig()
-	case "console":
+	cfg := zap.NewProductionConfig()
+	if !json {
 		cfg = zap.NewDevelopmentConfig()
-	default:
-		return nil, fmt.Errorf("log format %q: want json or console", format)
 	}
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.DisableStacktrace = true

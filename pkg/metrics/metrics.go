@@ -7,6 +7,7 @@ package metrics
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/devicehub/eventservice/pkg/registry"
+	"github.com/devicehub/eventservice/pkg/version"
 )
 
 // Namespaces: the metric name prefix of each program.
@@ -24,10 +26,16 @@ const (
 	Writer = "writer_worker"
 )
 
-// NewRegistry returns a registry holding the Go runtime and process metrics.
-func NewRegistry() *prometheus.Registry {
+// NewRegistry returns a registry holding the Go runtime and process
+// metrics, and <namespace>_build_info: 1, labelled with the release, the
+// commit and the Go version.
+func NewRegistry(namespace string) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+		Help:        "Always 1: the release, commit and Go version this process runs.",
+		ConstLabels: prometheus.Labels{"version": version.Version, "revision": version.Revision(), "goversion": runtime.Version()}})
+	info.Set(1)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 	return reg
 }
 

@@ -33,6 +33,23 @@ func setMemoryLimit() int64 {
 	return 0
 }
 
+// ContainerMemory is the memory this process may use: the container's
+// limit, else GOMEMLIMIT, else 0 (unknown). Limits that scale with memory
+// default from it.
+func ContainerMemory() int64 {
+	for _, f := range cgroupLimitFiles {
+		if n := readLimit(f); n > 0 {
+			return n
+		}
+	}
+	if os.Getenv("GOMEMLIMIT") != "" {
+		if n := debug.SetMemoryLimit(-1); n < 1<<62 {
+			return n
+		}
+	}
+	return 0
+}
+
 // readLimit reads a cgroup memory limit file: bytes, or 0 for none ("max",
 // or v1's huge "unlimited" value).
 func readLimit(path string) int64 {

@@ -15,6 +15,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/envflag"
 	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/logging"
+	"github.com/devicehub/eventservice/pkg/version"
 )
 
 // Config is a program's configuration.
@@ -22,9 +23,6 @@ type Config interface {
 	Register(s *envflag.Set)
 	Validate() error
 }
-
-// LogConfig holds the logging settings every program has; Main registers them.
-type LogConfig struct{ Level, Format string }
 
 // Main runs a program and exits once, with status 1 and one line on failure.
 func Main(name string, cfg Config, run func(context.Context, *zap.Logger) error) {
@@ -38,35 +36,38 @@ func start(name string, args []string, cfg Config, run func(context.Context, *za
 	if probe, err := health.ProbeArgs(args); probe {
 		return err
 	}
-	var lc LogConfig
-	var pprofAddr string
+	var level string
+	var showVersion bool
 	fs := envflag.New(name)
-	fs.String(&lc.Level, "log-level", "info", "debug, info, warn or error")
-	fs.String(&lc.Format, "log-format", "json", "json or console")
-	fs.String(&pprofAddr, "pprof-addr", "", "serve net/http/pprof here (empty: off); keep it on loopback")
+	fs.String(&level, "log-level", "info", "debug, info, warn or error (JSON lines; readable text when stderr is a terminal)")
+	fs.FS.BoolVar(&showVersion, "version", false, "print the version and exit")
 	cfg.Register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if showVersion {
+		fmt.Println(name, version.Version, version.Revision())
+		return nil
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log, err := logging.New(lc.Level, lc.Format)
+	log, err := logging.New(level, !isTerminal(os.Stderr))
 	if err != nil {
 		return err
 	}
 	defer func() { _ = log.Sync() }()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if pprofAddr != "" {
-		stopProf, err := servePprof(pprofAddr)
-		if err != nil {
-			return err
-		}
-		defer stopProf()
-	}
+	log.Info("starting", zap.String("program", name), zap.String("version", version.Version), zap.String("revision", version.Revision()))
 	if limit := setMemoryLimit(); limit > 0 && limit < 1<<62 {
 		log.Info("memory limit", zap.Int64("bytes", limit))
 	}
 	return run(ctx, log.With(zap.String("program", name)))
+}
+
+// isTerminal reports whether f is a terminal (a character device).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

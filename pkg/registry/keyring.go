@@ -25,7 +25,7 @@ const MinKeyLen = 32
 //     subkey, bound to the serial and the token's name, so that a sealed
 //     token copied into another record does not open.
 //
-// A previous key (TOKEN_KEY_PREVIOUS) is kept only to read what it made
+// A previous key (TOKEN_KEY's second) is kept only to read what it made
 // while the registry is upgraded to the current one.
 type Keyring struct {
 	id       string // names the key in what it made (not secret: a digest of it)

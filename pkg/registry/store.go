@@ -153,7 +153,7 @@ func (s *Store) Update(ctx context.Context, serial string, change func(d *Device
 
 // Upgrade rewrites, in the form k makes, every record that is not (tokens
 // in the clear from before they were kept as digests, or made under
-// TOKEN_KEY_PREVIOUS). ingest-api runs it once the registry is loaded; an
+// TOKEN_KEY's previous key). ingest-api runs it once the registry is loaded; an
 // upgrade that races a workspace change simply reads the record again. A
 // record it cannot upgrade (sealed under a key it does not hold) is left as
 // it is and counted in failed; err is the first such failure.

@@ -106,16 +106,13 @@ type Store struct {
 	once      sync.Once
 }
 
-// Bucket names the keys' bucket beside the registry's.
-func Bucket(registry string) string { return registry + "_keys" }
-
 // Open creates the bucket if it is missing; Run fills and follows the
 // memory copy. bootstrap is ADMIN_TOKEN.
-func Open(ctx context.Context, js jetstream.JetStream, registryBucket string, replicas int, bootstrap string, log *zap.Logger) (*Store, error) {
+func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas int, bootstrap string, log *zap.Logger) (*Store, error) {
 	var kv jetstream.KeyValue
 	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
 		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:      Bucket(registryBucket),
+			Bucket:      bucket,
 			Description: "workspace API keys: name -> role, expiry, SHA-256 of the secret",
 			History:     1, MaxValueSize: 4 << 10, Storage: jetstream.FileStorage, Replicas: replicas,
 		})

@@ -222,7 +222,7 @@ func bodyErr(err error) error {
 
 // paced reads a body no slower than rate bytes a second once bodyGrace
 // has passed, never waiting more than bodyGrace for the next bytes, and not
-// past end (HTTP_READ_TIMEOUT): before each read the connection's read
+// past end (the server's 15 s read timeout): before each read the connection's read
 // deadline is moved to when the bytes asked for are due.
 type paced struct {
 	r     io.Reader

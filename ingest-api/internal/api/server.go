@@ -44,7 +44,7 @@ type Limits struct {
 	MaxBatchMessages int
 	// BodyMinRate is the slowest a body may arrive after a grace period,
 	// in bytes a second (0: no pacing); BodyTimeout is the most a body
-	// may take in all (HTTP_READ_TIMEOUT).
+	// may take in all (the server's read timeout).
 	BodyMinRate int64
 	BodyTimeout time.Duration
 	// ReadingTime bounds the reading times devices send.

@@ -67,7 +67,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 	var st jetstream.Stream
 	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
 		st, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-			Name:        names.AuditStream(),
+			Name:        names.AuditStream,
 			Description: "workspace audit trail: who changed what, when, from where",
 			Subjects:    []string{names.AuditSubject()},
 			Storage:     jetstream.FileStorage,

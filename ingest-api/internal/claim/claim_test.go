@@ -20,7 +20,17 @@ func open(t testing.TB, window time.Duration) (*Claims, jetstream.JetStream) {
 	_, js := testenv.Connect(t)
 	ctx := context.Background()
 	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26,
-		DedupeWindow: window, Names: bus.DefaultNames}); err != nil {
+		Prefix: bus.DefaultPrefix}); err != nil {
+		t.Fatal(err)
+	}
+	// The window, shortened from bus.PipelineWindow.
+	st, err := js.Stream(ctx, bus.DefaultNames.ClaimsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.MaxAge, sc.Duplicates = window, window
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Open(ctx, js, bus.DefaultNames)

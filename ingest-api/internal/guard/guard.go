@@ -22,7 +22,6 @@ type Config struct {
 	// one address may have in AuthWindow before it is refused for the
 	// rest of the window.
 	AuthFailures int
-	AuthWindow   time.Duration
 	// MaxConnsPerSource and MaxConns bound open connections per address
 	// and in all.
 	MaxConnsPerSource int
@@ -35,13 +34,26 @@ type Config struct {
 	TrustedProxies string
 }
 
-// Register adds the settings.
-func (c *Config) Register(s *envflag.Set) {
-	s.Int(&c.AuthFailures, "source-auth-failures", 20, "failed authentications (device or admin) one client address may have in SOURCE_AUTH_WINDOW; beyond, it is refused with 429 + Retry-After until the window ends")
-	s.Duration(&c.AuthWindow, "source-auth-window", time.Minute, "window of SOURCE_AUTH_FAILURES")
+// AuthWindow is the window of AuthFailures: a minute, so that a device
+// whose token was changed under it (and that backs off 5 minutes after a
+// 401) is never held out, while a guesser gets 20 tries a minute.
+const AuthWindow = time.Minute
+
+// Defaults derived from the memory the process may use (memory: the
+// container's limit, 0 when unknown): bodies may hold an eighth of it, and
+// connections (about 20 KiB each when idle) a sixteenth.
+func defaultBodyMemory(memory int64) int64 { return clamp(memory/8, 64<<20, 1<<30) }
+func defaultMaxConns(memory int64) int     { return int(clamp(memory/16/(20<<10), 4096, 65536)) }
+
+func clamp(v, lo, hi int64) int64 { return max(lo, min(v, hi)) }
+
+// Register adds the settings; memory is the container's memory limit (0:
+// unknown), from which the bounds on bodies and connections default.
+func (c *Config) Register(s *envflag.Set, memory int64) {
+	s.Int(&c.AuthFailures, "source-auth-failures", 20, "failed authentications (device or admin) one client address may have in a minute; beyond, it is refused with 429 + Retry-After until the minute ends")
 	s.Int(&c.MaxConnsPerSource, "source-max-conns", 512, "open connections one client address may hold; beyond, a new one is answered 429 and closed (a NAT shares an address among many devices)")
-	s.Int(&c.MaxConns, "max-conns", 4096, "open connections in all; at the bound, the one longest without a request handled (idle, or still sending headers) is closed to make room, and only when all are handling requests is a new one answered 503 and closed")
-	s.Int64(&c.BodyMemory, "max-body-memory", 64<<20, "bytes all request bodies being read or handled may hold, with their copies and gzip state; 503 + Retry-After beyond (the first 16 KiB of each body are not counted: see docs/guarantees.md)")
+	s.Int(&c.MaxConns, "max-conns", defaultMaxConns(memory), "open connections in all (default: a sixteenth of the container's memory at 20 KiB each, 4096 to 65536); at the bound, the one longest without a request handled (idle, or still sending headers) is closed to make room, and only when all are handling requests is a new one answered 503 and closed")
+	s.Int64(&c.BodyMemory, "max-body-memory", defaultBodyMemory(memory), "bytes (default: an eighth of the container's memory, 64 MiB to 1 GiB) all request bodies being read or handled may hold, with their copies and gzip state; 503 + Retry-After beyond (the first 16 KiB of each body are not counted: see docs/guarantees.md)")
 	s.Int64(&c.BodyMinRate, "body-min-rate", 16<<10, "slowest a request body may arrive, in bytes per second, after a 2 s grace: a stalled upload is answered 408 and closed")
 	s.String(&c.TrustedProxies, "trusted-proxies", "", "comma-separated addresses or CIDR ranges of proxies whose X-Forwarded-For names the client (empty: the peer is the client)")
 }
@@ -49,8 +61,8 @@ func (c *Config) Register(s *envflag.Set) {
 // Validate checks the settings.
 func (c *Config) Validate() error {
 	switch {
-	case c.AuthFailures < 1 || c.AuthWindow <= 0:
-		return errors.New("SOURCE_AUTH_FAILURES must be at least 1 and SOURCE_AUTH_WINDOW positive")
+	case c.AuthFailures < 1:
+		return errors.New("SOURCE_AUTH_FAILURES must be at least 1")
 	case c.MaxConnsPerSource < 1 || c.MaxConns < c.MaxConnsPerSource:
 		return errors.New("SOURCE_MAX_CONNS must be at least 1 and MAX_CONNS at least SOURCE_MAX_CONNS")
 	case c.BodyMinRate < 1:

@@ -257,7 +257,7 @@ func openClaims(t *testing.T, js jetstream.JetStream) *claim.Claims {
 	t.Helper()
 	ctx := context.Background()
 	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26,
-		DedupeWindow: time.Minute, Names: bus.DefaultNames}); err != nil {
+		Prefix: bus.DefaultPrefix}); err != nil {
 		t.Fatal(err)
 	}
 	claims, err := claim.Open(ctx, js, bus.DefaultNames)

@@ -68,7 +68,7 @@ func TestResolve(t *testing.T) {
 			"ts is not a time: stored at receive time"},
 		{"not a time", []Source{{"data.datetime", raw(`true`)}}, now, "data.datetime is not a time: stored at receive time"},
 		{"too old", []Source{{"ts", raw(`"2026-08-01T00:00:00Z"`)}}, now, "ts is older than MAX_READING_AGE (2160h0m0s): stored at receive time"},
-		{"too far ahead", []Source{{"ts", raw(`"2026-11-22T12:05:01Z"`)}}, now, "ts is more than MAX_READING_FUTURE (5m0s) ahead: stored at receive time"},
+		{"too far ahead", []Source{{"ts", raw(`"2026-11-22T12:05:01Z"`)}}, now, "ts is more than 5m0s ahead of the receive time: stored at receive time"},
 		{"just within ahead", []Source{{"ts", raw(`"2026-11-22T12:05:00Z"`)}}, now.Add(5 * time.Minute), ""},
 		{"beyond int64 nanoseconds", []Source{{"ts", raw(`1e20`)}}, now, "ts is not a time: stored at receive time"},
 	} {

@@ -10,12 +10,16 @@ import (
 	"time"
 )
 
+// MaxFuture is how far ahead of its receive time a reading's time may be:
+// device clocks drift by minutes, not more.
+const MaxFuture = 5 * time.Minute
+
 // Bounds are how far from the receive time a reading's time may lie.
 type Bounds struct {
 	// MaxAge is how old a reading may be (MAX_READING_AGE).
 	MaxAge time.Duration
 	// MaxFuture is how far ahead of the receive time a reading may be
-	// (MAX_READING_FUTURE): device clocks drift.
+	// (the constant MaxFuture, but for tests).
 	MaxFuture time.Duration
 }
 
@@ -43,7 +47,7 @@ func (b Bounds) Resolve(received time.Time, sources ...Source) (ns int64, note s
 		case t.Before(received.Add(-b.MaxAge)):
 			return received.UnixNano(), fmt.Sprintf("%s is older than MAX_READING_AGE (%s): stored at receive time", s.Name, b.MaxAge)
 		case t.After(received.Add(b.MaxFuture)):
-			return received.UnixNano(), fmt.Sprintf("%s is more than MAX_READING_FUTURE (%s) ahead: stored at receive time", s.Name, b.MaxFuture)
+			return received.UnixNano(), fmt.Sprintf("%s is more than %s ahead of the receive time: stored at receive time", s.Name, b.MaxFuture)
 		}
 		return t.UnixNano(), ""
 	}

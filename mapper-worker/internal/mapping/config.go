@@ -1,7 +1,6 @@
 package mapping
 
 import (
-	"errors"
 	"time"
 
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -24,22 +23,18 @@ type Config struct {
 	Names bus.Names
 }
 
-// Register adds the mapper's settings.
+// Register adds the mapper's settings (ACK_WAIT, MAX_DELIVER,
+// RETRY_MAX_DELAY); the rest are the defaults below, measured on 2 cores
+// (docs/performance.md).
 func (c *Config) Register(s *envflag.Set) {
-	c.Consumer.Register(s, bus.ConsumerConfig{MaxAckPending: 8192, PullBatch: 500, AckWait: 5 * time.Second}, "events messages")
-	s.Int(&c.EnvelopeMax, "envelope-max-events", 500, "most events messages mapped in one round (each becomes its own envelope to writer-worker, so that a redelivered one is dropped by the stream as a duplicate)")
-	s.Duration(&c.StaleWait, "registry-stale-wait", 2*time.Second, "how long an event waits for a registry change it was accepted under")
+	c.Consumer.RegisterAckWait(s, bus.ConsumerConfig{MaxAckPending: 8192, PullBatch: 500, AckWait: 5 * time.Second})
+	c.EnvelopeMax = 500
+	c.StaleWait = 2 * time.Second
 	c.Limits.Register(s, settle.Limits{MaxDeliver: 200, RetryDelay: 250 * time.Millisecond, RetryMaxDelay: 30 * time.Second})
 }
 
 // Validate reports the first thing wrong, in one line.
 func (c *Config) Validate() error {
-	switch {
-	case c.EnvelopeMax < 1:
-		return errors.New("ENVELOPE_MAX_EVENTS must be at least 1")
-	case c.StaleWait <= 0:
-		return errors.New("REGISTRY_STALE_WAIT must be positive")
-	}
 	if err := c.Consumer.Validate(); err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package mapping
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -53,8 +54,8 @@ func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registr
 
 // envelope is a published batch awaiting its stream ack.
 type envelope struct {
-	fut    jetstream.PubAckFuture
-	inputs []input
+	fut jetstream.PubAckFuture
+	in  input // the events message it was made of
 	// msg and id are what was published, for a re-publish with the same
 	// message id when the stream's ack did not come.
 	msg *nats.Msg
@@ -161,7 +162,7 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		// messages would get another id when one of them came back alone,
 		// and two writer copies could each store one copy. (ingest-api
 		// already gathers concurrent events into one message.)
-		w.publish(&envelope{inputs: []input{{msg: m, keyed: keyed}}}, mapped, queue)
+		w.publish(&envelope{in: input{msg: m, keyed: keyed}}, mapped, queue)
 	}
 	if err := now.Send(w.nc); err != nil {
 		w.log.Warn("send outcomes", zap.Error(err))
@@ -201,10 +202,16 @@ func (w *Worker) resolve(ev *event.Event, dev *registry.Entry, now *settle.Repli
 	return mp, true, nil
 }
 
-// publish sends one envelope. Its message id is derived from the events it
-// holds, so a re-publish of the same batch is dropped by the stream.
+// publish sends one envelope. Its message id is derived from the events
+// message's place in its stream and the events it holds: a redelivery of
+// that message maps to the same id, which the stream drops as a duplicate,
+// while a device's retry (another events message, even with the same
+// keyed event ids) or a replay is a new envelope.
 func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *envelope) {
 	h := sha256.New()
+	if md, err := env.in.msg.Metadata(); err == nil {
+		h.Write(binary.BigEndian.AppendUint64(nil, md.Sequence.Stream))
+	}
 	for i := range mapped {
 		h.Write([]byte(mapped[i].ID))
 	}
@@ -227,15 +234,11 @@ func (w *Worker) awaitAcks(queue <-chan *envelope) {
 		select {
 		case <-env.fut.Ok():
 			w.m.envelopes.Inc()
-			for _, in := range env.inputs {
-				w.settle.Apply(in.msg, w.settle.Decide(in.msg, settle.Done, nil, in.keyed), nil, in.keyed)
-			}
+			w.settle.Apply(env.in.msg, w.settle.Decide(env.in.msg, settle.Done, nil, env.in.keyed), nil, env.in.keyed)
 		case err := <-env.fut.Err():
 			if w.republish(env) {
 				w.m.envelopes.Inc()
-				for _, in := range env.inputs {
-					w.settle.Apply(in.msg, w.settle.Decide(in.msg, settle.Done, nil, in.keyed), nil, in.keyed)
-				}
+				w.settle.Apply(env.in.msg, w.settle.Decide(env.in.msg, settle.Done, nil, env.in.keyed), nil, env.in.keyed)
 				continue
 			}
 			w.handoffFailed(env, err)
@@ -276,16 +279,15 @@ func (w *Worker) republish(env *envelope) bool {
 // take: retried, and past the delivery limit dead-lettered and answered.
 func (w *Worker) handoffFailed(env *envelope, err error) {
 	w.m.publishErrors.Inc()
-	w.log.Warn("envelope not stored in stream", zap.Int("messages", len(env.inputs)), zap.Error(err))
+	w.log.Warn("envelope not stored in stream", zap.Error(err))
 	err = fmt.Errorf("publish envelope: %w", err)
 	var answers settle.Replies
-	for _, in := range env.inputs {
-		d := w.settle.Decide(in.msg, settle.HandoffFailed, err, in.keyed)
-		if d.Answer == settle.AnswerFailure {
-			answerAll(&answers, in.msg.Data(), outcome.ProcessingFailed, err.Error())
-		}
-		w.settle.Apply(in.msg, d, err, in.keyed)
+	in := env.in
+	d := w.settle.Decide(in.msg, settle.HandoffFailed, err, in.keyed)
+	if d.Answer == settle.AnswerFailure {
+		answerAll(&answers, in.msg.Data(), outcome.ProcessingFailed, err.Error())
 	}
+	w.settle.Apply(in.msg, d, err, in.keyed)
 	if err := answers.Send(w.nc); err != nil {
 		w.log.Warn("send outcomes", zap.Error(err))
 	}

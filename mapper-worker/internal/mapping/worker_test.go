@@ -23,8 +23,7 @@ import (
 func streams(t *testing.T) (*nats.Conn, jetstream.JetStream, bus.Config) {
 	t.Helper()
 	nc, js := testenv.Connect(t)
-	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Replicas: 1,
-		Names: bus.Names{EventsStream: "EV", MappedStream: "MP", MapperConsumer: "mapper", WriterConsumer: "writer", SubjectPrefix: "t", DeadLetterStream: "DL", ClaimsStream: "CL"}}
+	cfg := bus.Config{StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Replicas: 1, Prefix: "t"}
 	if err := bus.EnsureStreams(context.Background(), js, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +41,7 @@ func boilerRegistry() *registry.Cache {
 
 // startWorker runs a mapper until ctx ends; its result arrives on the channel.
 func startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg bus.Config, cache *registry.Cache) <-chan error {
-	w := NewWorker(Config{Consumer: bus.ConsumerConfig{MaxAckPending: 100, PullBatch: 10, AckWait: 5 * time.Second}, EnvelopeMax: 100, Names: cfg.Names,
+	w := NewWorker(Config{Consumer: bus.ConsumerConfig{MaxAckPending: 100, PullBatch: 10, AckWait: 5 * time.Second}, EnvelopeMax: 100, Names: cfg.Names(),
 		StaleWait: time.Second, Limits: settle.Limits{MaxDeliver: 50, RetryDelay: 50 * time.Millisecond, RetryMaxDelay: 200 * time.Millisecond}},
 		nc, js, cache, nil, zap.NewNop())
 	done := make(chan error, 1)
@@ -74,7 +73,7 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 	} {
 		msg = event.AppendEvent(msg, &ev)
 	}
-	if _, err := js.Publish(ctx, cfg.Names.EventsSubject(), msg); err != nil {
+	if _, err := js.Publish(ctx, cfg.Names().EventsSubject(), msg); err != nil {
 		t.Fatal(err)
 	}
 
@@ -101,7 +100,7 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 		}
 	}
 
-	mapped, err := js.Stream(ctx, "MP")
+	mapped, err := js.Stream(ctx, "T_MAPPED")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +140,7 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 	if info, _ := mapped.Info(ctx); info.State.Msgs != 1 {
 		t.Fatalf("%d envelopes, want 1", info.State.Msgs)
 	}
-	events, _ := js.Stream(ctx, "EV")
+	events, _ := js.Stream(ctx, "T_EVENTS")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		info, err := events.Info(ctx)
@@ -157,14 +156,14 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The unreadable event, and only it, is a dead letter with its reason.
-	letters, err := settle.List(ctx, js, cfg.Names, 0, 10)
+	letters, err := settle.List(ctx, js, cfg.Names(), 0, 10)
 	if err != nil || len(letters) != 1 {
 		t.Fatalf("dead letters %+v, %v; want the unreadable event", letters, err)
 	}
-	if l := letters[0]; l.Reason != settle.ReasonPermanent || l.Subject != cfg.Names.EventsSubject() || !strings.Contains(l.Error, "unreadable payload") {
+	if l := letters[0]; l.Reason != settle.ReasonPermanent || l.Subject != cfg.Names().EventsSubject() || !strings.Contains(l.Error, "unreadable payload") {
 		t.Fatalf("dead letter %+v", l)
 	}
-	dl, _ := js.Stream(ctx, cfg.Names.DeadLetterStream)
+	dl, _ := js.Stream(ctx, cfg.Names().DeadLetterStream)
 	raw, err := dl.GetMsg(ctx, letters[0].Seq)
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +184,7 @@ func TestAMessageIsKeptUntilItsEnvelopeIsStored(t *testing.T) {
 	nc, js, cfg := streams(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := js.DeleteStream(ctx, "MP"); err != nil {
+	if err := js.DeleteStream(ctx, "T_MAPPED"); err != nil {
 		t.Fatal(err)
 	}
 	cache := boilerRegistry()
@@ -200,12 +199,12 @@ func TestAMessageIsKeptUntilItsEnvelopeIsStored(t *testing.T) {
 	} {
 		msg = event.AppendEvent(msg, &ev)
 	}
-	if _, err := js.Publish(ctx, cfg.Names.EventsSubject(), msg); err != nil {
+	if _, err := js.Publish(ctx, cfg.Names().EventsSubject(), msg); err != nil {
 		t.Fatal(err)
 	}
 	done := startWorker(ctx, nc, js, cfg, cache)
 
-	events, err := js.Stream(ctx, "EV")
+	events, err := js.Stream(ctx, "T_EVENTS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +220,7 @@ func TestAMessageIsKeptUntilItsEnvelopeIsStored(t *testing.T) {
 	if err := bus.EnsureStreams(ctx, js, cfg); err != nil {
 		t.Fatal(err)
 	}
-	mapped, _ := js.Stream(ctx, "MP")
+	mapped, _ := js.Stream(ctx, "T_MAPPED")
 	var env *jetstream.RawStreamMsg
 	deadline := time.Now().Add(5 * time.Second)
 	for env == nil {

@@ -63,7 +63,7 @@ func (w *Writer) Consuming() bool { return w.consuming.Load() }
 // settles it before returning.
 func (w *Writer) Run(ctx context.Context) error {
 	// The raw message log batches the flushes' raw messages: one insert
-	// per RAW_BATCH_INTERVAL or RAW_BATCH_MAX_ROWS.
+	// per RawInterval or RawMaxRows.
 	raw := batcher.New(batcher.Config{MaxSize: w.cfg.RawMaxRows, MaxItems: math.MaxInt, Linger: w.cfg.RawInterval},
 		func(b rawBatch) int { return len(b.rows) }, w.logRaw)
 	rawCtx, stopRaw := context.WithCancel(context.Background())

@@ -32,11 +32,11 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	nc, js := testenv.Connect(t)
 	ctx := context.Background()
-	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, DedupeWindow: time.Minute, Names: bus.DefaultNames}); err != nil {
+	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
 		t.Fatal(err)
 	}
 	addr, db := testenv.ClickHouseDB(t)
-	store, err := chstore.Open(chstore.Config{Addr: addr, Database: db, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, MaxConns: 4})
+	store, err := chstore.Open(chstore.Config{URL: "clickhouse://default@" + addr + "/" + db})
 	if err != nil {
 		t.Fatal(err)
 	}

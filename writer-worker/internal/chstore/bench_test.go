@@ -19,7 +19,7 @@ func BenchmarkSeriesWeek(b *testing.B) {
 		b.Skip("needs CLICKHOUSE_TEST_ADDR (make bench runs it against its ClickHouse)")
 	}
 	addr, db := testenv.ClickHouseDB(b)
-	s, err := Open(Config{Addr: addr, Database: db, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, MaxConns: 4})
+	s, err := Open(Config{URL: "clickhouse://default@" + addr + "/" + db})
 	if err != nil {
 		b.Fatal(err)
 	}

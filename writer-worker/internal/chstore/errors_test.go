@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/devicehub/eventservice/pkg/settle"
 )
@@ -30,7 +29,7 @@ func TestFailureKinds(t *testing.T) {
 	if err := s.InsertMessages(ctx, []MessageRow{{Serial: "s", EventID: "y", Payload: []byte(`{}`), Outcome: "ok"}}); err == nil || settle.KindOf(err) != settle.Transient {
 		t.Fatalf("a missing table: %v, want a transient failure", err)
 	}
-	down, err := Open(Config{Addr: "127.0.0.1:1", Database: s.db, DialTimeout: time.Second, ReadTimeout: time.Second, MaxConns: 2})
+	down, err := Open(Config{URL: "clickhouse://default@127.0.0.1:1/" + s.db})
 	if err != nil {
 		t.Fatal(err)
 	}

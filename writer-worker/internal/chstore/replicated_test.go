@@ -19,8 +19,7 @@ func TestReplicatedInsertsFold(t *testing.T) {
 	cl := testenv.ReplicatedClickHouse(t, 3)
 	db := testenv.FreshDB(t, cl.Addrs[0])
 	open := func(addrs ...string) *Store {
-		s, err := Open(Config{Addr: strings.Join(addrs, ","), Database: db, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
-			MaxConns: 4, Replicated: true, InsertQuorum: 2})
+		s, err := Open(Config{URL: "clickhouse://default@" + strings.Join(addrs, ",") + "/" + db + "?insert_quorum=2", Replicated: true})
 		if err != nil {
 			t.Fatal(err)
 		}

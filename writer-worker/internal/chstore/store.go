@@ -7,6 +7,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,21 +21,16 @@ import (
 
 // Config is how to reach ClickHouse.
 type Config struct {
-	// Addr is one address, or the comma-separated replicas of one shard:
-	// connections go to the first that answers, and to the next when it
-	// fails.
-	Addr     string
-	Database string
-	User     string
+	// URL is clickhouse://user@host:port[,host:port...]/database[?secure=true]
+	// [&insert_quorum=n]: one address, or the replicas of one shard
+	// (connections go to the first that answers, and to the next when it
+	// fails), TLS, and an insert quorum other than the default.
+	URL      string
 	Password string
 	// ReadUser and ReadPassword answer the workspace API's reads: a user
-	// that may not write, with bounded time and memory (empty: User).
+	// that may not write, with bounded time and memory (empty: the URL's).
 	ReadUser     string
 	ReadPassword string
-	TLS          bool
-	DialTimeout  time.Duration
-	ReadTimeout  time.Duration
-	MaxConns     int
 	// Replicated: the tables are ReplicatedReplacingMergeTree (one shard),
 	// created on every address.
 	Replicated bool
@@ -42,70 +39,98 @@ type Config struct {
 	// server, Distributed tables under the table names, inserted into
 	// synchronously. Needs Replicated.
 	Cluster string
-	// InsertQuorum is how many replicas must hold an insert before it
-	// returns (0: the server's default, the one written to; -1: a majority
-	// of the replicas in Addr when Replicated and not sharded, else 0). With
-	// a quorum, reads ask for sequential consistency, so that they see every
-	// acknowledged insert whichever replica answers.
-	InsertQuorum int
+
+	// Parsed from URL (Parse).
+	addrs    []string
+	quorum   int // -1: derived (see Quorum)
+	Database string
+	User     string
+	TLS      bool
 }
 
-// Quorum is the insert quorum in effect (InsertQuorum with -1 resolved).
+// Fixed pool settings: connect timeout, read timeout (also the insert
+// quorum's timeout), and connections per pool.
+const (
+	dialTimeout = 5 * time.Second
+	readTimeout = 30 * time.Second
+	maxConns    = 8
+)
+
+// Quorum is the insert quorum: the URL's insert_quorum, else a majority of
+// the replicas of one shard (2 of 3, which survives the loss of any one),
+// else the server's default (sharded: give insert_quorum).
+// With a quorum, reads ask for sequential consistency, so that they see
+// every acknowledged insert whichever replica answers.
 func (c Config) Quorum() int {
-	if c.InsertQuorum >= 0 {
-		return c.InsertQuorum
+	if c.quorum >= 0 {
+		return c.quorum
 	}
-	if n := len(c.Addrs()); c.Replicated && c.Cluster == "" && n > 1 {
+	if n := len(c.addrs); c.Replicated && c.Cluster == "" && n > 1 {
 		return n/2 + 1
 	}
 	return 0
 }
 
-// Addrs are the addresses in Addr.
-func (c Config) Addrs() []string {
-	var out []string
-	for _, a := range strings.Split(c.Addr, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
+// Addrs are the addresses in the URL.
+func (c Config) Addrs() []string { return c.addrs }
+
+// Where is where the store writes: its addresses and database.
+func (s *Store) Where() (addrs []string, database string) { return s.cfg.addrs, s.db }
 
 // Register adds the ClickHouse settings.
 func (c *Config) Register(s *envflag.Set) {
-	s.String(&c.Addr, "clickhouse-addr", "127.0.0.1:9000", "ClickHouse native protocol address, or the comma-separated replicas of one shard (the writer uses the first that answers and moves on when it fails)")
-	s.String(&c.Database, "clickhouse-database", "device_events", "database holding the service's tables")
-	s.String(&c.User, "clickhouse-user", "default", "ClickHouse user")
-	s.String(&c.Password, "clickhouse-password", "", "ClickHouse password")
-	s.String(&c.ReadUser, "clickhouse-read-user", "", "ClickHouse user of the workspace reads: readonly, with max_execution_time and max_memory_usage in its profile (empty: CLICKHOUSE_USER; deploy/clickhouse/server.sh makes ingest_reader)")
+	s.String(&c.URL, "clickhouse-url", "clickhouse://default@127.0.0.1:9000/device_events", "clickhouse://user@host:port[,host:port...]/database[?secure=true]: the native protocol address, or the replicas of one shard (the writer uses the first that answers and moves on when it fails), the user that creates the tables and inserts, the database, TLS")
+	s.String(&c.Password, "clickhouse-password", "", "password of CLICKHOUSE_URL's user")
+	s.String(&c.ReadUser, "clickhouse-read-user", "", "ClickHouse user of the workspace reads: readonly, with max_execution_time and max_memory_usage in its profile (empty: CLICKHOUSE_URL's user; deploy/clickhouse/server.sh makes ingest_reader)")
 	s.String(&c.ReadPassword, "clickhouse-read-password", "", "password of CLICKHOUSE_READ_USER")
-	s.Bool(&c.TLS, "clickhouse-tls", false, "connect to ClickHouse over TLS")
-	s.Duration(&c.DialTimeout, "clickhouse-dial-timeout", 5*time.Second, "ClickHouse connect timeout")
-	s.Duration(&c.ReadTimeout, "clickhouse-read-timeout", 30*time.Second, "ClickHouse read timeout")
-	s.Int(&c.MaxConns, "clickhouse-max-conns", 8, "ClickHouse connections in the pool")
-	s.Bool(&c.Replicated, "clickhouse-replicated", false, "the tables are ReplicatedReplacingMergeTree (one shard; servers need the {shard} and {replica} macros and ZooKeeper): created on every address of CLICKHOUSE_ADDR")
-	s.String(&c.Cluster, "clickhouse-cluster", "", "shard the tables over this cluster of the servers' remote_servers (replicated local tables, Distributed tables in front, synchronous inserts; CLICKHOUSE_ADDR lists every server); empty: one shard")
-	s.Int(&c.InsertQuorum, "clickhouse-insert-quorum", -1, "replicas that must hold an insert before success is answered (0: the server's default, one; -1: a majority of CLICKHOUSE_ADDR's replicas when CLICKHOUSE_REPLICATED, e.g. 2 of 3, which survives the loss of any one)")
+	s.Bool(&c.Replicated, "clickhouse-replicated", false, "the tables are ReplicatedReplacingMergeTree (one shard; servers need the {shard} and {replica} macros and ZooKeeper): created on every address of CLICKHOUSE_URL, inserts wait for a majority of them")
+	s.String(&c.Cluster, "clickhouse-cluster", "", "shard the tables over this cluster of the servers' remote_servers (replicated local tables, Distributed tables in front, synchronous inserts; CLICKHOUSE_URL lists every server); empty: one shard")
+}
+
+// Parse reads URL into the addresses, user, database and TLS.
+func (c *Config) Parse() error {
+	u, err := url.Parse(c.URL)
+	switch {
+	case err != nil:
+		return errors.New("CLICKHOUSE_URL is not a URL") // its text may hold a password
+	case u.Scheme != "clickhouse" || u.Host == "":
+		return errors.New("CLICKHOUSE_URL must be clickhouse://user@host:port/database")
+	}
+	if _, set := u.User.Password(); set {
+		return errors.New("CLICKHOUSE_URL must not hold a password: set CLICKHOUSE_PASSWORD")
+	}
+	c.addrs = nil
+	for _, a := range strings.Split(u.Host, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.addrs = append(c.addrs, a)
+		}
+	}
+	c.User, c.Database = u.User.Username(), strings.Trim(u.Path, "/")
+	if c.User == "" {
+		c.User = "default"
+	}
+	c.TLS = u.Query().Get("secure") == "true"
+	c.quorum = -1
+	if q := u.Query().Get("insert_quorum"); q != "" {
+		if c.quorum, err = strconv.Atoi(q); err != nil || c.quorum < 0 {
+			return errors.New("CLICKHOUSE_URL's insert_quorum must be a number of replicas")
+		}
+	}
+	return nil
 }
 
 // Validate reports the first thing wrong with c.
 func (c Config) Validate() error {
+	if err := c.Parse(); err != nil {
+		return err
+	}
 	switch {
-	case c.Addr == "":
-		return errors.New("CLICKHOUSE_ADDR is empty")
-	case c.Database == "":
-		return errors.New("CLICKHOUSE_DATABASE is empty")
-	case c.DialTimeout <= 0 || c.ReadTimeout <= 0:
-		return errors.New("CLICKHOUSE timeouts must be positive")
-	case c.MaxConns < 2:
-		return errors.New("CLICKHOUSE_MAX_CONNS must be at least 2")
-	case c.InsertQuorum < -1:
-		return errors.New("CLICKHOUSE_INSERT_QUORUM must be -1 (a majority), 0 or a number of replicas")
-	case c.InsertQuorum > 1 && !c.Replicated:
-		return errors.New("CLICKHOUSE_INSERT_QUORUM above 1 needs CLICKHOUSE_REPLICATED")
+	case c.Database == "" || strings.ContainsAny(c.Database, "/`' "):
+		return errors.New("CLICKHOUSE_URL must name a database: clickhouse://user@host:port/database")
 	case c.Cluster != "" && !c.Replicated:
 		return errors.New("CLICKHOUSE_CLUSTER needs CLICKHOUSE_REPLICATED")
+	case c.quorum > 1 && !c.Replicated:
+		return errors.New("an insert_quorum above 1 needs CLICKHOUSE_REPLICATED")
 	}
 	return nil
 }
@@ -148,6 +173,11 @@ func (c settingsConn) PrepareBatch(ctx context.Context, q string, opts ...driver
 
 // Open connects (lazily: the pools dial on first use) and returns a Store.
 func Open(cfg Config) (*Store, error) {
+	if cfg.addrs == nil {
+		if err := cfg.Parse(); err != nil {
+			return nil, err
+		}
+	}
 	conn, err := open(cfg, cfg.User, cfg.Password)
 	if err != nil {
 		return nil, err
@@ -166,10 +196,10 @@ func open(cfg Config, user, password string) (driver.Conn, error) {
 	opts := &clickhouse.Options{
 		Addr:             cfg.Addrs(),
 		Auth:             clickhouse.Auth{Database: "default", Username: user, Password: password},
-		DialTimeout:      cfg.DialTimeout,
-		ReadTimeout:      cfg.ReadTimeout,
-		MaxOpenConns:     cfg.MaxConns,
-		MaxIdleConns:     cfg.MaxConns,
+		DialTimeout:      dialTimeout,
+		ReadTimeout:      readTimeout,
+		MaxOpenConns:     maxConns,
+		MaxIdleConns:     maxConns,
 		ConnMaxLifetime:  time.Hour,
 		ConnOpenStrategy: clickhouse.ConnOpenInOrder,
 	}
@@ -186,7 +216,7 @@ func open(cfg Config, user, password string) (driver.Conn, error) {
 		// insert (retried; the duplicate checks find what did land), not a
 		// 10-minute wait (the server's default).
 		settings["insert_quorum"] = q
-		settings["insert_quorum_timeout"] = int(cfg.ReadTimeout.Milliseconds())
+		settings["insert_quorum_timeout"] = int(readTimeout.Milliseconds())
 		settings["select_sequential_consistency"] = 1
 	}
 	if cfg.Cluster != "" {
@@ -235,7 +265,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 func (s *Store) migrateReplicas(ctx context.Context) error {
 	for _, addr := range s.cfg.Addrs() {
 		one := s.cfg
-		one.Addr, one.InsertQuorum, one.Replicated, one.Cluster = addr, 0, false, ""
+		one.addrs, one.quorum, one.Replicated, one.Cluster = []string{addr}, 0, false, ""
 		st, err := Open(one)
 		if err != nil {
 			return err

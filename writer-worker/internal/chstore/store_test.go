@@ -15,8 +15,7 @@ func openTest(t *testing.T) *Store {
 	t.Helper()
 	addr, db := testenv.ClickHouseDB(t)
 	// As deployed: reads as the readonly user deploy/clickhouse/server.sh makes.
-	s, err := Open(Config{Addr: addr, Database: db, DialTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second, MaxConns: 4,
-		User: "ingest_writer", ReadUser: "ingest_reader"})
+	s, err := Open(Config{URL: "clickhouse://ingest_writer@" + addr + "/" + db, ReadUser: "ingest_reader"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,22 +198,44 @@ func TestReadsAreReadOnly(t *testing.T) {
 	}
 }
 
-func TestQuorumDefault(t *testing.T) {
+// CLICKHOUSE_URL gives the addresses, user, database and TLS; the insert
+// quorum is a majority of one shard's replicas.
+func TestURLAndQuorum(t *testing.T) {
 	for _, tc := range []struct {
-		cfg  Config
-		want int
+		url        string
+		replicated bool
+		cluster    string
+		addrs      int
+		user, db   string
+		tls        bool
+		quorum     int
 	}{
-		{Config{Addr: "a:9000", InsertQuorum: -1}, 0},
-		{Config{Addr: "a:9000,b:9000,c:9000", InsertQuorum: -1}, 0},
-		{Config{Addr: "a:9000,b:9000,c:9000", InsertQuorum: -1, Replicated: true}, 2},
-		{Config{Addr: "a:9000, b:9000", InsertQuorum: -1, Replicated: true}, 2},
-		{Config{Addr: "a:9000,b:9000,c:9000,d:9000,e:9000", InsertQuorum: -1, Replicated: true}, 3},
-		{Config{Addr: "a:9000,b:9000", InsertQuorum: -1, Replicated: true, Cluster: "events"}, 0},
-		{Config{Addr: "a:9000,b:9000,c:9000", InsertQuorum: 3, Replicated: true}, 3},
-		{Config{Addr: "a:9000,b:9000,c:9000", InsertQuorum: 0, Replicated: true}, 0},
+		{"clickhouse://127.0.0.1:9000/ev", false, "", 1, "default", "ev", false, 0},
+		{"clickhouse://w@a:9000,b:9000,c:9000/ev", false, "", 3, "w", "ev", false, 0},
+		{"clickhouse://w@a:9000,b:9000,c:9000/ev?secure=true", true, "", 3, "w", "ev", true, 2},
+		{"clickhouse://w@a:9000,b:9000/ev", true, "", 2, "w", "ev", false, 2},
+		{"clickhouse://w@a:9000,b:9000,c:9000,d:9000,e:9000/ev", true, "", 5, "w", "ev", false, 3},
+		{"clickhouse://w@a:9000,b:9000/ev", true, "events", 2, "w", "ev", false, 0},
+		{"clickhouse://w@a:9000,b:9000,c:9000,d:9000/ev?insert_quorum=2", true, "events", 4, "w", "ev", false, 2},
+		{"clickhouse://w@a:9000,b:9000,c:9000/ev?insert_quorum=0", true, "", 3, "w", "ev", false, 0},
 	} {
-		if got := tc.cfg.Quorum(); got != tc.want {
-			t.Errorf("%+v: quorum %d, want %d", tc.cfg, got, tc.want)
+		c := Config{URL: tc.url, Replicated: tc.replicated, Cluster: tc.cluster}
+		if err := c.Parse(); err != nil {
+			t.Fatalf("%s: %v", tc.url, err)
+		}
+		if len(c.Addrs()) != tc.addrs || c.User != tc.user || c.Database != tc.db || c.TLS != tc.tls || c.Quorum() != tc.quorum {
+			t.Errorf("%s: %d addresses, user %q, database %q, TLS %v, quorum %d; want %d, %q, %q, %v, %d",
+				tc.url, len(c.Addrs()), c.User, c.Database, c.TLS, c.Quorum(), tc.addrs, tc.user, tc.db, tc.tls, tc.quorum)
+		}
+	}
+	for url, want := range map[string]string{
+		"clickhouse://u:pw@h:9000/ev":            "must not hold a password",
+		"http://h:9000/ev":                       "must be clickhouse://",
+		"clickhouse://h:9000/":                   "must name a database",
+		"clickhouse://h:9000/ev?insert_quorum=2": "needs CLICKHOUSE_REPLICATED",
+	} {
+		if err := (Config{URL: url}).Validate(); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "pw") {
+			t.Errorf("%s: %v, want an error saying %q (and not the password)", url, err, want)
 		}
 	}
 }

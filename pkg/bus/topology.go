@@ -1,0 +1,175 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The architecture, as NATS sees it (prefix p, streams P_*):
+//
+//	device --HTTP--> ingest-api --p.claims.<id>--> P_CLAIMS      (keyed readings: one attempt in the pipeline)
+//	                 ingest-api --p.events.in----> P_EVENTS      --consumer "mapper"--> mapper-worker
+//	mapper-worker --p.mapped.in----> P_MAPPED    --consumer "writer"--> writer-worker --> ClickHouse
+//	writer-worker --p.reply.<copy>--> ingest-api (the storage outcome the request waits for)
+//	either worker --p.deadletter--->  P_DEADLETTER (what they gave up on; operators replay it)
+//	ingest-api --p.query.<kind>--> writer-worker (workspace reads); ingest-api <--> ingest-api on p.ratelimit
+//	ingest-api --p.audit--> P_AUDIT; KV buckets p_registry (devices) and p_keys (workspace keys)
+//
+// Every name derives from the prefix, so two deployments share a NATS
+// account by taking different prefixes.
+
+// PipelineWindow is how long a keyed reading's claim lasts (a retry inside
+// it waits for the first attempt instead of entering the pipeline; after
+// it, writer-worker's record of outcomes answers), and how long the mapped
+// stream drops a second publish of one envelope (a redelivered events
+// message mapped again).
+const PipelineWindow = 2 * time.Minute
+
+// deadLetterMaxAge is how long a dead letter is kept for operators to
+// read and replay.
+const deadLetterMaxAge = 14 * 24 * time.Hour
+
+// DefaultPrefix is NATS_PREFIX's default.
+const DefaultPrefix = "devices"
+
+// Names are the streams, consumers, buckets and subjects of one deployment.
+// Events carry the serial in the body, not in the subject: serials may hold
+// characters a subject cannot.
+type Names struct {
+	SubjectPrefix    string // p: starts every subject
+	EventsStream     string // accepted events, consumed by mapper-worker
+	MappedStream     string // envelopes of mapped events, consumed by writer-worker
+	DeadLetterStream string // what the workers gave up on
+	ClaimsStream     string // one message per keyed event in the pipeline
+	AuditStream      string // the workspace's audit trail (ingest-api's alone)
+	RegistryBucket   string // the device registry
+	KeysBucket       string // the workspace API's keys
+	MapperConsumer   string // durable consumer of EventsStream
+	WriterConsumer   string // durable consumer of MappedStream
+}
+
+// NamesFor derives every name from prefix (dot-separated tokens of
+// letters, digits, '-' and '_').
+func NamesFor(prefix string) Names {
+	up := strings.ToUpper(strings.ReplaceAll(prefix, ".", "_"))
+	low := strings.ToLower(up)
+	return Names{
+		SubjectPrefix:    prefix,
+		EventsStream:     up + "_EVENTS",
+		MappedStream:     up + "_MAPPED",
+		DeadLetterStream: up + "_DEADLETTER",
+		ClaimsStream:     up + "_CLAIMS",
+		AuditStream:      up + "_AUDIT",
+		RegistryBucket:   low + "_registry",
+		KeysBucket:       low + "_keys",
+		MapperConsumer:   "mapper",
+		WriterConsumer:   "writer",
+	}
+}
+
+// DefaultNames are the names of the default prefix.
+var DefaultNames = NamesFor(DefaultPrefix)
+
+// EventsSubject is where ingest-api publishes accepted events.
+func (n Names) EventsSubject() string { return n.SubjectPrefix + ".events.in" }
+
+// MappedSubject is where mapper-worker publishes envelopes.
+func (n Names) MappedSubject() string { return n.SubjectPrefix + ".mapped.in" }
+
+// ClaimSubject is the subject of the claim on a keyed event's id (a UUID:
+// one subject token).
+func (n Names) ClaimSubject(id string) string { return n.SubjectPrefix + ".claims." + id }
+
+// DeadLetterSubject is where the workers publish dead letters.
+func (n Names) DeadLetterSubject() string { return n.SubjectPrefix + ".deadletter" }
+
+// QueryPrefix is where writer-worker answers read requests (any copy: they
+// share the queue group QueryQueue).
+func (n Names) QueryPrefix() string { return n.SubjectPrefix + ".query." }
+
+// ReplyPrefix starts the subject each ingest-api copy receives outcomes on.
+func (n Names) ReplyPrefix() string { return n.SubjectPrefix + ".reply." }
+
+// RateSubject is where ingest-api copies share the readings they granted
+// each device, so that a device is held to its rate across them.
+func (n Names) RateSubject() string { return n.SubjectPrefix + ".ratelimit" }
+
+// AuditSubject is where ingest-api records workspace changes.
+func (n Names) AuditSubject() string { return n.SubjectPrefix + ".audit" }
+
+// QueryQueue is the queue group of the read queries.
+const QueryQueue = "writer"
+
+// validPrefix reports whether s makes valid subjects, stream and bucket
+// names.
+func validPrefix(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, tok := range strings.Split(s, ".") {
+		if tok == "" || strings.IndexFunc(tok, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+		}) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// EnsureStreams creates or updates the shared streams all at once: in a
+// cluster each creation waits for its stream's leader election. Every
+// program calls it at start, so the order in which they start does not
+// matter.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	cfgs := streamConfigs(cfg)
+	errs := make(chan error, len(cfgs))
+	for _, sc := range cfgs {
+		go func() {
+			if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+				errs <- fmt.Errorf("ensure stream %s: %w", sc.Name, err)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	var all []error
+	for range cfgs {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// streamConfigs are the streams the programs share.
+func streamConfigs(cfg Config) []jetstream.StreamConfig {
+	n := cfg.Names()
+	stream := func(name, subject, desc string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{Name: name, Description: desc, Subjects: []string{subject},
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas, Duplicates: PipelineWindow}
+	}
+	// The two work queues refuse new messages when full (the request is
+	// answered 503), never drop accepted ones.
+	work := func(sc jetstream.StreamConfig) jetstream.StreamConfig {
+		sc.Retention, sc.Discard, sc.MaxAge, sc.MaxBytes = jetstream.WorkQueuePolicy, jetstream.DiscardNew, cfg.StreamMaxAge, cfg.StreamMaxBytes
+		return sc
+	}
+	events := work(stream(n.EventsStream, n.EventsSubject(), "accepted device events, awaiting entity mapping"))
+	mapped := work(stream(n.MappedStream, n.MappedSubject(), "mapped device events, awaiting the ClickHouse write"))
+	// Dead letters are kept for reading and replay, and when full the
+	// oldest go: a full dead-letter stream must not stop ingestion (the
+	// dead-letter alert fires long before).
+	dead := stream(n.DeadLetterStream, n.DeadLetterSubject(),
+		"messages the workers gave up on (permanent failures, delivery limit): list and replay them in the workspace API")
+	dead.Retention, dead.Discard, dead.MaxAge, dead.MaxBytes = jetstream.LimitsPolicy, jetstream.DiscardOld, deadLetterMaxAge, cfg.StreamMaxBytes
+	// A claim lasts the pipeline window; ingest-api deletes it sooner when
+	// its event never entered the pipeline. Nothing consumes claims: a
+	// claim costs one stream write.
+	claims := stream(n.ClaimsStream, n.ClaimSubject("*"),
+		"one claim per keyed event in the pipeline: a retry with the same Idempotency-Key waits for the first attempt's outcome")
+	claims.Retention, claims.Discard, claims.MaxAge, claims.MaxMsgsPerSubject = jetstream.LimitsPolicy, jetstream.DiscardOld, PipelineWindow, 1
+	return []jetstream.StreamConfig{events, mapped, dead, claims}
+}
