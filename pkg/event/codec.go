@@ -12,7 +12,17 @@ import (
 // The wire encoding between the programs: length-prefixed fields behind a
 // version byte. It is several times cheaper than JSON to write and read,
 // which matters because every event crosses it three times.
-const wireVersion = 3
+//
+// Each of the three formats has its own version, as release 1.0.0 writes
+// it. A release that changes a format gives it a new version and keeps
+// reading the previous release's, so that a rolling upgrade works:
+// testdata/<release>/ holds messages each release wrote, and
+// TestReadsEveryReleasesFormats reads them.
+const (
+	eventsFormat   byte = 6 // events messages: ingest-api -> mapper-worker
+	envelopeFormat byte = 5 // envelopes: mapper-worker -> writer-worker
+	repliesFormat  byte = 3 // outcomes: either worker -> ingest-api
+)
 
 // ErrMalformed is returned for bytes that are not a message of this package.
 var ErrMalformed = errors.New("malformed wire message")
@@ -93,8 +103,8 @@ func (r *reader) count(min int) int {
 	return int(n)
 }
 
-func (r *reader) version() {
-	if r.byte() != wireVersion {
+func (r *reader) version(want byte) {
+	if r.byte() != want {
 		r.fail()
 	}
 }
@@ -110,24 +120,15 @@ func (r *reader) done(what string) error {
 }
 
 // Messages on the events stream carry one or more events: ingest-api
-// gathers the unkeyed events of concurrent requests into one message, which
-// costs NATS and the mapper one message instead of one per event. Version 6
-// adds the name of the token used, version 5 the reading time; older
-// versions, from ingest-api copies during an upgrade, are still read (4 and
-// 3, one event each, as readings at their receive time).
-const (
-	eventsVersion   = 6
-	noTokenName     = 5
-	noReadingTime   = 4
-	oneEventVersion = 3
-)
+// gathers the events of concurrent requests into one message, which costs
+// NATS and the mapper one message instead of one per event.
 
 // AppendEvent appends e to the events message b; an empty b starts a new
 // message.
 func AppendEvent(b []byte, e *Event) []byte {
 	w := writer{b: b}
 	if len(w.b) == 0 {
-		w.byte(eventsVersion)
+		w.byte(eventsFormat)
 	}
 	w.str(e.ID)
 	w.str(e.Serial)
@@ -166,31 +167,17 @@ func (r *reader) flag() bool {
 // fields alias data.
 func DecodeEvents(data []byte) ([]Event, error) {
 	r := reader{b: data}
-	v := r.byte()
-	switch v {
-	case eventsVersion, noTokenName, noReadingTime:
-	case oneEventVersion:
-		e := r.event(v)
-		return []Event{e}, r.done("event")
-	default:
-		r.fail()
-	}
+	r.version(eventsFormat)
 	var es []Event
 	for r.err == nil && (len(r.b) > 0 || len(es) == 0) {
-		es = append(es, r.event(v))
+		es = append(es, r.event())
 	}
 	return es, r.done("events")
 }
 
-func (r *reader) event(version byte) Event {
+func (r *reader) event() Event {
 	e := Event{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint())}
-	e.ReadingNs = e.ReceivedNs
-	if version >= noTokenName {
-		e.ReadingNs, e.TimeNote, e.Group = r.varint(), r.str(), r.str()
-	}
-	if version >= eventsVersion {
-		e.Token = r.str()
-	}
+	e.ReadingNs, e.TimeNote, e.Group, e.Token = r.varint(), r.str(), r.str(), r.str()
 	e.Rev, e.Reply = r.uvarint(), r.str()
 	e.Keyed = r.flag()
 	e.Payload = r.bytes()
@@ -219,15 +206,9 @@ func (w *writer) mapped(m *Mapped) {
 	}
 }
 
-func (r *reader) mapped(version byte) Mapped {
+func (r *reader) mapped() Mapped {
 	m := Mapped{ID: r.str(), Serial: r.str(), ReceivedNs: int64(r.uvarint())}
-	m.ReadingNs = m.ReceivedNs
-	if version >= noTokenEnvelope {
-		m.ReadingNs, m.TimeNote, m.Group = r.varint(), r.str(), r.str()
-	}
-	if version >= envelopeVersion {
-		m.Token = r.str()
-	}
+	m.ReadingNs, m.TimeNote, m.Group, m.Token = r.varint(), r.str(), r.str(), r.str()
 	m.Outcome = outcome.Code(r.byte())
 	flags := r.byte()
 	m.MaybeStored, m.Keyed, m.Replay = flags&1 != 0, flags&2 != 0, flags&4 != 0
@@ -248,14 +229,6 @@ func (r *reader) mapped(version byte) Mapped {
 	return m
 }
 
-// Envelopes of version 5 carry the name of the token used, version 4 the
-// reading time; older ones, from mapper copies during an upgrade, are still
-// read (version 3 as readings at receive time).
-const (
-	envelopeVersion = 5
-	noTokenEnvelope = 4
-)
-
 // AppendEnvelope appends the encoding of a batch of mapped events to b.
 func AppendEnvelope(b []byte, ms []Mapped) []byte {
 	// Sized once: growing by doubling copied every payload several times.
@@ -269,7 +242,7 @@ func AppendEnvelope(b []byte, ms []Mapped) []byte {
 		}
 	}
 	w := writer{b: slices.Grow(b, size)}
-	w.byte(envelopeVersion)
+	w.byte(envelopeFormat)
 	w.uvarint(uint64(len(ms)))
 	for i := range ms {
 		w.mapped(&ms[i])
@@ -280,14 +253,11 @@ func AppendEnvelope(b []byte, ms []Mapped) []byte {
 // DecodeEnvelope decodes a batch of mapped events; byte fields alias data.
 func DecodeEnvelope(data []byte) ([]Mapped, error) {
 	r := reader{b: data}
-	v := r.byte()
-	if v != envelopeVersion && v != noTokenEnvelope && v != wireVersion {
-		r.fail()
-	}
+	r.version(envelopeFormat)
 	n := r.count(8)
 	ms := make([]Mapped, 0, n)
 	for range n {
-		ms = append(ms, r.mapped(v))
+		ms = append(ms, r.mapped())
 	}
 	return ms, r.done("envelope")
 }
@@ -295,7 +265,7 @@ func DecodeEnvelope(data []byte) ([]Mapped, error) {
 // AppendReplies appends the encoding of a batch of outcomes to b.
 func AppendReplies(b []byte, rs []Reply) []byte {
 	w := writer{b: b}
-	w.byte(wireVersion)
+	w.byte(repliesFormat)
 	w.uvarint(uint64(len(rs)))
 	for i := range rs {
 		w.str(rs[i].ID)
@@ -308,7 +278,7 @@ func AppendReplies(b []byte, rs []Reply) []byte {
 // DecodeReplies decodes a batch of outcomes.
 func DecodeReplies(data []byte) ([]Reply, error) {
 	r := reader{b: data}
-	r.version()
+	r.version(repliesFormat)
 	n := r.count(3)
 	rs := make([]Reply, 0, n)
 	for range n {

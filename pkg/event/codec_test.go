@@ -3,6 +3,8 @@ package event
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -46,7 +48,7 @@ func TestTruncatedAndForeignInputIsRefused(t *testing.T) {
 	if _, err := DecodeEvents([]byte(`{"id":"json"}`)); !errors.Is(err, ErrMalformed) {
 		t.Fatal("JSON accepted as an event")
 	}
-	if _, err := DecodeEvents([]byte{eventsVersion}); !errors.Is(err, ErrMalformed) {
+	if _, err := DecodeEvents([]byte{eventsFormat}); !errors.Is(err, ErrMalformed) {
 		t.Fatal("an events message without events accepted")
 	}
 	events := AppendEvent(nil, &Event{ID: "a", Serial: "s", Payload: []byte("{}")})
@@ -70,24 +72,18 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendEvent(AppendEvent(nil, &Event{ID: "x", Serial: "s"}), &Event{ID: "y", Keyed: true}))
 	f.Add(AppendEnvelope(nil, []Mapped{{ID: "a", Outcome: outcome.Stored, Values: []Value{{JSON: []byte("1")}}}}))
 	f.Add(AppendReplies(nil, []Reply{{ID: "a", Code: outcome.StorageFailed, Detail: "d"}}))
-	f.Add([]byte{wireVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Add([]byte{repliesFormat, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if es, err := DecodeEvents(data); err == nil {
 			var again []byte
 			for i := range es {
 				again = AppendEvent(again, &es[i])
 			}
-			if data[0] != eventsVersion {
-				again = nil
-				for i := range es {
-					again = appendOldEvent(again, &es[i], data[0])
-				}
-			}
 			if !bytes.Equal(again, data) {
 				t.Fatal("events do not re-encode to their bytes")
 			}
 		}
-		if ms, err := DecodeEnvelope(data); err == nil && data[0] == envelopeVersion && !bytes.Equal(AppendEnvelope(nil, ms), data) {
+		if ms, err := DecodeEnvelope(data); err == nil && !bytes.Equal(AppendEnvelope(nil, ms), data) {
 			t.Fatal("envelope does not re-encode to its bytes")
 		}
 		if rs, err := DecodeReplies(data); err == nil && !bytes.Equal(AppendReplies(nil, rs), data) {
@@ -96,65 +92,69 @@ func FuzzDecode(f *testing.F) {
 	})
 }
 
-// An older ingest-api's message (version 3, one event) is still read, so
-// that mappers can be upgraded before the front ends.
-func TestOneEventMessagesOfTheOlderVersionAreRead(t *testing.T) {
-	ev := Event{ID: "id-1", Serial: "s", ReceivedNs: 5, ReadingNs: 5, Rev: 2, Reply: "r", Payload: []byte(`{}`)}
-	old := appendOldEvent(nil, &ev, oneEventVersion)
-	got, err := DecodeEvents(old)
-	if err != nil || !reflect.DeepEqual(got, []Event{ev}) {
-		t.Fatalf("version 3 event: %+v %v", got, err)
-	}
-	if _, err := DecodeEvents(appendOldEvent(old, &ev, oneEventVersion)); !errors.Is(err, ErrMalformed) {
-		t.Fatal("a version 3 message with two events accepted")
-	}
-	// Version 4 (several events, no reading time): read at receive time.
-	ev2 := Event{ID: "id-2", Serial: "t", ReceivedNs: 9, ReadingNs: 9, Payload: []byte(`{}`)}
-	got, err = DecodeEvents(appendOldEvent(appendOldEvent(nil, &ev, noReadingTime), &ev2, noReadingTime))
-	if err != nil || !reflect.DeepEqual(got, []Event{ev, ev2}) {
-		t.Fatalf("version 4 events: %+v %v", got, err)
-	}
+// release1 is what release 1.0.0 wrote in each format (testdata/1.0.0/):
+// the events of one message, one envelope, one batch of outcomes.
+var release1 = struct {
+	events   []Event
+	envelope []Mapped
+	replies  []Reply
+}{
+	events: []Event{
+		{ID: "6f0c1c1e-0000-5000-8000-000000000001", Serial: "SN-1", ReceivedNs: 1795322239123456789, ReadingNs: 1795322230000000000,
+			Group: "g-1", Token: "primary", Rev: 42, Reply: "devices.reply.abc", Keyed: true, Payload: []byte(`{"serial":"SN-1","data":{"t":21.5}}`)},
+		{ID: "6f0c1c1e-0000-5000-8000-000000000002", Serial: "SN-1", ReceivedNs: 1795322239123456790, ReadingNs: 1795322239123456790,
+			TimeNote: "ts is not a time: stored at receive time", Rev: 42, Reply: "devices.reply.abc", Payload: []byte(`{}`)},
+	},
+	envelope: []Mapped{
+		{ID: "a", Serial: "SN-1", ReceivedNs: 7, ReadingNs: -3, TimeNote: "n", Group: "g", Token: "secondary", Outcome: outcome.Stored,
+			MaybeStored: true, Keyed: true, Reply: "r", Payload: []byte(`{"t":1}`), Values: []Value{{DeviceInput: "t", Entity: "e", Input: "i", JSON: []byte(`1`)}}},
+		{ID: "b", Serial: "SN-2", ReceivedNs: 8, ReadingNs: 8, Outcome: outcome.NoConnections, Replay: true, Payload: []byte(`{"x":null}`)},
+	},
+	replies: []Reply{{ID: "a", Code: outcome.Stored}, {ID: "b", Code: outcome.StorageFailed, Detail: "storage error: x"}},
 }
 
-// An older mapper's envelope (version 3, no reading time) is read, the
-// readings at their receive time, so that writers can be upgraded first.
-func TestEnvelopesOfTheOlderVersionAreRead(t *testing.T) {
-	m := Mapped{ID: "a", Serial: "s", ReceivedNs: 7, ReadingNs: 7, Outcome: outcome.Stored, Keyed: true, Reply: "r", Payload: []byte(`{}`),
-		Values: []Value{{DeviceInput: "t", Entity: "e", Input: "i", JSON: []byte(`1`)}}}
-	w := writer{}
-	w.byte(wireVersion)
-	w.uvarint(1)
-	w.str(m.ID)
-	w.str(m.Serial)
-	w.uvarint(uint64(m.ReceivedNs))
-	w.byte(byte(m.Outcome))
-	w.byte(2)
-	w.str(m.Reply)
-	w.bytes(m.Payload)
-	w.uvarint(1)
-	w.str("t")
-	w.str("e")
-	w.str("i")
-	w.bytes([]byte(`1`))
-	got, err := DecodeEnvelope(w.b)
-	if err != nil || !reflect.DeepEqual(got, []Mapped{m}) {
-		t.Fatalf("version 3 envelope: %+v %v", got, err)
+// Every release's messages (testdata/<release>/) are read as that release
+// meant them, so that a rolling upgrade, old and new copies side by side,
+// loses nothing; and this release writes exactly its own fixtures, so that
+// a change of format cannot go unnoticed (give the format a new version,
+// keep reading the old one, add the release's fixtures:
+// UPDATE_WIRE_FIXTURES=<release> go test ./pkg/event writes them).
+func TestReadsEveryReleasesFormats(t *testing.T) {
+	var events []byte
+	for i := range release1.events {
+		events = AppendEvent(events, &release1.events[i])
 	}
-}
-
-// appendOldEvent encodes e as an ingest-api before reading times did
-// (version 3: one event; version 4: several).
-func appendOldEvent(b []byte, e *Event, version byte) []byte {
-	w := writer{b: b}
-	if len(w.b) == 0 {
-		w.byte(version)
+	current := map[string][]byte{"events.bin": events, "envelope.bin": AppendEnvelope(nil, release1.envelope), "replies.bin": AppendReplies(nil, release1.replies)}
+	if rel := os.Getenv("UPDATE_WIRE_FIXTURES"); rel != "" {
+		for name, b := range current {
+			if err := os.MkdirAll(filepath.Join("testdata", rel), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join("testdata", rel, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	w.str(e.ID)
-	w.str(e.Serial)
-	w.uvarint(uint64(e.ReceivedNs))
-	w.uvarint(e.Rev)
-	w.str(e.Reply)
-	w.byte(boolByte(e.Keyed))
-	w.bytes(e.Payload)
-	return w.b
+	read := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join("testdata", "1.0.0", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for name, b := range current {
+		if !bytes.Equal(read(name), b) {
+			t.Errorf("this release writes %s differently from release 1.0.0: a new format version is due", name)
+		}
+	}
+	if got, err := DecodeEvents(read("events.bin")); err != nil || !reflect.DeepEqual(got, release1.events) {
+		t.Errorf("1.0.0 events: %+v %v", got, err)
+	}
+	if got, err := DecodeEnvelope(read("envelope.bin")); err != nil || !reflect.DeepEqual(got, release1.envelope) {
+		t.Errorf("1.0.0 envelope: %+v %v", got, err)
+	}
+	if got, err := DecodeReplies(read("replies.bin")); err != nil || !reflect.DeepEqual(got, release1.replies) {
+		t.Errorf("1.0.0 replies: %+v %v", got, err)
+	}
 }

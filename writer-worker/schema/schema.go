@@ -11,44 +11,15 @@ import (
 //go:embed schema.sql
 var schema string
 
-// Statements returns the schema's CREATE statements for database db, in
-// order, with "--" comments removed (the schema holds no "--" inside a
-// string). They create every table with all its columns.
-func Statements(db string) []string {
-	var out []string
-	for _, st := range all(db) {
-		if !strings.HasPrefix(st, "ALTER ") {
-			out = append(out, st)
-		}
-	}
-	return out
-}
+// Statements returns the schema's statements for database db, in order,
+// with "--" comments removed (the schema holds no "--" inside a string).
+// They create every table with all its columns.
+func Statements(db string) []string { return statements(schema, db) }
 
-// Column is a column added to a table after it was first created.
-type Column struct {
-	Table, Name string
-	// Add is the ALTER statement that adds it.
-	Add string
-}
-
-// Added returns the columns added since the tables were first created, for
-// database db: a table created before lacks them until Add runs.
-func Added(db string) []Column {
-	var out []Column
-	for _, st := range all(db) {
-		f := strings.Fields(st)
-		// ALTER TABLE <db>.<table> ADD COLUMN <name> ...
-		if len(f) >= 6 && f[0] == "ALTER" && f[3] == "ADD" && f[4] == "COLUMN" {
-			_, table, _ := strings.Cut(f[2], ".")
-			out = append(out, Column{Table: table, Name: f[5], Add: st})
-		}
-	}
-	return out
-}
-
-func all(db string) []string {
+// statements splits an SQL file into its statements for database db.
+func statements(sql, db string) []string {
 	var b strings.Builder
-	for _, l := range strings.Split(schema, "\n") {
+	for _, l := range strings.Split(sql, "\n") {
 		if i := strings.Index(l, "--"); i >= 0 {
 			l = l[:i]
 		}
@@ -65,6 +36,10 @@ func all(db string) []string {
 	}
 	return out
 }
+
+// Release returns the statements of a release's schema (testdata), for
+// database db: what a deployment of that release holds.
+func Release(sql, db string) []string { return statements(sql, db) }
 
 // Replicated returns Statements(db) for replicated storage: every table a
 // ReplicatedReplacingMergeTree of one shard, under the ZooKeeper path

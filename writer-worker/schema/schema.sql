@@ -1,5 +1,8 @@
 -- Device event service schema. Applied idempotently by writer-worker at start;
--- {db} is replaced by the configured database. Written for ClickHouse 18.16
+-- {db} is replaced by the configured database. Release 1.0.0 created these
+-- tables as they are; a release that changes them upgrades the previous
+-- release's tables in place (testdata/<release>.sql holds each release's
+-- schema, and TestUpgradesThePreviousReleasesSchema applies it and migrates). Written for ClickHouse 18.16
 -- (Debian 12) and current releases alike: no DateTime64, Map, TTL or
 -- LowCardinality.
 --
@@ -75,12 +78,3 @@ ORDER BY event_id
 -- Point lookups only: small granules mean a lookup reads ~9 KB per part
 -- instead of ~300 KB (measured: 15 ids cost 2.0 ms of server CPU instead of 3.4).
 SETTINGS index_granularity = 256;
-
--- Columns added since the tables were first created. ClickHouse 18.16 has no
--- ADD COLUMN IF NOT EXISTS: writer-worker runs each only where the column is
--- missing. Rows stored before were stored at their receive time, which the
--- defaults repeat.
-ALTER TABLE {db}.input_values ADD COLUMN received_ns Int64 DEFAULT ts_ns AFTER ts_ns;
-ALTER TABLE {db}.device_messages ADD COLUMN reading_ns Int64 DEFAULT ts_ns;
-ALTER TABLE {db}.device_messages ADD COLUMN time_note String DEFAULT '';
-ALTER TABLE {db}.device_messages ADD COLUMN token String DEFAULT '';

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/writer-worker/schema"
 )
 
 func openTest(t *testing.T) *Store {
@@ -237,5 +240,50 @@ func TestURLAndQuorum(t *testing.T) {
 		if err := (Config{URL: url}).Validate(); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "pw") {
 			t.Errorf("%s: %v, want an error saying %q (and not the password)", url, err, want)
 		}
+	}
+}
+
+// A deployment of the previous release is upgraded in place: its tables,
+// as that release created them (writer-worker/schema/testdata), end up with
+// exactly the columns this release creates.
+func TestUpgradesThePreviousReleasesSchema(t *testing.T) {
+	fresh := openTest(t)
+	addr, db := testenv.ClickHouseDB(t)
+	old, err := os.ReadFile("../../schema/testdata/1.0.0.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := Open(Config{URL: "clickhouse://default@" + addr + "/" + db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = prev.Close() })
+	ctx := context.Background()
+	for _, stmt := range schema.Release(string(old), db) {
+		if err := prev.conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("the 1.0.0 schema: %v", err)
+		}
+	}
+	if err := prev.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	columns := func(s *Store) []string {
+		rows, err := s.conn.Query(ctx, "SELECT table, name, type, default_kind, default_expression FROM system.columns WHERE database = ? ORDER BY table, name", s.db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var table, name, typ, kind, expr string
+			if err := rows.Scan(&table, &name, &typ, &kind, &expr); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, strings.Join([]string{table, name, typ, kind, expr}, " "))
+		}
+		return out
+	}
+	if got, want := columns(prev), columns(fresh); !reflect.DeepEqual(got, want) || len(want) < 20 {
+		t.Fatalf("upgraded columns:\n%s\nfresh:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

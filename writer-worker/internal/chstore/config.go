@@ -1,0 +1,127 @@
+package chstore
+
+import (
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/envflag"
+)
+
+// Config is how to reach ClickHouse.
+type Config struct {
+	// URL is clickhouse://user@host:port[,host:port...]/database[?secure=true]
+	// [&insert_quorum=n]: one address, or the replicas of one shard
+	// (connections go to the first that answers, and to the next when it
+	// fails), TLS, and an insert quorum other than the default.
+	URL      string
+	Password string
+	// ReadUser and ReadPassword answer the workspace API's reads: a user
+	// that may not write, with bounded time and memory (empty: the URL's).
+	ReadUser     string
+	ReadPassword string
+	// Replicated: the tables are ReplicatedReplacingMergeTree (one shard),
+	// created on every address.
+	Replicated bool
+	// Cluster, when set, shards the tables over that cluster of the
+	// servers' remote_servers: replicated <table>_local tables on every
+	// server, Distributed tables under the table names, inserted into
+	// synchronously. Needs Replicated.
+	Cluster string
+
+	// Parsed from URL (Parse).
+	addrs    []string
+	quorum   int // -1: derived (see Quorum)
+	Database string
+	User     string
+	TLS      bool
+}
+
+// Fixed pool settings: connect timeout, read timeout (also the insert
+// quorum's timeout), and connections per pool.
+const (
+	dialTimeout = 5 * time.Second
+	readTimeout = 30 * time.Second
+	maxConns    = 8
+)
+
+// Quorum is the insert quorum: the URL's insert_quorum, else a majority of
+// the replicas of one shard (2 of 3, which survives the loss of any one),
+// else the server's default (sharded: give insert_quorum).
+// With a quorum, reads ask for sequential consistency, so that they see
+// every acknowledged insert whichever replica answers.
+func (c Config) Quorum() int {
+	if c.quorum >= 0 {
+		return c.quorum
+	}
+	if n := len(c.addrs); c.Replicated && c.Cluster == "" && n > 1 {
+		return n/2 + 1
+	}
+	return 0
+}
+
+// Addrs are the addresses in the URL.
+func (c Config) Addrs() []string { return c.addrs }
+
+// Where is where the store writes: its addresses and database.
+func (s *Store) Where() (addrs []string, database string) { return s.cfg.addrs, s.db }
+
+// Register adds the ClickHouse settings.
+func (c *Config) Register(s *envflag.Set) {
+	s.String(&c.URL, "clickhouse-url", "clickhouse://default@127.0.0.1:9000/device_events", "clickhouse://user@host:port[,host:port...]/database[?secure=true]: the native protocol address, or the replicas of one shard (the writer uses the first that answers and moves on when it fails), the user that creates the tables and inserts, the database, TLS")
+	s.String(&c.Password, "clickhouse-password", "", "password of CLICKHOUSE_URL's user")
+	s.String(&c.ReadUser, "clickhouse-read-user", "", "ClickHouse user of the workspace reads: readonly, with max_execution_time and max_memory_usage in its profile (empty: CLICKHOUSE_URL's user; deploy/clickhouse/server.sh makes ingest_reader)")
+	s.String(&c.ReadPassword, "clickhouse-read-password", "", "password of CLICKHOUSE_READ_USER")
+	s.Bool(&c.Replicated, "clickhouse-replicated", false, "the tables are ReplicatedReplacingMergeTree (one shard; servers need the {shard} and {replica} macros and ZooKeeper): created on every address of CLICKHOUSE_URL, inserts wait for a majority of them")
+	s.String(&c.Cluster, "clickhouse-cluster", "", "shard the tables over this cluster of the servers' remote_servers (replicated local tables, Distributed tables in front, synchronous inserts; CLICKHOUSE_URL lists every server); empty: one shard")
+}
+
+// Parse reads URL into the addresses, user, database and TLS.
+func (c *Config) Parse() error {
+	u, err := url.Parse(c.URL)
+	switch {
+	case err != nil:
+		return errors.New("CLICKHOUSE_URL is not a URL") // its text may hold a password
+	case u.Scheme != "clickhouse" || u.Host == "":
+		return errors.New("CLICKHOUSE_URL must be clickhouse://user@host:port/database")
+	}
+	if _, set := u.User.Password(); set {
+		return errors.New("CLICKHOUSE_URL must not hold a password: set CLICKHOUSE_PASSWORD")
+	}
+	c.addrs = nil
+	for _, a := range strings.Split(u.Host, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.addrs = append(c.addrs, a)
+		}
+	}
+	c.User, c.Database = u.User.Username(), strings.Trim(u.Path, "/")
+	if c.User == "" {
+		c.User = "default"
+	}
+	c.TLS = u.Query().Get("secure") == "true"
+	c.quorum = -1
+	if q := u.Query().Get("insert_quorum"); q != "" {
+		if c.quorum, err = strconv.Atoi(q); err != nil || c.quorum < 0 {
+			return errors.New("CLICKHOUSE_URL's insert_quorum must be a number of replicas")
+		}
+	}
+	return nil
+}
+
+// Validate reports the first thing wrong with c.
+func (c Config) Validate() error {
+	if err := c.Parse(); err != nil {
+		return err
+	}
+	switch {
+	case c.Database == "" || strings.ContainsAny(c.Database, "/`' "):
+		return errors.New("CLICKHOUSE_URL must name a database: clickhouse://user@host:port/database")
+	case c.Cluster != "" && !c.Replicated:
+		return errors.New("CLICKHOUSE_CLUSTER needs CLICKHOUSE_REPLICATED")
+	case c.quorum > 1 && !c.Replicated:
+		return errors.New("an insert_quorum above 1 needs CLICKHOUSE_REPLICATED")
+	}
+	return nil
+}
