@@ -16,8 +16,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/deadletter"
 	"github.com/devicehub/eventservice/pkg/envflag"
-	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/schema"
 )
 
@@ -41,7 +41,7 @@ func deadLetters(args []string, out io.Writer) error {
 	var from uint64
 	var limit int
 	var seqs string
-	var opt settle.ReplayOptions
+	var opt deadletter.ReplayOptions
 	fs := envflag.New("writer-worker dead-letters " + cmd)
 	cfg.Register(fs)
 	fs.FS.Uint64Var(&from, "from", 0, "first sequence to look at (0: the oldest)")
@@ -81,14 +81,14 @@ func deadLetters(args []string, out io.Writer) error {
 	}
 	enc := json.NewEncoder(out)
 	if cmd == "list" {
-		letters, err := settle.List(ctx, js, cfg.Names(), from, limit)
+		letters, err := deadletter.List(ctx, js, cfg.Names(), from, limit)
 		for _, l := range letters {
 			_ = enc.Encode(l)
 		}
 		return err
 	}
 	opt.From, opt.Limit = from, limit
-	rep, err := settle.Replay(ctx, js, cfg.Names(), opt)
+	rep, err := deadletter.Replay(ctx, js, cfg.Names(), opt)
 	_ = enc.Encode(rep)
 	return err
 }

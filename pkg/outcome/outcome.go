@@ -47,10 +47,13 @@ const (
 	Forbidden Code = 27
 )
 
-// Row is one line of the table. ErrorText may hold "<serial>", replaced by the
-// serial that was sent; an empty ErrorText means the detail is supplied at the
-// time of failure (the spec's "underlying error" rows).
+// Row is one line of the table: the code's name (logs, metric labels), its
+// HTTP status, the spec's message, and the error text. ErrorText may hold
+// "<serial>", replaced by the serial that was sent; an empty ErrorText
+// means the detail is supplied at the time of failure (the spec's
+// "underlying error" rows).
 type Row struct {
+	Name      string
 	Status    int
 	Message   string
 	ErrorText string
@@ -60,34 +63,34 @@ type Row struct {
 }
 
 var table = [...]Row{
-	Stored:           {200, "Message processed and data stored successfully", "", 0},
-	InvalidFormat:    {400, "Invalid message format", "Message must be a valid JSON object", 0},
-	MissingSerial:    {400, "Missing serial number", "Device serial number is required", 0},
-	MissingToken:     {401, "Missing access token", "Device access token is required (either in data or as Bearer token)", 0},
-	InvalidData:      {400, "Invalid data format", "Message data must be a valid object", 0},
-	DeviceNotFound:   {404, "Device not found", "Device with serial <serial> not found", 0},
-	InvalidToken:     {401, "Invalid access token", "Invalid access token for device with serial <serial>", 0},
-	NoConnections:    {422, "No connections configured", "No connections found for this device", 0},
-	StorageFailed:    {503, "Message processed but failed to store data", "", 1},
-	ProcessingFailed: {503, "Failed to process message", "", 1},
-	PayloadTooLarge:  {413, "Payload too large", "Request body exceeds the limit", 0},
-	Overloaded:       {503, "Failed to process message", "", 1},
-	Unauthorized:     {401, "Unauthorized", "A valid admin token is required", 0},
-	RouteNotFound:    {404, "Not found", "No such endpoint", 0},
-	MethodNotAllowed: {405, "Method not allowed", "Method not allowed on this endpoint", 0},
-	BadRequest:       {400, "Bad request", "", 0},
-	NotFound:         {404, "Not found", "", 0},
-	Internal:         {500, "Failed to process message", "", 0},
-	RateLimited:      {429, "Rate limit exceeded", "Too many requests for device with serial <serial>", 1},
-	EmptyMessages:    {400, "Invalid data format", "Messages must be a non-empty array", 0},
-	TooManyMessages:  {413, "Payload too large", "", 0},
-	PartlyStored:     {200, "Some messages were not stored", "", 0},
-	BodyTimeout:      {408, "Request timeout", "The request body did not arrive in time", 0},
-	SourceRefused:    {429, "Rate limit exceeded", "Too many failed authentications from this address", 60},
-	TooManyConns:     {429, "Rate limit exceeded", "Too many connections from this address", 10},
-	ConnsExhausted:   {503, "Failed to process message", "Too many connections, retry later", 1},
-	Conflict:         {409, "Conflict", "", 0},
-	Forbidden:        {403, "Forbidden", "", 0},
+	Stored:           {"stored", 200, "Message processed and data stored successfully", "", 0},
+	InvalidFormat:    {"invalid_format", 400, "Invalid message format", "Message must be a valid JSON object", 0},
+	MissingSerial:    {"missing_serial", 400, "Missing serial number", "Device serial number is required", 0},
+	MissingToken:     {"missing_token", 401, "Missing access token", "Device access token is required (either in data or as Bearer token)", 0},
+	InvalidData:      {"invalid_data", 400, "Invalid data format", "Message data must be a valid object", 0},
+	DeviceNotFound:   {"device_not_found", 404, "Device not found", "Device with serial <serial> not found", 0},
+	InvalidToken:     {"invalid_token", 401, "Invalid access token", "Invalid access token for device with serial <serial>", 0},
+	NoConnections:    {"no_connections", 422, "No connections configured", "No connections found for this device", 0},
+	StorageFailed:    {"storage_failed", 503, "Message processed but failed to store data", "", 1},
+	ProcessingFailed: {"processing_failed", 503, "Failed to process message", "", 1},
+	PayloadTooLarge:  {"payload_too_large", 413, "Payload too large", "Request body exceeds the limit", 0},
+	Overloaded:       {"overloaded", 503, "Failed to process message", "", 1},
+	Unauthorized:     {"unauthorized", 401, "Unauthorized", "A valid admin token is required", 0},
+	RouteNotFound:    {"route_not_found", 404, "Not found", "No such endpoint", 0},
+	MethodNotAllowed: {"method_not_allowed", 405, "Method not allowed", "Method not allowed on this endpoint", 0},
+	BadRequest:       {"bad_request", 400, "Bad request", "", 0},
+	NotFound:         {"not_found", 404, "Not found", "", 0},
+	Internal:         {"internal", 500, "Failed to process message", "", 0},
+	RateLimited:      {"rate_limited", 429, "Rate limit exceeded", "Too many requests for device with serial <serial>", 1},
+	EmptyMessages:    {"empty_messages", 400, "Invalid data format", "Messages must be a non-empty array", 0},
+	TooManyMessages:  {"too_many_messages", 413, "Payload too large", "", 0},
+	PartlyStored:     {"partly_stored", 200, "Some messages were not stored", "", 0},
+	BodyTimeout:      {"body_timeout", 408, "Request timeout", "The request body did not arrive in time", 0},
+	SourceRefused:    {"source_refused", 429, "Rate limit exceeded", "Too many failed authentications from this address", 60},
+	TooManyConns:     {"too_many_conns", 429, "Rate limit exceeded", "Too many connections from this address", 10},
+	ConnsExhausted:   {"conns_exhausted", 503, "Failed to process message", "Too many connections, retry later", 1},
+	Conflict:         {"conflict", 409, "Conflict", "", 0},
+	Forbidden:        {"forbidden", 403, "Forbidden", "", 0},
 }
 
 // Lookup returns the row for c. Unknown codes (from a newer peer) read as an
@@ -125,15 +128,5 @@ func (c Code) String() string {
 	if !Valid(c) {
 		return "code_" + strconv.Itoa(int(c))
 	}
-	return names[c]
-}
-
-var names = [...]string{
-	"stored", "invalid_format", "missing_serial", "missing_token", "invalid_data",
-	"device_not_found", "invalid_token", "no_connections", "storage_failed",
-	"processing_failed", "payload_too_large", "overloaded", "unauthorized",
-	"route_not_found", "method_not_allowed", "bad_request", "not_found", "internal",
-	"rate_limited", "empty_messages", "too_many_messages", "partly_stored",
-	"body_timeout", "source_refused", "too_many_conns", "conns_exhausted",
-	"conflict", "forbidden",
+	return table[c].Name
 }

@@ -1,11 +1,14 @@
 // Package settle decides the fate of every JetStream message the workers
-// take: whether the requests waiting for its events are answered now, and
-// whether the message is acked, retried after a delay, dropped, or moved to
-// the dead-letter stream. Both workers call it; nothing else acks.
+// take, from one table (Policy): whether the requests waiting for its events
+// are answered now, and whether the message is acked, retried after a delay,
+// dropped, or moved to the dead-letter stream. A worker takes each message
+// as a Msg, which carries the decision out exactly once; nothing else acks.
 package settle
 
 import (
 	"time"
+
+	"github.com/devicehub/eventservice/pkg/failure"
 )
 
 // Result is how a worker's work on one message ended.
@@ -24,9 +27,13 @@ const (
 	// lost by trying again: the request, if any, still waits or has its
 	// answer.
 	HandoffFailed
-	// StoreFailed: storing the values failed; the error's Kind decides
-	// the rest.
+	// StoreFailed: storing the values failed; the error's kind
+	// (pkg/failure) decides the rest.
 	StoreFailed
+	// Exhausted: the message arrives past its delivery limit, never
+	// settled (its worker died or hung on it every time): a poison
+	// message, decided before any work.
+	Exhausted
 )
 
 // Action is what happens to the message.
@@ -65,30 +72,33 @@ const (
 // Rule is one row of the policy.
 type Rule struct {
 	Result Result
-	Kind   Kind // for Failed only
+	Kind   failure.Kind // for failures only
 	keyed  keyed
 	Answer Answer
 	Action Action
+	Reason string // of a dead letter
 	Why    string
 }
 
 // Policy is the whole retry policy of the service, first match wins (a
-// Failed rule with Kind matches failures of both HandoffFailed and
-// StoreFailed of that kind). Retry is bounded: a message delivered
-// MaxDeliver times that would be retried again goes to the dead letters
-// instead, and its requests are answered as failed (Decide).
+// rule for anyFailure matches both HandoffFailed and StoreFailed of its
+// kind). Retry is bounded: a message delivered MaxDeliver times that would
+// be retried again goes to the dead letters instead, and its requests are
+// answered as failed (Decide). Change the policy here, and only here.
 var Policy = []Rule{
 	{Result: Done, keyed: anyKey, Answer: AnswerOutcome, Action: Ack,
 		Why: "finished: every waiting request gets its event's outcome"},
 	{Result: NotReady, keyed: anyKey, Answer: NoAnswer, Action: Retry,
 		Why: "the request goes on waiting while this copy catches up"},
-	{Result: anyFailure, Kind: Permanent, keyed: anyKey, Answer: AnswerFailure, Action: DeadLetter,
+	{Result: Exhausted, keyed: anyKey, Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonDeliveryLimit,
+		Why: "a poison message: it took its worker down every time, so it is kept for an operator instead of tried again"},
+	{Result: anyFailure, Kind: failure.Permanent, keyed: anyKey, Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonPermanent,
 		Why: "fails the same way every time: never retried, kept for an operator to replay once the cause is fixed"},
-	{Result: HandoffFailed, Kind: Transient, keyed: anyKey, Answer: NoAnswer, Action: Retry,
+	{Result: HandoffFailed, Kind: failure.Transient, keyed: anyKey, Answer: NoAnswer, Action: Retry,
 		Why: "nothing is lost by trying again: the request still waits for its outcome, or has it"},
-	{Result: StoreFailed, Kind: Transient, keyed: unkeyedOnly, Answer: AnswerFailure, Action: Drop,
+	{Result: StoreFailed, Kind: failure.Transient, keyed: unkeyedOnly, Answer: AnswerFailure, Action: Drop,
 		Why: "the device was told nothing was stored and retries: storing it later as well would store it twice"},
-	{Result: StoreFailed, Kind: Transient, keyed: keyedOnly, Answer: AnswerFailure, Action: Retry,
+	{Result: StoreFailed, Kind: failure.Transient, keyed: keyedOnly, Answer: AnswerFailure, Action: Retry,
 		Why: "the service keeps trying; the device's retry with the same key learns how it ended"},
 }
 
@@ -126,19 +136,17 @@ const (
 // work ended with result (and err when Failed).
 func (l Limits) Decide(result Result, err error, isKeyed bool, delivered uint64) Decision {
 	failed := result == HandoffFailed || result == StoreFailed
-	kind := Transient
+	kind := failure.Transient
 	if failed {
-		kind = KindOf(err)
+		kind = failure.KindOf(err)
 	}
 	for _, r := range Policy {
 		if !(r.Result == result || (r.Result == anyFailure && failed)) || (failed && r.Kind != kind) ||
 			(r.keyed == keyedOnly && !isKeyed) || (r.keyed == unkeyedOnly && isKeyed) {
 			continue
 		}
-		d := Decision{Answer: r.Answer, Action: r.Action}
+		d := Decision{Answer: r.Answer, Action: r.Action, Reason: r.Reason}
 		switch {
-		case r.Action == DeadLetter:
-			d.Reason = ReasonPermanent
 		case r.Action == Retry && delivered >= uint64(l.MaxDeliver):
 			d = Decision{Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonDeliveryLimit}
 		case r.Action == Retry && result == NotReady:
@@ -151,11 +159,6 @@ func (l Limits) Decide(result Result, err error, isKeyed bool, delivered uint64)
 	// Unreachable: the policy covers every result and kind.
 	return Decision{Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonPermanent}
 }
-
-// Exhausted reports whether a message arrives past its delivery limit: it
-// was delivered MaxDeliver times without being settled (its worker crashed
-// or hung on it each time). It goes to the dead letters before any work.
-func (l Limits) Exhausted(delivered uint64) bool { return delivered > uint64(l.MaxDeliver) }
 
 // backoff is RetryDelay doubled for each delivery after the first, capped.
 func (l Limits) backoff(delivered uint64) time.Duration {

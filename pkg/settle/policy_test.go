@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/devicehub/eventservice/pkg/failure"
 )
 
 var testLimits = Limits{MaxDeliver: 5, RetryDelay: time.Second, RetryMaxDelay: 5 * time.Second, NotReadyDelay: 100 * time.Millisecond}
 
 func TestPolicy(t *testing.T) {
 	transient := errors.New("connection reset")
-	permanent := fmt.Errorf("insert: %w", AsPermanent(errors.New("type mismatch")))
+	permanent := fmt.Errorf("insert: %w", failure.AsPermanent(errors.New("type mismatch")))
 	for _, tc := range []struct {
 		name      string
 		result    Result
@@ -48,8 +50,8 @@ func TestPolicy(t *testing.T) {
 // Every result, kind and keyedness has its own rule: none falls through to
 // Decide's fallback.
 func TestPolicyCoversEveryCase(t *testing.T) {
-	for _, result := range []Result{Done, NotReady, HandoffFailed, StoreFailed} {
-		for _, kind := range []Kind{Transient, Permanent} {
+	for _, result := range []Result{Done, NotReady, HandoffFailed, StoreFailed, Exhausted} {
+		for _, kind := range []failure.Kind{failure.Transient, failure.Permanent} {
 			for _, keyed := range []bool{false, true} {
 				found := false
 				for _, r := range Policy {
@@ -64,32 +66,20 @@ func TestPolicyCoversEveryCase(t *testing.T) {
 					}
 				}
 				if !found {
-					t.Errorf("no rule for result %d, %s, keyed %v", result, kind, keyed)
+					t.Errorf("no rule for result %d, kind %d, keyed %v", result, kind, keyed)
 				}
 			}
 		}
 	}
 }
 
-func TestKinds(t *testing.T) {
-	if AsPermanent(nil) != nil {
-		t.Fatal("AsPermanent(nil) is not nil")
-	}
-	base := errors.New("rejected")
-	p := AsPermanent(base)
-	if KindOf(p) != Permanent || KindOf(fmt.Errorf("batch: %w", p)) != Permanent || !errors.Is(p, base) {
-		t.Fatal("a permanent error lost its kind or its cause when wrapped")
-	}
-	if KindOf(base) != Transient || KindOf(fmt.Errorf("x: %w", base)) != Transient {
-		t.Fatal("an unmarked error must be transient")
-	}
-	if p.Error() != "rejected" || AsPermanent(p) != p {
-		t.Fatal("marking twice changed the error")
-	}
-}
-
-func TestExhausted(t *testing.T) {
-	if testLimits.Exhausted(5) || !testLimits.Exhausted(6) {
-		t.Fatal("a message is exhausted only once delivered more than MaxDeliver times")
+// A poison message goes to the dead letters, its requests answered as
+// failed, whatever its kind and delivery count.
+func TestExhaustedIsDeadLettered(t *testing.T) {
+	for _, keyed := range []bool{false, true} {
+		want := Decision{Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonDeliveryLimit}
+		if d := testLimits.Decide(Exhausted, nil, keyed, 6); d != want {
+			t.Fatalf("keyed %v: %+v, want %+v", keyed, d, want)
+		}
 	}
 }

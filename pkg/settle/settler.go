@@ -2,17 +2,15 @@ package settle
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/deadletter"
 )
 
 // Settler carries out decisions on JetStream messages, and counts every
@@ -50,56 +48,136 @@ func New(js jetstream.JetStream, names bus.Names, limits Limits, namespace strin
 	return s
 }
 
-// Limits are the bounds the settler's decisions follow.
-func (s *Settler) Limits() Limits { return s.limits }
+// Msg is one delivered message in a worker's hands. It is settled once:
+// the first Settle, Apply or Release carries its decision out, and later
+// ones do nothing (and report false).
+type Msg struct {
+	m       jetstream.Msg
+	s       *Settler
+	keyed   bool
+	settled atomic.Bool
+	held    Decision // Hold's decision, carried out by Release
+}
 
-// Delivered is how often m has been delivered (1 the first time).
-func Delivered(m jetstream.Msg) uint64 {
-	if md, err := m.Metadata(); err == nil {
+// Take wraps a delivered message.
+func (s *Settler) Take(m jetstream.Msg) *Msg { return &Msg{m: m, s: s} }
+
+// Data is the message's payload.
+func (m *Msg) Data() []byte { return m.m.Data() }
+
+// SetKeyed says whether the message's events carry Idempotency-Keys
+// (known once it is decoded): the policy's rules differ.
+func (m *Msg) SetKeyed(keyed bool) { m.keyed = keyed }
+
+// Delivered is how often the message has been delivered (1 the first time).
+func (m *Msg) Delivered() uint64 {
+	if md, err := m.m.Metadata(); err == nil {
 		return md.NumDelivered
 	}
 	return 1
 }
 
-// Decide is Limits.Decide for message m.
-func (s *Settler) Decide(m jetstream.Msg, result Result, err error, keyed bool) Decision {
-	return s.limits.Decide(result, err, keyed, Delivered(m))
+// Replay reports whether the message was replayed from the dead letters.
+func (m *Msg) Replay() bool { return deadletter.IsReplay(m.m) }
+
+// Sequence is the message's place in its stream (0: unknown).
+func (m *Msg) Sequence() uint64 {
+	if md, err := m.m.Metadata(); err == nil {
+		return md.Sequence.Stream
+	}
+	return 0
 }
 
-// Apply carries out d on m. err is the failure that led to it (for a dead
-// letter's header), keyed whether m's events carry keys.
-func (s *Settler) Apply(m jetstream.Msg, d Decision, err error, keyed bool) {
+// Exhausted reports whether the message arrives past its delivery limit
+// (settle it with the result Exhausted before any work).
+func (m *Msg) Exhausted() bool { return m.Delivered() > uint64(m.s.limits.MaxDeliver) }
+
+// Decide is what the policy says for the message after result (err: the
+// failure, if any), without carrying it out.
+func (m *Msg) Decide(result Result, err error) Decision {
+	return m.s.limits.Decide(result, err, m.keyed, m.Delivered())
+}
+
+// Settle decides and carries the decision out; the caller answers the
+// waiting requests as its Answer says.
+func (m *Msg) Settle(result Result, err error) Decision {
+	d := m.Decide(result, err)
+	m.Apply(d, err)
+	return d
+}
+
+// Apply carries out d (err: the failure that led to it, for a dead
+// letter's header). It reports false, and does nothing, when the message
+// was settled already.
+func (m *Msg) Apply(d Decision, err error) bool {
+	if !m.settled.CompareAndSwap(false, true) {
+		m.s.log.Error("message settled twice: the second settlement is ignored", zap.String("action", d.Action.String()))
+		return false
+	}
+	s := m.s
 	if d.Action == DeadLetter {
-		if s.deadLetter(m, m.Data(), d.Reason, err, keyed) == nil {
-			s.count(DeadLetter.String(), m.Term()) // the letter holds it now
+		if m.deadLetter(m.m.Data(), d.Reason, err) == nil {
+			s.count(DeadLetter.String(), m.m.Term()) // the letter holds it now
 		}
+		return true
+	}
+	var aerr error
+	switch d.Action {
+	case Ack:
+		aerr = m.m.Ack()
+	case Retry:
+		aerr = m.m.NakWithDelay(d.Delay)
+	case Drop:
+		aerr = m.m.Term()
+	}
+	s.count(d.Action.String(), aerr)
+	return true
+}
+
+// Hold keeps d (an Ack) to be carried out by Release: the writer acks an
+// envelope only once its raw messages are stored.
+func (m *Msg) Hold(d Decision) { m.held = d }
+
+// Release carries out the held decision once what it waited for is done,
+// or, when that failed (err), settles the message as a failed hand-off.
+func (m *Msg) Release(err error) {
+	if err != nil {
+		m.Settle(HandoffFailed, err)
 		return
 	}
-	s.count(d.Action.String(), s.do(m, d))
+	m.Apply(m.held, nil)
 }
 
-// DeadLetterPart stores data, the part of m's events that failed for good
-// (the rest were stored), as a dead letter; m itself is then settled as its
-// other events require. An error means the letter was not stored: m must be
-// retried rather than acked.
-func (s *Settler) DeadLetterPart(m jetstream.Msg, data []byte, err error, keyed bool) error {
-	err = s.deadLetter(m, data, ReasonPermanent, err, keyed)
+// DeadLetterPart stores data, the part of the message's events that failed
+// for good (the rest were stored), as a dead letter; the message itself is
+// then settled as its other events require. An error means the letter was
+// not stored, and the message is settled already: retried as a whole.
+func (m *Msg) DeadLetterPart(data []byte, err error) error {
+	err = m.deadLetter(data, ReasonPermanent, err)
 	if err == nil {
-		s.count(DeadLetter.String(), nil)
+		m.s.count(DeadLetter.String(), nil)
 	}
 	return err
 }
 
-func (s *Settler) do(m jetstream.Msg, d Decision) error {
-	switch d.Action {
-	case Ack:
-		return m.Ack()
-	case Retry:
-		return m.NakWithDelay(d.Delay)
-	case Drop:
-		return m.Term()
+// deadLetter stores data as a dead letter. On failure the message is
+// retried later instead (never dropped without its letter stored), and is
+// settled.
+func (m *Msg) deadLetter(data []byte, reason string, cause error) error {
+	s := m.s
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	delivered := m.Delivered()
+	if err := deadletter.Write(ctx, s.js, s.names, m.m, data, reason, cause, m.keyed, delivered); err != nil {
+		s.count(DeadLetter.String(), err)
+		m.settled.Store(true)
+		s.count(Retry.String(), m.m.NakWithDelay(s.limits.RetryMaxDelay))
+		return err
 	}
-	return fmt.Errorf("action %d", d.Action)
+	s.deadLetters.WithLabelValues(reason).Inc()
+	s.log.Warn("message dead-lettered", zap.String("reason", reason), zap.String("subject", m.m.Subject()),
+		zap.Uint64("deliveries", delivered), zap.Bool("keyed", m.keyed), zap.Error(cause))
+	return nil
 }
 
 func (s *Settler) count(action string, err error) {
@@ -110,64 +188,4 @@ func (s *Settler) count(action string, err error) {
 		return
 	}
 	s.settled.WithLabelValues(action, "ok").Inc()
-}
-
-// Dead-letter headers: why, from where, and what to replay.
-const (
-	HeaderReason     = "Dead-Letter-Reason"
-	HeaderError      = "Dead-Letter-Error"
-	HeaderSubject    = "Dead-Letter-Subject" // where a replay publishes it
-	HeaderDeliveries = "Dead-Letter-Deliveries"
-	HeaderKeyed      = "Dead-Letter-Keyed"
-	// HeaderReplay marks a replayed message (its value: the letter's
-	// sequence): its events may have been stored before.
-	HeaderReplay = "Replay"
-	// originalPrefix renames the original message's own Nats-* headers,
-	// which would otherwise steer the dead-letter stream.
-	originalPrefix = "Original-"
-)
-
-const maxErrorHeader = 512
-
-// deadLetter publishes data with m's headers and the reason to the
-// dead-letter stream and waits for the stream's ack. On failure m is
-// retried later instead (never dropped without its letter stored).
-func (s *Settler) deadLetter(m jetstream.Msg, data []byte, reason string, cause error, keyed bool) error {
-	h := nats.Header{}
-	for k, vs := range m.Headers() {
-		if strings.HasPrefix(k, "Nats-") {
-			k = originalPrefix + k
-		}
-		h[k] = vs
-	}
-	h.Set(HeaderReason, reason)
-	if cause != nil {
-		text := cause.Error()
-		if len(text) > maxErrorHeader {
-			text = text[:maxErrorHeader]
-		}
-		h.Set(HeaderError, strings.ToValidUTF8(strings.ReplaceAll(text, "\n", " "), "?"))
-	}
-	h.Set(HeaderSubject, m.Subject())
-	delivered := Delivered(m)
-	h.Set(HeaderDeliveries, strconv.FormatUint(delivered, 10))
-	h.Set(HeaderKeyed, strconv.FormatBool(keyed))
-	// One letter per message delivery: a worker that dies between storing
-	// the letter and settling the message stores the same letter again,
-	// and the stream drops that copy.
-	if md, err := m.Metadata(); err == nil {
-		h.Set(nats.MsgIdHdr, fmt.Sprintf("%s:%d", md.Stream, md.Sequence.Stream))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err := s.js.PublishMsg(ctx, &nats.Msg{Subject: s.names.DeadLetterSubject(), Header: h, Data: data})
-	if err != nil {
-		s.count(DeadLetter.String(), err)
-		s.count(Retry.String(), m.NakWithDelay(s.limits.RetryMaxDelay))
-		return fmt.Errorf("store dead letter: %w", err)
-	}
-	s.deadLetters.WithLabelValues(reason).Inc()
-	s.log.Warn("message dead-lettered", zap.String("reason", reason), zap.String("subject", m.Subject()),
-		zap.Uint64("deliveries", delivered), zap.Bool("keyed", keyed), zap.Error(cause))
-	return nil
 }

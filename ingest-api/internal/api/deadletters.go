@@ -8,8 +8,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/pkg/deadletter"
 	"github.com/devicehub/eventservice/pkg/outcome"
-	"github.com/devicehub/eventservice/pkg/settle"
 )
 
 // Dead letters in the workspace API, for operators: the same list and
@@ -42,7 +42,7 @@ func (s *Server) listDeadLetters(c echo.Context) error {
 		}
 		limit = n
 	}
-	letters, err := settle.List(c.Request().Context(), s.js, s.names, from, limit)
+	letters, err := deadletter.List(c.Request().Context(), s.js, s.names, from, limit)
 	if err != nil {
 		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
 	}
@@ -53,7 +53,7 @@ func (s *Server) listDeadLetters(c echo.Context) error {
 	return c.JSON(http.StatusOK, body)
 }
 
-// replayRequest is the body of POST /deadletters/replay (settle.ReplayOptions).
+// replayRequest is the body of POST /deadletters/replay (deadletter.ReplayOptions).
 type replayRequest struct {
 	From    uint64   `json:"from"`
 	Limit   int      `json:"limit"`
@@ -78,7 +78,7 @@ func (s *Server) replayDeadLetters(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), replayTimeout)
 	defer cancel()
-	rep, err := settle.Replay(ctx, s.js, s.names, settle.ReplayOptions{From: req.From, Limit: req.Limit, Seqs: req.Seqs, Unkeyed: req.Unkeyed, Keep: req.Keep})
+	rep, err := deadletter.Replay(ctx, s.js, s.names, deadletter.ReplayOptions{From: req.From, Limit: req.Limit, Seqs: req.Seqs, Unkeyed: req.Unkeyed, Keep: req.Keep})
 	if rep.Replayed > 0 { // what was sent back is a change, even if the rest failed
 		s.record(c, "deadletters.replayed", "dead letters", nil, map[string]any{"request": req, "report": rep})
 	}

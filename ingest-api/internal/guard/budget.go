@@ -32,6 +32,3 @@ func (b *Budget) Give(n int64) { b.used.Add(-n) }
 
 // Used is the bytes held now.
 func (b *Budget) Used() int64 { return b.used.Load() }
-
-// Max is the budget.
-func (b *Budget) Max() int64 { return b.max }

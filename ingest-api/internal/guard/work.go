@@ -44,6 +44,3 @@ func (w *Work) Take(ctx context.Context) (done func(), ok bool) {
 }
 
 func (w *Work) give() { <-w.slots }
-
-// Busy is the slots taken now.
-func (w *Work) Busy() int { return len(w.slots) }

@@ -18,11 +18,15 @@ import (
 	"github.com/devicehub/eventservice/pkg/batcher"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/failure"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
+	"github.com/devicehub/eventservice/pkg/reply"
 	"github.com/devicehub/eventservice/pkg/settle"
 )
+
+var errExhausted = errors.New("delivered more often than MAX_DELIVER without being settled")
 
 // staleRetries is how many times an event is put back while the registry
 // copy lags, StaleWait/staleRetries apart, before it is resolved anyway.
@@ -55,17 +59,11 @@ func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registr
 // envelope is a published batch awaiting its stream ack.
 type envelope struct {
 	fut jetstream.PubAckFuture
-	in  input // the events message it was made of
+	in  *settle.Msg // the events message it was made of
 	// msg and id are what was published, for a re-publish with the same
 	// message id when the stream's ack did not come.
 	msg *nats.Msg
 	id  string
-}
-
-// input is one events message that went into an envelope.
-type input struct {
-	msg   jetstream.Msg
-	keyed bool
 }
 
 // Consuming reports whether this copy pulls from its consumer yet.
@@ -101,35 +99,34 @@ func (w *Worker) Run(ctx context.Context) error {
 // Events the mapper finishes itself (device gone, unreadable payload) it
 // answers; the writer answers every event it is handed.
 func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
-	var now settle.Replies
+	var now reply.Replies
 	var mapped []event.Mapped
 	var devs []*registry.Entry
-	for _, m := range msgs {
-		if w.settle.Limits().Exhausted(settle.Delivered(m)) {
+	for _, jm := range msgs {
+		m := w.settle.Take(jm)
+		if m.Exhausted() {
 			// Its earlier deliveries were never settled: a poison message.
+			m.Settle(settle.Exhausted, errExhausted)
 			answerAll(&now, m.Data(), outcome.ProcessingFailed, "delivery limit reached")
-			w.settle.Apply(m, settle.Decision{Answer: settle.AnswerFailure, Action: settle.DeadLetter, Reason: settle.ReasonDeliveryLimit},
-				errors.New("delivered more often than MAX_DELIVER without being settled"), false)
 			continue
 		}
 		evs, err := event.DecodeEvents(m.Data())
 		if err != nil {
-			err = settle.AsPermanent(err)
-			w.settle.Apply(m, w.settle.Decide(m, settle.HandoffFailed, err, false), err, false)
+			m.Settle(settle.HandoffFailed, failure.AsPermanent(err))
 			continue
 		}
-		keyed := len(evs) > 0 && evs[0].Keyed // a keyed message is one reading or one keyed backlog
-		delivered := settle.Delivered(m)
+		m.SetKeyed(len(evs) > 0 && evs[0].Keyed) // a keyed message is one reading or one keyed backlog
+		delivered := m.Delivered()
 		var stale bool
 		devs, stale = w.lookup(evs, devs[:0])
 		if stale && delivered < staleRetries {
 			// Accepted under a record this copy has not seen yet: give
 			// the registry watch time to deliver it.
-			w.settle.Apply(m, w.settle.Decide(m, settle.NotReady, nil, keyed), nil, keyed)
+			m.Settle(settle.NotReady, nil)
 			w.m.staleWaits.Inc()
 			continue
 		}
-		replay := settle.IsReplay(m)
+		replay := m.Replay()
 		var unreadable []byte
 		mapped = mapped[:0]
 		for i := range evs {
@@ -147,13 +144,12 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		}
 		if unreadable != nil {
 			// Kept for operators; the rest of the message goes on.
-			err := settle.AsPermanent(errPayload)
-			if w.settle.DeadLetterPart(m, unreadable, err, keyed) != nil {
+			if m.DeadLetterPart(unreadable, failure.AsPermanent(errPayload)) != nil {
 				continue // retried as a whole
 			}
 		}
 		if len(mapped) == 0 {
-			w.settle.Apply(m, w.settle.Decide(m, settle.Done, nil, keyed), nil, keyed)
+			m.Settle(settle.Done, nil)
 			continue
 		}
 		// One envelope per events message: a redelivered message maps to
@@ -162,7 +158,7 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		// messages would get another id when one of them came back alone,
 		// and two writer copies could each store one copy. (ingest-api
 		// already gathers concurrent events into one message.)
-		w.publish(&envelope{in: input{msg: m, keyed: keyed}}, mapped, queue)
+		w.publish(&envelope{in: m}, mapped, queue)
 	}
 	if err := now.Send(w.nc); err != nil {
 		w.log.Warn("send outcomes", zap.Error(err))
@@ -184,7 +180,7 @@ func (w *Worker) lookup(evs []event.Event, devs []*registry.Entry) (_ []*registr
 // resolve maps one event with its device record (nil: none). An event whose
 // device is gone is answered through now and reported not ok; one whose
 // payload cannot be read is answered and returned as an error.
-func (w *Worker) resolve(ev *event.Event, dev *registry.Entry, now *settle.Replies) (event.Mapped, bool, error) {
+func (w *Worker) resolve(ev *event.Event, dev *registry.Entry, now *reply.Replies) (event.Mapped, bool, error) {
 	if dev == nil {
 		w.m.events.WithLabelValues(outcome.DeviceNotFound.String()).Inc()
 		now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.DeviceNotFound})
@@ -209,9 +205,7 @@ func (w *Worker) resolve(ev *event.Event, dev *registry.Entry, now *settle.Repli
 // keyed event ids) or a replay is a new envelope.
 func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *envelope) {
 	h := sha256.New()
-	if md, err := env.in.msg.Metadata(); err == nil {
-		h.Write(binary.BigEndian.AppendUint64(nil, md.Sequence.Stream))
-	}
+	h.Write(binary.BigEndian.AppendUint64(nil, env.in.Sequence()))
 	for i := range mapped {
 		h.Write([]byte(mapped[i].ID))
 	}
@@ -234,11 +228,11 @@ func (w *Worker) awaitAcks(queue <-chan *envelope) {
 		select {
 		case <-env.fut.Ok():
 			w.m.envelopes.Inc()
-			w.settle.Apply(env.in.msg, w.settle.Decide(env.in.msg, settle.Done, nil, env.in.keyed), nil, env.in.keyed)
+			env.in.Settle(settle.Done, nil)
 		case err := <-env.fut.Err():
 			if w.republish(env) {
 				w.m.envelopes.Inc()
-				w.settle.Apply(env.in.msg, w.settle.Decide(env.in.msg, settle.Done, nil, env.in.keyed), nil, env.in.keyed)
+				env.in.Settle(settle.Done, nil)
 				continue
 			}
 			w.handoffFailed(env, err)
@@ -281,20 +275,17 @@ func (w *Worker) handoffFailed(env *envelope, err error) {
 	w.m.publishErrors.Inc()
 	w.log.Warn("envelope not stored in stream", zap.Error(err))
 	err = fmt.Errorf("publish envelope: %w", err)
-	var answers settle.Replies
-	in := env.in
-	d := w.settle.Decide(in.msg, settle.HandoffFailed, err, in.keyed)
-	if d.Answer == settle.AnswerFailure {
-		answerAll(&answers, in.msg.Data(), outcome.ProcessingFailed, err.Error())
+	var answers reply.Replies
+	if d := env.in.Settle(settle.HandoffFailed, err); d.Answer == settle.AnswerFailure {
+		answerAll(&answers, env.in.Data(), outcome.ProcessingFailed, err.Error())
 	}
-	w.settle.Apply(in.msg, d, err, in.keyed)
 	if err := answers.Send(w.nc); err != nil {
 		w.log.Warn("send outcomes", zap.Error(err))
 	}
 }
 
 // answerAll answers every event of an events message with code.
-func answerAll(rs *settle.Replies, data []byte, code outcome.Code, detail string) {
+func answerAll(rs *reply.Replies, data []byte, code outcome.Code, detail string) {
 	evs, err := event.DecodeEvents(data)
 	if err != nil {
 		return

@@ -9,14 +9,16 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/deadletter"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 	"github.com/devicehub/eventservice/pkg/settle"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // streams starts NATS with the two streams under test names.
@@ -156,7 +158,7 @@ func TestAMessageOfManyEventsIsMappedIntoOneEnvelope(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The unreadable event, and only it, is a dead letter with its reason.
-	letters, err := settle.List(ctx, js, cfg.Names(), 0, 10)
+	letters, err := deadletter.List(ctx, js, cfg.Names(), 0, 10)
 	if err != nil || len(letters) != 1 {
 		t.Fatalf("dead letters %+v, %v; want the unreadable event", letters, err)
 	}

@@ -9,7 +9,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/failure"
 	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/reply"
 	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
@@ -17,8 +19,7 @@ import (
 
 // source is one envelope of a batch.
 type source struct {
-	msg   jetstream.Msg
-	keyed bool
+	msg   *settle.Msg
 	items []int // its events, indexes into the batch's items
 }
 
@@ -35,8 +36,9 @@ func needsStore(it *dedupe.Item) bool {
 var errExhausted = errors.New("delivered more often than MAX_DELIVER without being settled")
 
 // flush stores one batch's values (the confirmation path), answers, and
-// settles every envelope but those to ack, which wait in the returned raw
-// batch for their raw messages. It also returns the batch's event count.
+// settles every envelope; those to ack are held in the returned raw batch
+// until their raw messages are stored. It also returns the batch's event
+// count.
 func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 	taken := time.Now()
 	srcs, items := w.decode(msgs)
@@ -63,7 +65,7 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 		w.m.observeAges(w.m.stored, items, time.Now())
 	}
 
-	var answers settle.Replies
+	var answers reply.Replies
 	rb := rawBatch{rows: make([]chstore.MessageRow, 0, len(items))}
 	for _, src := range srcs {
 		w.settleSource(src, items, errs, &answers, &rb)
@@ -80,20 +82,20 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []dedupe.Item) {
 	var items []dedupe.Item
 	srcs := make([]source, 0, len(msgs))
-	for _, m := range msgs {
-		delivered := settle.Delivered(m)
-		if w.settle.Limits().Exhausted(delivered) {
-			w.settle.Apply(m, settle.Decision{Answer: settle.AnswerFailure, Action: settle.DeadLetter, Reason: settle.ReasonDeliveryLimit}, errExhausted, false)
+	for _, jm := range msgs {
+		m := w.settle.Take(jm)
+		if m.Exhausted() {
+			m.Settle(settle.Exhausted, errExhausted) // nobody waits for an envelope this old
 			continue
 		}
 		evs, err := event.DecodeEnvelope(m.Data())
 		if err != nil {
-			err = settle.AsPermanent(err)
-			w.settle.Apply(m, w.settle.Decide(m, settle.StoreFailed, err, false), err, false)
+			m.Settle(settle.StoreFailed, failure.AsPermanent(err))
 			continue
 		}
-		replay := settle.IsReplay(m)
-		src := source{msg: m, keyed: len(evs) > 0 && evs[0].Keyed}
+		delivered, replay := m.Delivered(), m.Replay()
+		m.SetKeyed(len(evs) > 0 && evs[0].Keyed)
+		src := source{msg: m}
 		for _, ev := range evs {
 			ev.Replay = ev.Replay || replay
 			src.items = append(src.items, len(items))
@@ -105,28 +107,29 @@ func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []dedupe.Item) {
 }
 
 // settleSource answers one envelope's events and settles it as the policy
-// says: events rejected for good go to the dead letters on their own, the
-// envelope follows the rest. What to ack is handed to the raw message log.
-func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, answers *settle.Replies, rb *rawBatch) {
+// says, in one decision: events rejected for good go to the dead letters on
+// their own, the envelope follows the rest. An ack is held until the raw
+// message log has the envelope's rows (logRaw releases it).
+func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, answers *reply.Replies, rb *rawBatch) {
 	var rejected []event.Mapped
 	var rejectErr, failErr error
 	for _, i := range src.items {
 		switch err := errs[i]; {
 		case err == nil:
-		case settle.KindOf(err) == settle.Permanent:
+		case failure.KindOf(err) == failure.Permanent:
 			rejected, rejectErr = append(rejected, items[i].Event), err
 		default:
 			failErr = err
 		}
 	}
-	if len(rejected) > 0 && w.settle.DeadLetterPart(src.msg, event.AppendEnvelope(nil, rejected), rejectErr, src.keyed) != nil {
+	if len(rejected) > 0 && src.msg.DeadLetterPart(event.AppendEnvelope(nil, rejected), rejectErr) != nil {
 		return // the envelope was put back whole; its events are answered when it comes again
 	}
 	result := settle.Done
 	if failErr != nil {
 		result = settle.StoreFailed
 	}
-	d := w.settle.Decide(src.msg, result, failErr, src.keyed)
+	d := src.msg.Decide(result, failErr)
 	for _, i := range src.items {
 		it := &items[i]
 		code, answer := w.answerFor(it, errs[i], d)
@@ -151,17 +154,18 @@ func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, ans
 		})
 	}
 	if d.Action == settle.Ack {
-		rb.acks = append(rb.acks, pendingAck{msg: src.msg, keyed: src.keyed})
+		src.msg.Hold(d)
+		rb.acks = append(rb.acks, src.msg)
 		return
 	}
-	w.settle.Apply(src.msg, d, failErr, src.keyed)
+	src.msg.Apply(d, failErr)
 }
 
 // answerFor is the code an event is answered with under decision d, and
 // whether it is answered now.
 func (w *Writer) answerFor(it *dedupe.Item, err error, d settle.Decision) (outcome.Code, bool) {
 	switch {
-	case err != nil && settle.KindOf(err) == settle.Permanent:
+	case err != nil && failure.KindOf(err) == failure.Permanent:
 		return outcome.StorageFailed, true // its own dead letter
 	case it.Repeat:
 		w.m.keyedRepeats.Inc()

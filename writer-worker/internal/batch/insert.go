@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/devicehub/eventservice/pkg/failure"
 	"github.com/devicehub/eventservice/pkg/outcome"
-	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
 )
@@ -41,7 +41,7 @@ func (w *Writer) storeValues(ctx context.Context, items []dedupe.Item, errs []er
 		units = append(units, []int{i})
 	}
 	err := w.insert(ctx, items, units)
-	if settle.KindOf(err) != settle.Permanent {
+	if failure.KindOf(err) != failure.Permanent {
 		return err
 	}
 	budget := isolateBudget(len(units))
@@ -69,7 +69,7 @@ func (w *Writer) isolate(ctx context.Context, items []dedupe.Item, errs []error,
 		*budget--
 		switch perr := w.insert(ctx, items, part); {
 		case perr == nil:
-		case settle.KindOf(perr) == settle.Permanent:
+		case failure.KindOf(perr) == failure.Permanent:
 			w.isolate(ctx, items, errs, part, perr, budget)
 		default:
 			fail(part, perr)

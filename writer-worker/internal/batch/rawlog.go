@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/batcher"
@@ -13,18 +12,12 @@ import (
 )
 
 // rawBatch is what one value flush hands to the raw message log: its rows,
-// and the messages to ack once they are stored.
+// and the envelopes whose events are answered, held until the rows are
+// stored.
 type rawBatch struct {
 	rows []chstore.MessageRow
 	keys []chstore.KeyRow // outcomes of keyed events, for their retries
-	acks []pendingAck
-}
-
-// pendingAck is an envelope whose events are answered, waiting for its raw
-// messages before it is acked.
-type pendingAck struct {
-	msg   jetstream.Msg
-	keyed bool
+	acks []*settle.Msg
 }
 
 // logRaw writes the Messages view in large, infrequent inserts: it is a
@@ -39,7 +32,7 @@ func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration))
 	}
 	rows := make([]chstore.MessageRow, 0, nr)
 	keys := make([]chstore.KeyRow, 0, nk)
-	acks := make([]pendingAck, 0, na)
+	acks := make([]*settle.Msg, 0, na)
 	for _, rb := range b.Items {
 		rows = append(rows, rb.rows...)
 		keys = append(keys, rb.keys...)
@@ -58,14 +51,12 @@ func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration))
 	// Stored, or the redelivery finds the values stored and answers the
 	// same again.
 	w.keys.Forget(keys)
-	result := settle.Done
 	if err != nil {
 		// Redelivered later: values are skipped as stored, the raw
 		// message is written then.
-		result = settle.HandoffFailed
 		w.log.Warn("raw messages not stored, events will be redelivered", zap.Int("messages", len(rows)), zap.Error(err))
 	}
-	for _, a := range acks {
-		w.settle.Apply(a.msg, w.settle.Decide(a.msg, result, err, a.keyed), err, a.keyed)
+	for _, m := range acks {
+		m.Release(err)
 	}
 }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/devicehub/eventservice/pkg/settle"
+	"github.com/devicehub/eventservice/pkg/failure"
 )
 
 // permanentCodes are the ClickHouse exceptions that fail the same way every
@@ -40,7 +40,7 @@ func classify(err error) error {
 	var ex *clickhouse.Exception
 	if errors.As(err, &ex) {
 		if _, ok := permanentCodes[ex.Code]; ok {
-			return settle.AsPermanent(err)
+			return failure.AsPermanent(err)
 		}
 	}
 	return err

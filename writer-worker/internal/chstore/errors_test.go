@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/devicehub/eventservice/pkg/settle"
+	"github.com/devicehub/eventservice/pkg/failure"
 )
 
 // Data the table refuses is a permanent failure; a server that cannot be
@@ -17,8 +17,8 @@ func TestFailureKinds(t *testing.T) {
 	if err := s.conn.Exec(ctx, "ALTER TABLE "+s.db+".input_values MODIFY COLUMN serial FixedString(4)"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.InsertValues(ctx, row); settle.KindOf(err) != settle.Permanent {
-		t.Fatalf("a value too long for its column: %v (%s), want permanent", err, settle.KindOf(err))
+	if err := s.InsertValues(ctx, row); failure.KindOf(err) != failure.Permanent {
+		t.Fatalf("a value too long for its column: %v, transient; want permanent", err)
 	}
 	if err := s.InsertMessages(ctx, []MessageRow{{Serial: "s", EventID: "x", Payload: []byte(`{}`), Outcome: "ok"}}); err != nil {
 		t.Fatal(err)
@@ -26,7 +26,7 @@ func TestFailureKinds(t *testing.T) {
 	if err := s.conn.Exec(ctx, "DROP TABLE "+s.db+".device_messages"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.InsertMessages(ctx, []MessageRow{{Serial: "s", EventID: "y", Payload: []byte(`{}`), Outcome: "ok"}}); err == nil || settle.KindOf(err) != settle.Transient {
+	if err := s.InsertMessages(ctx, []MessageRow{{Serial: "s", EventID: "y", Payload: []byte(`{}`), Outcome: "ok"}}); err == nil || failure.KindOf(err) != failure.Transient {
 		t.Fatalf("a missing table: %v, want a transient failure", err)
 	}
 	down, err := Open(Config{URL: "clickhouse://default@127.0.0.1:1/" + s.db})
@@ -34,7 +34,7 @@ func TestFailureKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer down.Close()
-	if err := down.InsertValues(ctx, row); err == nil || settle.KindOf(err) != settle.Transient {
+	if err := down.InsertValues(ctx, row); err == nil || failure.KindOf(err) != failure.Transient {
 		t.Fatalf("no server: %v, want a transient failure", err)
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/devicehub/eventservice/pkg/settle"
+	"github.com/devicehub/eventservice/pkg/failure"
 )
 
 // ValueRow is one row of input_values.
@@ -64,7 +64,7 @@ func (s *Store) insert(ctx context.Context, table, columns string, n, width int,
 		if err := b.Append(args...); err != nil {
 			// The driver could not convert a value for the table's
 			// columns: the same data fails every time.
-			return fmt.Errorf("append to %s: %w", table, settle.AsPermanent(err))
+			return fmt.Errorf("append to %s: %w", table, failure.AsPermanent(err))
 		}
 	}
 	if err := b.Send(); err != nil {

@@ -57,8 +57,9 @@ func (c *Checker) Mark(ctx context.Context, items []Item) error {
 }
 
 // inBatchCopies keeps one copy of an event that two envelopes of the batch
-// carry (the mapper regrouped it after a redelivery): the check against
-// ClickHouse cannot see a copy that is not inserted yet.
+// carry (an events message mapped twice, its first envelope's ack lost; a
+// replay beside the original): the check against ClickHouse cannot see a
+// copy that is not inserted yet.
 func inBatchCopies(items []Item) {
 	seen := make(map[string]struct{}, len(items))
 	for i := range items {

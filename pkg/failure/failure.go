@@ -1,4 +1,8 @@
-package settle
+// Package failure says whether an error may pass by itself: the one
+// distinction the retry policy (pkg/settle) needs from the code that fails.
+// It depends on nothing, so storage code marks its errors without knowing
+// the policy.
+package failure
 
 import "errors"
 
@@ -13,13 +17,6 @@ const (
 	// decoded) fail the same way every time: never retried.
 	Permanent
 )
-
-func (k Kind) String() string {
-	if k == Permanent {
-		return "permanent"
-	}
-	return "transient"
-}
 
 type permanentError struct{ err error }
 

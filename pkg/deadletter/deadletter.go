@@ -1,4 +1,7 @@
-package settle
+// Package deadletter is the operators' side of the dead letters: what the
+// workers gave up on (pkg/settle writes them with Write), listed and
+// replayed into the stream they came from.
+package deadletter
 
 import (
 	"context"
@@ -14,6 +17,56 @@ import (
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 )
+
+// Dead-letter headers: why, from where, and what to replay.
+const (
+	HeaderReason     = "Dead-Letter-Reason"
+	HeaderError      = "Dead-Letter-Error"
+	HeaderSubject    = "Dead-Letter-Subject" // where a replay publishes it
+	HeaderDeliveries = "Dead-Letter-Deliveries"
+	HeaderKeyed      = "Dead-Letter-Keyed"
+	// HeaderReplay marks a replayed message (its value: the letter's
+	// sequence): its events may have been stored before.
+	HeaderReplay = "Replay"
+	// originalPrefix renames the original message's own Nats-* headers,
+	// which would otherwise steer the dead-letter stream.
+	originalPrefix = "Original-"
+)
+
+const maxErrorHeader = 512
+
+// Write stores data (m's events, or the part of them that failed) with m's
+// headers, the reason and the cause as a dead letter, and waits for the
+// stream's ack. One letter per message delivery: a worker that dies
+// between storing the letter and settling the message stores the same
+// letter again, and the stream drops that copy.
+func Write(ctx context.Context, js jetstream.JetStream, names bus.Names, m jetstream.Msg, data []byte, reason string, cause error, keyed bool, delivered uint64) error {
+	h := nats.Header{}
+	for k, vs := range m.Headers() {
+		if strings.HasPrefix(k, "Nats-") {
+			k = originalPrefix + k
+		}
+		h[k] = vs
+	}
+	h.Set(HeaderReason, reason)
+	if cause != nil {
+		text := cause.Error()
+		if len(text) > maxErrorHeader {
+			text = text[:maxErrorHeader]
+		}
+		h.Set(HeaderError, strings.ToValidUTF8(strings.ReplaceAll(text, "\n", " "), "?"))
+	}
+	h.Set(HeaderSubject, m.Subject())
+	h.Set(HeaderDeliveries, strconv.FormatUint(delivered, 10))
+	h.Set(HeaderKeyed, strconv.FormatBool(keyed))
+	if md, err := m.Metadata(); err == nil {
+		h.Set(nats.MsgIdHdr, fmt.Sprintf("%s:%d", md.Stream, md.Sequence.Stream))
+	}
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: names.DeadLetterSubject(), Header: h, Data: data}); err != nil {
+		return fmt.Errorf("store dead letter: %w", err)
+	}
+	return nil
+}
 
 // Letter is one dead letter as an operator sees it.
 type Letter struct {

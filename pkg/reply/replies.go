@@ -1,4 +1,4 @@
-package settle
+package reply
 
 import (
 	"github.com/nats-io/nats.go"
@@ -21,15 +21,6 @@ func (rs *Replies) Add(subject string, r event.Reply) {
 		rs.by = make(map[string][]event.Reply)
 	}
 	rs.by[subject] = append(rs.by[subject], r)
-}
-
-// Len is the number of queued outcomes.
-func (rs *Replies) Len() int {
-	n := 0
-	for _, g := range rs.by {
-		n += len(g)
-	}
-	return n
 }
 
 // Send publishes every queued group (core NATS: an instance that is gone

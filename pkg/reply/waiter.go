@@ -1,6 +1,7 @@
-// Package reply routes outcome replies from the workers to the requests that
-// wait for them, over one subscription per process instead of one per
-// request. Workers send the answers of a batch as one message.
+// Package reply carries the storage outcomes from the workers to the
+// requests waiting in ingest-api: the workers gather a batch's outcomes by
+// the ingest-api copy that waits (Replies, one message per copy), and each
+// copy routes them to its requests over one subscription (Waiter).
 package reply
 
 import (
