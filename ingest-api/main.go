@@ -17,14 +17,15 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/audit"
 	"github.com/devicehub/eventservice/ingest-api/internal/claim"
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
-	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/redact"
-	"github.com/devicehub/eventservice/ingest-api/internal/reply"
+	"github.com/devicehub/eventservice/pkg/reply"
+	"github.com/devicehub/eventservice/ingest-api/internal/submit"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/program"
+	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
 
@@ -72,11 +73,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	reg := metrics.NewRegistry(metrics.Ingest)
 	metrics.WatchRegistry(reg, metrics.Ingest, store.Cache())
 
-	sizes := api.NewPublishSizes(reg)
-	pub := publish.New(publish.Config{
-		Subject: names.EventsSubject(), MaxEvents: publish.MaxEvents, MaxPending: publish.MaxPending, Linger: publish.Linger,
-		MaxBytes: int(nc.MaxPayload() / 2), AckWait: cfg.OutcomeTimeout,
-	}, js, claims, func(n int) { sizes.Observe(float64(n)) }, log.With(zap.String("component", "publish")))
+	reads := query.NewClient(nc, names.QueryPrefix(), queryTimeout)
+	// A message's events travel on in one envelope beside their mapped
+	// values: they may fill half a NATS message.
+	sub := submit.New(submit.Config{Subject: names.EventsSubject(), MaxBytes: int(nc.MaxPayload() / 2), OutcomeTimeout: cfg.OutcomeTimeout},
+		js, claims, waiter, reads.Outcomes, reg, log.With(zap.String("component", "submit")))
 	proxies, err := cfg.Guard.Proxies()
 	if err != nil {
 		return err
@@ -85,7 +86,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	limiter := ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst)
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
-		Log:     log.With(zap.String("component", "http")), NC: nc, JS: js, Registry: store, Waiter: waiter, Publisher: pub,
+		Log:     log.With(zap.String("component", "http")), JS: js, Registry: store, Submitter: sub, Replies: waiter.Subject(), Query: reads,
 		Limiter:   limiter,
 		Failures:  failures,
 		Budget:    budget,
@@ -97,7 +98,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Audit:     trail,
 		Names:     names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: discardFactor * cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
-			OutcomeTimeout: cfg.OutcomeTimeout, QueryTimeout: queryTimeout, ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,
+			ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,
 			BodyMinRate: cfg.Guard.BodyMinRate, BodyTimeout: readTimeout},
 	})
 	// The operations listener's /readyz checks what the API's does.
@@ -119,7 +120,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		program.Stage{
 			{Name: "registry", Run: store.Run, Ready: store.Cache().Synced()},
 			{Name: "admin keys", Run: adminKeys.Run, Ready: adminKeys.Synced()},
-			{Name: "publisher", Run: pub.Run},
+			{Name: "submitter", Run: sub.Run},
 			{Name: "ops", Run: ops.Run},
 			{Name: "readiness", Run: srv.WatchReady},
 			{Name: "rate sharing", Run: limiter.Sharing(nc, names.RateSubject(), waiter.Subject(), log.With(zap.String("component", "ratelimit")))},

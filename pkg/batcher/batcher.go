@@ -16,12 +16,8 @@ import (
 	"time"
 )
 
-var (
-	// ErrClosed is returned by Add once Run has begun to stop.
-	ErrClosed = errors.New("batcher stopped")
-	// ErrFull is returned by Add when MaxQueued items already wait.
-	ErrFull = errors.New("batcher full")
-)
+// ErrClosed is returned by Add once Run has begun to stop.
+var ErrClosed = errors.New("batcher stopped")
 
 // Config bounds the batches.
 type Config struct {
@@ -36,36 +32,14 @@ type Config struct {
 	// Slots is how many batches may be handed over and not yet released
 	// (at least 1).
 	Slots int
-	// MaxQueued bounds the items added and not yet handed over; Add
-	// refuses more with ErrFull (0: no bound).
-	MaxQueued int
 }
 
-// Batch is one batch of items. A flusher may mark it failed; whoever added
-// an item can watch for that.
+// Batch is one batch of items.
 type Batch[T any] struct {
-	Items  []T
-	size   int
-	first  time.Time
-	once   sync.Once
-	failed chan struct{}
-	err    error
+	Items []T
+	size  int
+	first time.Time
 }
-
-// Fail records why the batch was not handled and closes Failed (first call
-// only).
-func (b *Batch[T]) Fail(err error) {
-	b.once.Do(func() {
-		b.err = err
-		close(b.failed)
-	})
-}
-
-// Failed is closed when the batch failed.
-func (b *Batch[T]) Failed() <-chan struct{} { return b.failed }
-
-// Err is why the batch failed; valid once Failed is closed.
-func (b *Batch[T]) Err() error { return b.err }
 
 // Flush handles one batch. It is called from Run's goroutine, one batch at
 // a time. The batch holds a slot until release is called, once, from any
@@ -83,7 +57,6 @@ type Batcher[T any] struct {
 	mu     sync.Mutex
 	open   *Batch[T]
 	sealed []*Batch[T]
-	queued int
 	closed bool
 	next   time.Time // no batch is handed over before this
 
@@ -103,51 +76,32 @@ func New[T any](cfg Config, size func(T) int, flush Flush[T]) *Batcher[T] {
 		wake: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Slots)}
 }
 
-// Add puts item into the open batch and returns that batch.
-func (b *Batcher[T]) Add(item T) (*Batch[T], error) { return b.AddAll([]T{item}) }
-
-// AddAll puts items into one batch, together: the open one if they fit
-// beside what it holds, else a new one, which holds them alone even when
-// they exceed MaxItems or MaxSize. It returns that batch.
-func (b *Batcher[T]) AddAll(items []T) (*Batch[T], error) {
-	sz := 0
-	for _, it := range items {
-		sz += b.size(it)
-	}
+// Add puts item into the open batch if it fits beside what that holds,
+// else into a new one, which holds it alone even when it exceeds MaxSize.
+func (b *Batcher[T]) Add(item T) error {
+	sz := b.size(item)
 	b.mu.Lock()
-	switch {
-	case b.closed:
+	if b.closed {
 		b.mu.Unlock()
-		return nil, ErrClosed
-	case b.cfg.MaxQueued > 0 && b.queued+len(items) > b.cfg.MaxQueued:
-		b.mu.Unlock()
-		return nil, ErrFull
+		return ErrClosed
 	}
 	o := b.open
-	if o != nil && (len(o.Items)+len(items) > b.cfg.MaxItems || (b.cfg.MaxSize > 0 && o.size+sz > b.cfg.MaxSize)) {
+	if o != nil && (len(o.Items)+1 > b.cfg.MaxItems || (b.cfg.MaxSize > 0 && o.size+sz > b.cfg.MaxSize)) {
 		b.sealed = append(b.sealed, o)
 		o = nil
 	}
 	if o == nil {
-		o = &Batch[T]{first: time.Now(), failed: make(chan struct{})}
+		o = &Batch[T]{first: time.Now()}
 		b.open = o
 	}
-	o.Items = append(o.Items, items...)
+	o.Items = append(o.Items, item)
 	o.size += sz
-	b.queued += len(items)
 	b.mu.Unlock()
 	select {
 	case b.wake <- struct{}{}:
 	default:
 	}
-	return o, nil
-}
-
-// Queued is how many items wait to be handed over.
-func (b *Batcher[T]) Queued() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.queued
+	return nil
 }
 
 // Run hands batches over until ctx ends. Then Add refuses new items, the
@@ -245,7 +199,6 @@ func (b *Batcher[T]) ready(all bool) (*Batch[T], time.Duration) {
 		}
 		batch, b.open = b.open, nil
 	}
-	b.queued -= len(batch.Items)
 	return batch, 0
 }
 

@@ -87,7 +87,7 @@ func run[T any](t *testing.T, b *Batcher[T]) (stop func()) {
 func add(t *testing.T, b *Batcher[int], items ...int) {
 	t.Helper()
 	for _, it := range items {
-		if _, err := b.Add(it); err != nil {
+		if err := b.Add(it); err != nil {
 			t.Fatalf("Add(%d): %v", it, err)
 		}
 	}
@@ -106,9 +106,6 @@ func TestBatchesGrowWhileSlotsAreTaken(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	if got := r.got(); len(got) != 1 {
 		t.Fatalf("a batch was handed over while the slot was taken: %v", got)
-	}
-	if q := b.Queued(); q != 4 {
-		t.Fatalf("Queued = %d, want 4", q)
 	}
 	r.releaseAll()
 	r.wait(t, 1)
@@ -218,17 +215,15 @@ func TestSlots(t *testing.T) {
 	r.releaseAll()
 }
 
-// MaxQueued bounds what waits; Add refuses beyond it and after Run stops.
-func TestRefusals(t *testing.T) {
+// Add refuses items once Run has stopped; what was added before is handed
+// over.
+func TestRefusedAfterStop(t *testing.T) {
 	r := newRecorder(true)
-	b := New(Config{MaxItems: 100, MaxQueued: 2}, nil, r.flush)
+	b := New(Config{MaxItems: 100}, nil, r.flush)
 	stop := run(t, b)
 	add(t, b, 1)
 	r.wait(t, 1)
 	add(t, b, 2, 3)
-	if _, err := b.Add(4); !errors.Is(err, ErrFull) {
-		t.Fatalf("Add beyond MaxQueued: %v, want ErrFull", err)
-	}
 	go func() {
 		time.Sleep(50 * time.Millisecond)
 		r.releaseAll()
@@ -236,7 +231,7 @@ func TestRefusals(t *testing.T) {
 		r.releaseAll()
 	}()
 	stop()
-	if _, err := b.Add(5); !errors.Is(err, ErrClosed) {
+	if err := b.Add(5); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Add after Run returned: %v, want ErrClosed", err)
 	}
 	if got, want := r.got(), [][]int{{1}, {2, 3}}; !reflect.DeepEqual(got, want) {
@@ -273,55 +268,6 @@ func TestStopDrains(t *testing.T) {
 		t.Fatal("Run did not return once every batch was released")
 	}
 	if got, want := r.got(), [][]int{{1, 2}, {3}}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("batches %v, want %v", got, want)
-	}
-}
-
-// A failed batch tells whoever added to it, once.
-func TestFail(t *testing.T) {
-	boom := errors.New("refused")
-	b := New(Config{}, nil, func(b *Batch[int], release func(time.Duration)) {
-		b.Fail(boom)
-		b.Fail(errors.New("second"))
-		release(0)
-	})
-	stop := run(t, b)
-	defer stop()
-	batch, err := b.Add(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-batch.Failed():
-		if !errors.Is(batch.Err(), boom) {
-			t.Fatalf("Err = %v, want %v", batch.Err(), boom)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Failed not closed")
-	}
-}
-
-// A group goes into one batch: beside what the open one holds if it fits,
-// else alone, even beyond MaxItems.
-func TestAddAllKeepsAGroupTogether(t *testing.T) {
-	r := newRecorder(true)
-	b := New(Config{MaxItems: 3, Slots: 1}, nil, r.flush)
-	stop := run(t, b)
-	defer stop()
-	add(t, b, 0)
-	r.wait(t, 1)
-	add(t, b, 1)
-	for _, g := range [][]int{{2, 3}, {4, 5, 6, 7}, {8}} {
-		if _, err := b.AddAll(g); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range 3 {
-		r.releaseAll()
-		r.wait(t, 1)
-	}
-	r.releaseAll()
-	if got, want := r.got(), [][]int{{0}, {1, 2, 3}, {4, 5, 6, 7}, {8}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("batches %v, want %v", got, want)
 	}
 }

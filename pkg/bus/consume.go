@@ -98,7 +98,7 @@ func ConsumeBatches(ctx context.Context, js jetstream.JetStream, d Durable, log 
 	done := make(chan error, 1)
 	go func() { done <- b.Run(bctx) }()
 	err := ConsumeUntil(ctx, js, d, log, func(m jetstream.Msg) {
-		if _, err := b.Add(m); err != nil {
+		if err := b.Add(m); err != nil {
 			// Not reached (the batcher is unbounded and stops after
 			// the consumer): left unacked, the message comes again.
 			log.Error("message not batched", zap.String("consumer", d.Name), zap.Error(err))

@@ -26,6 +26,9 @@ const (
 	Writer = "writer_worker"
 )
 
+// LatencyBuckets reach from a quick rejection to the outcome timeout.
+var LatencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .2, .5, 1, 2.5, 5, 10}
+
 // NewRegistry returns a registry holding the Go runtime and process
 // metrics, and <namespace>_build_info: 1, labelled with the release, the
 // commit and the Go version.

@@ -62,7 +62,7 @@ func writeThenRead(t *testing.T, addr string, n int, contentLength bool) (*http.
 // JSON answer, with a declared length and chunked alike.
 func TestOversizedBodyWrittenFirstGetsThe413(t *testing.T) {
 	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"),
-		Limits: Limits{MaxBodyBytes: 1 << 20, DiscardBytes: 16 << 20, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+		Limits: Limits{MaxBodyBytes: 1 << 20, DiscardBytes: 16 << 20, MaxInFlight: 4}})
 	srv := httptest.NewServer(e)
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
@@ -82,7 +82,7 @@ func TestOversizedBodyWrittenFirstGetsThe413(t *testing.T) {
 // than read forever.
 func TestBodyBeyondTheDiscardBoundClosesTheConnection(t *testing.T) {
 	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"),
-		Limits: Limits{MaxBodyBytes: 1 << 10, DiscardBytes: 64 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+		Limits: Limits{MaxBodyBytes: 1 << 10, DiscardBytes: 64 << 10, MaxInFlight: 4}})
 	srv := httptest.NewServer(e)
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/api/v1/deviceapi/event", "application/json", strings.NewReader(strings.Repeat("a", 32<<10)))

@@ -31,7 +31,7 @@ func frontServer(t *testing.T, d Deps) (*httptest.Server, *Server) {
 	if d.Limits.MaxBodyBytes == 0 {
 		d.Limits.MaxBodyBytes = 1 << 20
 	}
-	d.Limits.DiscardBytes, d.Limits.MaxInFlight, d.Limits.OutcomeTimeout, d.Limits.QueryTimeout = 1<<20, 0, time.Second, time.Second
+	d.Limits.DiscardBytes, d.Limits.MaxInFlight = 1<<20, 0
 	d.Limits.BodyTimeout = 15 * time.Second
 	e, s := New(d)
 	s.cache = registry.NewCache()

@@ -16,25 +16,9 @@ type serverMetrics struct {
 	requests      *prometheus.CounterVec   // by outcome and status
 	byCode        []prometheus.Counter     // requests' series of each outcome, resolved once
 	duration      *prometheus.HistogramVec // by route
-	outcomeWait   prometheus.Histogram
-	publishErrors prometheus.Counter
 	auditFailures prometheus.Counter
 }
 
-// NewPublishSizes is the histogram of events per JetStream message; its
-// Observe is the publisher's observer.
-func NewPublishSizes(reg prometheus.Registerer) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Namespace: metrics.Ingest, Name: "publish_batch_events",
-		Help:    "Single readings per JetStream message (the events of concurrent requests share one; keyed and unkeyed ones fill messages of their own).",
-		Buckets: prometheus.ExponentialBuckets(1, 2, 9),
-	})
-	metrics.Or(reg).MustRegister(h)
-	return h
-}
-
-// latencyBuckets reach from a quick rejection to the outcome timeout.
-var latencyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .2, .5, 1, 2.5, 5, 10}
 
 func newServerMetrics(reg prometheus.Registerer, s *Server) *serverMetrics {
 	m := &serverMetrics{
@@ -44,22 +28,14 @@ func newServerMetrics(reg prometheus.Registerer, s *Server) *serverMetrics {
 		}, []string{"outcome", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: metrics.Ingest, Name: "request_duration_seconds",
-			Help: "Time from routing a request to its answer, by route template.", Buckets: latencyBuckets,
+			Help: "Time from routing a request to its answer, by route template.", Buckets: metrics.LatencyBuckets,
 		}, []string{"route"}),
-		outcomeWait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: metrics.Ingest, Name: "outcome_wait_seconds",
-			Help: "Time from publishing an event to receiving its outcome from a worker.", Buckets: latencyBuckets,
-		}),
-		publishErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: metrics.Ingest, Name: "publish_errors_total",
-			Help: "Events JetStream did not accept (NATS down, stream full, timeout).",
-		}),
 		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Ingest, Name: "audit_failures_total",
 			Help: "Workspace changes made whose audit record the audit stream did not accept (each is logged).",
 		}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.outcomeWait, m.publishErrors, m.auditFailures,
+	reg.MustRegister(m.requests, m.duration, m.auditFailures,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: metrics.Ingest, Name: "in_flight_requests",
 			Help: "Event requests being handled now (MAX_IN_FLIGHT bounds it).",

@@ -17,17 +17,16 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/openapi"
-	"github.com/devicehub/eventservice/ingest-api/internal/publish"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
-	"github.com/devicehub/eventservice/ingest-api/internal/reply"
+	"github.com/devicehub/eventservice/ingest-api/internal/submit"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/metrics"
+	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
 
@@ -36,10 +35,8 @@ type Limits struct {
 	MaxBodyBytes int64
 	// DiscardBytes is how much of a refused body is read and dropped so
 	// that a client writing its whole body first still reads the answer.
-	DiscardBytes   int64
-	MaxInFlight    int
-	OutcomeTimeout time.Duration
-	QueryTimeout   time.Duration
+	DiscardBytes int64
+	MaxInFlight  int
 	// MaxBatchMessages is the most messages one backlog request holds.
 	MaxBatchMessages int
 	// BodyMinRate is the slowest a body may arrive after a grace period,
@@ -54,11 +51,11 @@ type Limits struct {
 // Deps is everything the server needs, passed in by main.
 type Deps struct {
 	Log       *zap.Logger
-	NC        *nats.Conn
-	JS        jetstream.JetStream
 	Registry  *registry.Store
-	Waiter    *reply.Waiter
-	Publisher *publish.Publisher // single readings go out through it
+	Submitter *submit.Submitter // device events go into the pipeline through it
+	Replies   string            // where the workers send this copy's outcomes
+	Query     *query.Client     // workspace reads, answered by writer-worker
+	JS        jetstream.JetStream
 	Limiter   *ratelimit.Limiter // nil: no per-device limit
 	Failures  *guard.Failures    // nil: no address is refused
 	Budget    *guard.Budget      // nil: bodies' memory is not bounded
@@ -76,12 +73,12 @@ type Deps struct {
 // Server holds the handlers' state.
 type Server struct {
 	log       *zap.Logger
-	nc        *nats.Conn
 	js        jetstream.JetStream
 	registry  *registry.Store
 	cache     *registry.Cache
-	waiter    *reply.Waiter
-	publisher *publish.Publisher
+	submitter *submit.Submitter
+	replies   string
+	query     *query.Client
 	limiter   *ratelimit.Limiter
 	failures  *guard.Failures
 	budget    *guard.Budget
@@ -105,12 +102,12 @@ type Server struct {
 func New(d Deps) (*echo.Echo, *Server) {
 	s := &Server{
 		log:       d.Log,
-		nc:        d.NC,
 		js:        d.JS,
 		registry:  d.Registry,
 		cache:     d.Registry.Cache(),
-		waiter:    d.Waiter,
-		publisher: d.Publisher,
+		submitter: d.Submitter,
+		replies:   d.Replies,
+		query:     d.Query,
 		limiter:   d.Limiter,
 		failures:  d.Failures,
 		budget:    d.Budget,

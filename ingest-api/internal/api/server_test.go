@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +17,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
 	"github.com/devicehub/eventservice/ingest-api/internal/console"
 	"github.com/devicehub/eventservice/ingest-api/internal/openapi"
-	"github.com/devicehub/eventservice/integration/conform"
+	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -26,7 +25,7 @@ import (
 func testServer(t *testing.T) *echo.Echo {
 	t.Helper()
 	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"),
-		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4}})
 	return e
 }
 
@@ -74,7 +73,7 @@ func TestEveryErrorIsTheContractsJSON(t *testing.T) {
 func TestInFlightBoundAnswers503(t *testing.T) {
 	// Fill every in-flight slot, as requests waiting for outcomes would.
 	_, s := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"),
-		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 2, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 2}})
 	s.cache = registry.NewCache()
 	s.cache.Put(registry.Device{Serial: "a", ConnectionType: registry.ConnectionAPI, AccessToken: "tok-a"}, 1)
 	s.inflight <- struct{}{}
@@ -98,7 +97,7 @@ func TestInFlightBoundAnswers503(t *testing.T) {
 func TestFailedAdminAuthIsLoggedWithoutTheToken(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	e, _ := New(Deps{Log: zap.New(core), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm-secret"),
-		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4}})
 	req := httptest.NewRequest("DELETE", "/api/v1/admin/devices/dev-9", nil)
 	req.Header.Set("Authorization", "Bearer adm-secreT-guess")
 	req.Header.Set("X-Forwarded-For", "203.0.113.9")
@@ -129,13 +128,12 @@ func TestFailedAdminAuthIsLoggedWithoutTheToken(t *testing.T) {
 // Every route of the router is in the OpenAPI document, and every
 // documented operation is a route.
 func TestEveryRouteIsDocumented(t *testing.T) {
-	doc, err := conform.Parse(openapi.Doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	doc := testenv.OpenAPI(t, openapi.Doc).Doc
 	documented := map[string]bool{}
-	for _, op := range doc.Operations() {
-		documented[op] = true
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented[method+" "+path] = true
+		}
 	}
 	routed := map[string]bool{}
 	for _, r := range testServer(t).Routes() {
@@ -167,12 +165,54 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 	}
 }
 
+// The answers that need no pipeline match the document (kin-openapi checks
+// status, headers and body), and an answer that does not is caught.
+func TestAnswersMatchTheDocument(t *testing.T) {
+	api := testenv.OpenAPI(t, openapi.Doc)
+	e := testServer(t)
+	for _, c := range []struct{ method, path, body, auth string }{
+		{"POST", "/api/v1/deviceapi/event", `[1]`, "Bearer x"},
+		{"POST", "/api/v1/deviceapi/event", `{"data":{}}`, "Bearer x"},
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"s","data":{}}`, ""},
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"s","data":3}`, "Bearer x"},
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"s","data":{"x":"` + strings.Repeat("y", 2000) + `"}}`, "Bearer x"},
+		{"POST", "/api/v1/deviceapi/events", `{"serial":"s","messages":[]}`, "Bearer x"},
+		{"GET", "/api/v1/admin/devices", "", ""},
+		{"GET", "/api/v1/admin/whoami", "", "Bearer adm"},
+		{"GET", "/healthz", "", ""},
+	} {
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, req)
+		if err := api.Check(c.method, c.path, nil, nil, rec.Code, rec.Header(), rec.Body.Bytes()); err != nil {
+			t.Errorf("%s %s %s: %d %s: %v", c.method, c.path, c.body, rec.Code, rec.Body.Bytes(), err)
+		}
+	}
+	h := http.Header{"Content-Type": {"application/json"}}
+	for _, bad := range []struct {
+		status int
+		body   string
+	}{
+		{200, `{"success":true}`},                            // no message
+		{418, `{"success":false,"message":"x"}`},             // an undocumented status
+		{400, `{"success":"no","message":"x"}`},              // a wrong type
+		{503, `{"success":false,"message":"x","error":"y"}`}, // no Retry-After
+	} {
+		if api.Check("POST", "/api/v1/deviceapi/event", nil, nil, bad.status, h, []byte(bad.body)) == nil {
+			t.Errorf("%d %s passed the check", bad.status, bad.body)
+		}
+	}
+}
+
 // Every answer is counted under its outcome and status, and every outcome's
 // series exists before its first request.
 func TestRequestsAreCountedByOutcome(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	e, s := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"), Metrics: reg,
-		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4, OutcomeTimeout: time.Second, QueryTimeout: time.Second}})
+		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4}})
 	if n := testutil.CollectAndCount(s.metrics.requests); n != outcome.NumCodes() {
 		t.Fatalf("%d request series before any request, want %d", n, outcome.NumCodes())
 	}

@@ -5,12 +5,12 @@
 // claim taken waits for the first attempt's outcome instead of entering the
 // pipeline a second time, on whichever ingest-api copy it arrives.
 //
-// This is what lets keyed events share JetStream messages with the events of
-// concurrent requests: the events stream's message ids guarded one event per
-// message, a claim guards one event whatever message carries it. A claim
-// lasts the dedupe window (the stream's MaxAge); it is deleted at once when
-// its event never entered the events stream, so that the device's retry is
-// processed as a new request.
+// A claim guards one event whatever message carries it, so keyed events
+// share JetStream messages with the events of concurrent requests. It lasts
+// the pipeline window (bus.PipelineWindow, the stream's MaxAge; after it,
+// writer-worker's record of outcomes answers a retry); it is deleted at once
+// when its event never entered the events stream, so that the device's
+// retry is processed as a new request.
 package claim
 
 import (
@@ -47,13 +47,6 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names) (*Claims
 // Claim is a claim taken: its sequence in the claims stream.
 type Claim struct{ seq uint64 }
 
-// Take claims id: ErrTaken when another attempt holds it, another error when
-// the stream could not be asked (nothing is claimed then).
-func (c *Claims) Take(ctx context.Context, id string) (Claim, error) {
-	cls, errs := c.TakeAll(ctx, []string{id})
-	return cls[0], errs[0]
-}
-
 // TakeAll claims every one of ids in one round trip: cls[i] is the claim on
 // ids[i] when errs[i] is nil.
 func (c *Claims) TakeAll(ctx context.Context, ids []string) (cls []Claim, errs []error) {
@@ -78,7 +71,7 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string) (cls []Claim, errs [
 			}
 		case <-ctx.Done():
 			// Perhaps taken, perhaps not: a retry may wait for the
-			// dedupe window.
+			// pipeline window.
 			errs[i] = fmt.Errorf("claim: %w", ctx.Err())
 		}
 	}
@@ -94,7 +87,7 @@ func isTaken(err error) bool {
 }
 
 // Release deletes claims whose events never entered the events stream. A
-// claim that cannot be deleted lasts the dedupe window: until then, retries
+// claim that cannot be deleted lasts the pipeline window: until then, retries
 // wait for an outcome that will not come and are answered 503.
 func (c *Claims) Release(ctx context.Context, cls ...Claim) error {
 	var errs []error

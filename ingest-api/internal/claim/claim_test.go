@@ -15,6 +15,12 @@ import (
 	"github.com/devicehub/eventservice/pkg/bus"
 )
 
+// take claims one id.
+func (c *Claims) take(ctx context.Context, id string) (Claim, error) {
+	cls, errs := c.TakeAll(ctx, []string{id})
+	return cls[0], errs[0]
+}
+
 func open(t testing.TB, window time.Duration) (*Claims, jetstream.JetStream) {
 	t.Helper()
 	_, js := testenv.Connect(t)
@@ -45,20 +51,20 @@ func open(t testing.TB, window time.Duration) (*Claims, jetstream.JetStream) {
 func TestOneAttemptHoldsTheClaim(t *testing.T) {
 	c, _ := open(t, time.Second)
 	ctx := context.Background()
-	first, err := c.Take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
+	first, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
 	if err != nil || first.seq == 0 {
 		t.Fatalf("first take: %+v %v", first, err)
 	}
-	if _, err := c.Take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001"); !errors.Is(err, ErrTaken) {
+	if _, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001"); !errors.Is(err, ErrTaken) {
 		t.Fatalf("second take: %v, want ErrTaken", err)
 	}
-	if _, err := c.Take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000002"); err != nil {
+	if _, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000002"); err != nil {
 		t.Fatalf("another id: %v", err)
 	}
 	if err := c.Release(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	again, err := c.Take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
+	again, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
 	if err != nil {
 		t.Fatalf("take after release: %v", err)
 	}
@@ -68,7 +74,7 @@ func TestOneAttemptHoldsTheClaim(t *testing.T) {
 	// The window is the stream's MaxAge: then the id is free again.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		cl, err := c.Take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
+		cl, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
 		if err == nil {
 			if cl.seq <= again.seq {
 				t.Fatalf("sequence %d after %d", cl.seq, again.seq)
@@ -92,7 +98,7 @@ func TestConcurrentAttemptsOneWins(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := c.Take(context.Background(), "0b8f6f0e-1111-5aaa-8bbb-0000000000ff")
+			_, err := c.take(context.Background(), "0b8f6f0e-1111-5aaa-8bbb-0000000000ff")
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -119,7 +125,7 @@ func TestNoStreamIsAnError(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if _, err := c.Take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000003"); err == nil || errors.Is(err, ErrTaken) {
+	if _, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000003"); err == nil || errors.Is(err, ErrTaken) {
 		t.Fatalf("take without a stream: %v", err)
 	}
 }
@@ -136,7 +142,7 @@ func BenchmarkTake(b *testing.B) {
 			n++
 			id := fmt.Sprintf("0b8f6f0e-1111-5aaa-8bbb-%012d", n)
 			mu.Unlock()
-			if _, err := c.Take(context.Background(), id); err != nil {
+			if _, err := c.take(context.Background(), id); err != nil {
 				b.Fatal(err)
 			}
 		}

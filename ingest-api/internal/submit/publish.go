@@ -1,0 +1,278 @@
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/ingest-api/internal/claim"
+	"github.com/devicehub/eventservice/pkg/batcher"
+	"github.com/devicehub/eventservice/pkg/event"
+)
+
+// limits bound the messages.
+type limits struct {
+	perMessage int           // most submissions in one message
+	maxBytes   int           // most bytes of events (event.EnvelopeCost) in one message
+	pending    int           // messages awaiting their stream acks at once
+	linger     time.Duration // how long a message waits for more once it has one
+	ackWait    time.Duration // how long an ack is waited for before its slot is given back
+}
+
+// Tuned on 2 cores (docs/performance.md): up to 256 submissions a message,
+// two messages awaiting their acks while the next one fills, and 2 ms for
+// more to join (at 3,000/s it halved NATS's CPU).
+func defaultLimits(maxBytes int, ackWait time.Duration) limits {
+	return limits{perMessage: 256, maxBytes: maxBytes, pending: 2, linger: 2 * time.Millisecond, ackWait: ackWait}
+}
+
+// errNotSent marks a message that never left this process.
+var errNotSent = errors.New("not sent")
+
+// NotStored reports whether err, from publishing, means the events
+// certainly are not in the stream: the message was never sent, no stream
+// listens on the subject, or the stream refused it. Another failure (a lost
+// connection while the ack was awaited) may hide a stored message.
+func NotStored(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, errNotSent) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.As(err, &apiErr)
+}
+
+// submission is one request's events on their way into the events stream:
+// they travel in one message, shared with the submissions of concurrent
+// requests. Keyed and unkeyed submissions never share one, so that every
+// message, and the envelope the mapper makes of it, is settled by one rule.
+type submission struct {
+	evs   []*event.Event
+	keyed bool
+	// refused hears of events that did not enter the stream: at most
+	// one refusal for claims another attempt holds, and one for the rest.
+	refused chan refusal
+}
+
+// refusal names events that did not enter the stream, and why:
+// claim.ErrTaken when another attempt holds their claims.
+type refusal struct {
+	ids []string
+	err error
+}
+
+func (s *submission) refuse(evs []*event.Event, err error) {
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.ID
+	}
+	s.refused <- refusal{ids: ids, err: err}
+}
+
+func (s *submission) cost() int {
+	n := 0
+	for _, ev := range s.evs {
+		n += event.EnvelopeCost(ev)
+	}
+	return n
+}
+
+// publisher gathers submissions into messages (pkg/batcher, a slot per
+// message awaiting its stream ack) and publishes them; keyed submissions
+// first take their events' claims, all of a message's in one round trip.
+type publisher struct {
+	subject string
+	ackWait time.Duration
+	js      jetstream.JetStream
+	claims  *claim.Claims
+	observe func(events int)
+	log     *zap.Logger
+	plain   *batcher.Batcher[*submission]
+	keyed   *batcher.Batcher[*submission]
+	acks    chan pending
+	// keyedOut counts keyed messages being claimed and published.
+	keyedOut sync.WaitGroup
+}
+
+// part is a submission's events in a message.
+type part struct {
+	s   *submission
+	evs []*event.Event
+}
+
+// pending is a message awaiting its stream ack: its submissions' events
+// in it, the claims to release if it is refused, and its slot.
+type pending struct {
+	fut     jetstream.PubAckFuture
+	sent    []part
+	held    []claim.Claim
+	release func(time.Duration)
+}
+
+func newPublisher(subject string, l limits, js jetstream.JetStream, claims *claim.Claims, observe func(int), log *zap.Logger) *publisher {
+	if observe == nil {
+		observe = func(int) {}
+	}
+	p := &publisher{subject: subject, ackWait: l.ackWait, js: js, claims: claims, observe: observe, log: log,
+		acks: make(chan pending, 2*l.pending)}
+	bc := batcher.Config{MaxItems: l.perMessage, MaxSize: l.maxBytes, Slots: l.pending, Linger: l.linger}
+	p.plain = batcher.New(bc, (*submission).cost, p.publishPlain)
+	p.keyed = batcher.New(bc, (*submission).cost, p.publishKeyed)
+	return p
+}
+
+// add puts s into the message being filled.
+func (p *publisher) add(s *submission) error {
+	if s.keyed {
+		return p.keyed.Add(s)
+	}
+	return p.plain.Add(s)
+}
+
+// run publishes until ctx ends; then it refuses new submissions, publishes
+// what it holds, and returns once those messages are acked (or ackWait
+// passed).
+func (p *publisher) run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.settle()
+	}()
+	keyed := make(chan error, 1)
+	go func() { keyed <- p.keyed.Run(ctx) }()
+	err := p.plain.Run(ctx)
+	err = errors.Join(err, <-keyed)
+	p.keyedOut.Wait() // every message is sent
+	close(p.acks)
+	<-done
+	return err
+}
+
+// publishPlain sends b's events as one message; its slot is given back
+// when the ack comes.
+func (p *publisher) publishPlain(b *batcher.Batch[*submission], release func(time.Duration)) {
+	sent := make([]part, len(b.Items))
+	for i, s := range b.Items {
+		sent[i] = part{s: s, evs: s.evs}
+	}
+	p.send(sent, nil, release)
+}
+
+// publishKeyed claims b's events and publishes those it claimed as one
+// message, from a goroutine of its own (the claims take a round trip).
+func (p *publisher) publishKeyed(b *batcher.Batch[*submission], release func(time.Duration)) {
+	p.keyedOut.Add(1)
+	go func() {
+		defer p.keyedOut.Done()
+		sent, held := p.claim(b.Items)
+		p.send(sent, held, release)
+	}()
+}
+
+// claim takes the claims of subs' events in one round trip, tells each
+// submission which it could not take, and returns the events it claimed
+// and their claims.
+func (p *publisher) claim(subs []*submission) ([]part, []claim.Claim) {
+	ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
+	defer cancel()
+	var ids []string
+	for _, s := range subs {
+		for _, ev := range s.evs {
+			ids = append(ids, ev.ID)
+		}
+	}
+	cls, errs := p.claims.TakeAll(ctx, ids)
+	sent := make([]part, 0, len(subs))
+	var held []claim.Claim
+	i := 0
+	for _, s := range subs {
+		var claimed, taken, failed []*event.Event
+		var failure error
+		for _, ev := range s.evs {
+			switch err := errs[i]; {
+			case err == nil:
+				claimed, held = append(claimed, ev), append(held, cls[i])
+			case errors.Is(err, claim.ErrTaken):
+				taken = append(taken, ev)
+			default:
+				failed, failure = append(failed, ev), err
+			}
+			i++
+		}
+		if claimed != nil {
+			sent = append(sent, part{s: s, evs: claimed})
+		}
+		if taken != nil {
+			s.refuse(taken, claim.ErrTaken)
+		}
+		if failed != nil {
+			s.refuse(failed, failure)
+		}
+	}
+	return sent, held
+}
+
+// send publishes the events of sent as one message and hands it to
+// settle; nothing to send gives the slot back at once.
+func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Duration)) {
+	var data []byte
+	n := 0
+	for _, pt := range sent {
+		for _, ev := range pt.evs {
+			data = event.AppendEvent(data, ev)
+			n++
+		}
+	}
+	if n == 0 {
+		release(0)
+		return
+	}
+	p.observe(n)
+	a := pending{sent: sent, held: held, release: release}
+	fut, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Data: data})
+	if err != nil {
+		p.refused(a, fmt.Errorf("%w: %w", errNotSent, err))
+		release(0)
+		return
+	}
+	a.fut = fut
+	p.acks <- a
+}
+
+// settle waits for the acks in publishing order, tells the submissions of
+// a refused message, and gives slots back.
+func (p *publisher) settle() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for a := range p.acks {
+		timer.Reset(p.ackWait)
+		select {
+		case <-a.fut.Ok():
+		case err := <-a.fut.Err():
+			p.refused(a, err)
+		case <-timer.C:
+			// No answer (a lost connection): the requests' own
+			// deadlines decide; the slot must not be lost.
+		}
+		a.release(0)
+	}
+}
+
+// refused tells the submissions of a message the stream did not take why.
+// Only claims on events certainly not in the stream go (a message whose ack
+// was lost with the connection may be stored), so that the devices'
+// retries are processed anew.
+func (p *publisher) refused(a pending, err error) {
+	if len(a.held) > 0 && NotStored(err) {
+		ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
+		if rerr := p.claims.Release(ctx, a.held...); rerr != nil {
+			p.log.Warn("claims not released: retries wait for the pipeline window", zap.Int("events", len(a.held)), zap.Error(rerr))
+		}
+		cancel()
+	}
+	for _, pt := range a.sent {
+		pt.s.refuse(pt.evs, err)
+	}
+}

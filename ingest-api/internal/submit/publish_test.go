@@ -1,0 +1,280 @@
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/ingest-api/internal/claim"
+	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/batcher"
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/event"
+)
+
+// stream starts a server with a stream on "ev.>" and returns a JetStream
+// context and a function that reads every message's events, in order.
+func stream(t *testing.T) (jetstream.JetStream, func(want int) [][]string) {
+	t.Helper()
+	_, js := testenv.Connect(t)
+	ctx := context.Background()
+	st, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(want int) [][]string {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			info, err := st.Info(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if int(info.State.Msgs) >= want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		var msgs [][]string
+		for seq := uint64(1); ; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				break
+			}
+			evs, err := event.DecodeEvents(m.Data)
+			if err != nil {
+				t.Fatalf("message %d: %v", seq, err)
+			}
+			var ids []string
+			for _, e := range evs {
+				ids = append(ids, e.ID)
+			}
+			msgs = append(msgs, ids)
+		}
+		return msgs
+	}
+	return js, read
+}
+
+func ev(id string, payload int) *event.Event {
+	return &event.Event{ID: id, Serial: "s", Payload: []byte(strings.Repeat("x", payload))}
+}
+
+func lim(perMessage, maxBytes int) limits {
+	return limits{perMessage: perMessage, maxBytes: maxBytes, pending: 1, ackWait: time.Second}
+}
+
+// sub is a submission of evs.
+func sub(keyed bool, evs ...*event.Event) *submission {
+	for _, e := range evs {
+		e.Keyed = keyed
+	}
+	return &submission{evs: evs, keyed: keyed, refused: make(chan refusal, 3)}
+}
+
+// refusals is what s was told, without waiting.
+func refusals(s *submission) []refusal {
+	var out []refusal
+	for {
+		select {
+		case r := <-s.refused:
+			out = append(out, r)
+		default:
+			return out
+		}
+	}
+}
+
+// Submissions that arrive while no message can go out share messages, up
+// to the limits, in arrival order, a backlog's events together; once
+// running, a submission on an idle publisher goes out at once, alone.
+func TestSubmissionsGatherWhileThePublisherIsBusyAndGoAloneWhenIdle(t *testing.T) {
+	js, read := stream(t)
+	var sizes []int
+	p := newPublisher("ev.in", lim(3, 3*event.EnvelopeCost(ev("", 10))), js, nil, func(n int) { sizes = append(sizes, n) }, zap.NewNop())
+	var subs []*submission
+	add := func(s *submission) {
+		if err := p.add(s); err != nil {
+			t.Fatal(err)
+		}
+		subs = append(subs, s)
+	}
+	// Not running yet: as if every slot were taken.
+	for i := range 4 {
+		add(sub(false, ev(fmt.Sprint("a", i), 10)))
+	}
+	add(sub(false, ev("big", 200)))                           // fits beside neither a3 nor the backlog by bytes
+	add(sub(false, ev("g0", 10), ev("g1", 10), ev("g2", 10))) // a backlog: one unit
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.run(ctx) }()
+	want := [][]string{{"a0", "a1", "a2"}, {"a3"}, {"big"}, {"g0", "g1", "g2"}}
+	if got := read(4); !reflect.DeepEqual(got, want) {
+		t.Fatalf("messages %v, want %v", got, want)
+	}
+	add(sub(false, ev("b0", 10)))
+	read(5)
+	add(sub(false, ev("b1", 10)))
+	want = append(want, []string{"b0"}, []string{"b1"})
+	if got := read(6); !reflect.DeepEqual(got, want) {
+		t.Fatalf("messages %v, want %v", got, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(sizes, []int{3, 1, 1, 3, 1, 1}) {
+		t.Fatalf("observed sizes %v", sizes)
+	}
+	for _, s := range subs {
+		if r := refusals(s); r != nil {
+			t.Fatalf("a stored message reported refused: %v", r)
+		}
+	}
+}
+
+// A message the stream refuses refuses every submission in it, with the
+// reason, and says the events are certainly not stored.
+func TestARefusedMessageRefusesItsSubmissions(t *testing.T) {
+	js, _ := stream(t)
+	p := newPublisher("nostream.in", lim(10, 1<<20), js, nil, nil, zap.NewNop())
+	a, b := sub(false, ev("a", 1)), sub(false, ev("b1", 1), ev("b2", 1))
+	for _, s := range []*submission{a, b} {
+		if err := p.add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = p.run(ctx) }()
+	for _, s := range []*submission{a, b} {
+		select {
+		case r := <-s.refused:
+			if r.err == nil || !NotStored(r.err) || len(r.ids) != len(s.evs) {
+				t.Fatalf("refusal %+v", r)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("refusal not reported")
+		}
+	}
+}
+
+// Stopping publishes what was added before, and refuses what comes after.
+func TestStopPublishesWhatItHolds(t *testing.T) {
+	js, read := stream(t)
+	p := newPublisher("ev.in", lim(2, 1<<20), js, nil, nil, zap.NewNop())
+	for i := range 5 {
+		if err := p.add(sub(false, ev(fmt.Sprint(i), 1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.add(sub(false, ev("late", 1))); !errors.Is(err, batcher.ErrClosed) {
+		t.Fatalf("add after stop: %v", err)
+	}
+	if got, want := read(3), [][]string{{"0", "1"}, {"2", "3"}, {"4"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("messages %v, want %v", got, want)
+	}
+}
+
+// Keyed submissions take their claims, all in one round trip, and gather
+// into messages of their own: a message, and the envelope made of it, is
+// all keyed or all unkeyed. Events whose claims another attempt holds are
+// told so and stay out; the rest of their submission goes on.
+func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
+	js, read := stream(t)
+	claims := openClaims(t, js)
+	if _, errs := claims.TakeAll(context.Background(), []string{"k-held"}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	p := newPublisher("ev.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
+	subs := []*submission{sub(false, ev("u0", 1)), sub(true, ev("k0", 1)), sub(false, ev("u1", 1)),
+		sub(true, ev("k1", 1), ev("k-held", 1)), sub(true, ev("k0", 1))}
+	for _, s := range subs {
+		if err := p.add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := read(2)
+	slices.SortFunc(got, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
+	if want := [][]string{{"k0", "k1"}, {"u0", "u1"}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("messages %v, want %v", got, want)
+	}
+	for i, want := range [][]string{nil, nil, nil, {"k-held"}, {"k0"}} {
+		var taken []string
+		for _, r := range refusals(subs[i]) {
+			if !errors.Is(r.err, claim.ErrTaken) {
+				t.Fatalf("submission %d: %v", i, r.err)
+			}
+			taken = append(taken, r.ids...)
+		}
+		if !reflect.DeepEqual(taken, want) {
+			t.Fatalf("submission %d was told %v are taken, want %v", i, taken, want)
+		}
+	}
+	// Every event that went out holds its claim.
+	if _, errs := claims.TakeAll(context.Background(), []string{"k0", "k1"}); !errors.Is(errs[0], claim.ErrTaken) || !errors.Is(errs[1], claim.ErrTaken) {
+		t.Fatalf("claims after publishing: %v", errs)
+	}
+}
+
+// When the stream refuses a keyed message, its submissions are told why and
+// their claims are released: a retry is processed anew.
+func TestARefusedKeyedMessageReleasesItsClaims(t *testing.T) {
+	js, _ := stream(t)
+	claims := openClaims(t, js)
+	p := newPublisher("nostream.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
+	s := sub(true, ev("k-refused", 1))
+	if err := p.add(s); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = p.run(ctx) }()
+	select {
+	case r := <-s.refused:
+		if r.err == nil || errors.Is(r.err, claim.ErrTaken) || !NotStored(r.err) {
+			t.Fatalf("refusal reported as %v", r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("refusal not reported")
+	}
+	cls, errs := claims.TakeAll(context.Background(), []string{"k-refused"})
+	if errs[0] != nil {
+		t.Fatalf("the claim was not released: %v", errs[0])
+	}
+	if err := claims.Release(context.Background(), cls[0]); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func openClaims(t *testing.T, js jetstream.JetStream) *claim.Claims {
+	t.Helper()
+	ctx := context.Background()
+	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26,
+		Prefix: bus.DefaultPrefix}); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := claim.Open(ctx, js, bus.DefaultNames)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return claims
+}

@@ -1,0 +1,210 @@
+// Package submit is ingest-api's one way into the pipeline. Submit takes an
+// accepted request's events (one reading, or a backlog's), publishes them
+// into the events stream in a message shared with the events of concurrent
+// requests (keyed ones after taking their claims: see
+// ingest-api/internal/claim), and waits for each event's outcome from the
+// workers. A keyed event whose claim an earlier attempt holds does not
+// enter the pipeline: it gets that attempt's outcome. Every failure comes
+// back the one way, as a Failure.
+package submit
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/ingest-api/internal/claim"
+	"github.com/devicehub/eventservice/pkg/reply"
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/metrics"
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
+
+// Failure is why a submission has no outcome per event: the answer to give
+// the request instead.
+type Failure struct {
+	Code   outcome.Code
+	Detail string
+}
+
+func (f *Failure) Error() string { return f.Detail }
+
+// The details of the failures Submit reports.
+const (
+	timedOut       = "timed out waiting for the storage outcome"
+	earlierTimeout = "timed out waiting for the outcome of an earlier attempt with this Idempotency-Key"
+	notAccepted    = "event not accepted: "
+)
+
+// earlierPoll is how often the outcomes of an earlier attempt's events are
+// asked for while that attempt is still on its way.
+const earlierPoll = 100 * time.Millisecond
+
+// Outcomes asks the writers for the recorded outcomes of ids (events an
+// earlier attempt put in the pipeline). An error comes with the outcome to
+// answer: ProcessingFailed when no writer could be asked, StorageFailed when
+// one could not read ClickHouse.
+type Outcomes func(ctx context.Context, ids []string) (map[string]outcome.Code, outcome.Code, error)
+
+// Config is what a Submitter needs besides its connections.
+type Config struct {
+	Subject string // the events stream's subject
+	// MaxBytes bounds a message's events, counted by event.EnvelopeCost as
+	// the mapper counts them, so that a message always fits in one
+	// envelope.
+	MaxBytes       int
+	OutcomeTimeout time.Duration
+}
+
+// Submitter submits; Run publishes.
+type Submitter struct {
+	cfg      Config
+	pub      *publisher
+	waiter   *reply.Waiter
+	outcomes Outcomes
+	wait     prometheus.Histogram
+	errs     prometheus.Counter
+}
+
+// New returns a Submitter publishing with js, claiming in claims, hearing
+// outcomes on waiter, asking earlier outcomes of outcomes, its metrics in
+// reg.
+func New(cfg Config, js jetstream.JetStream, claims *claim.Claims, waiter *reply.Waiter, outcomes Outcomes,
+	reg prometheus.Registerer, log *zap.Logger) *Submitter {
+	sizes := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: metrics.Ingest, Name: "publish_batch_events",
+		Help:    "Events per JetStream message (the events of concurrent requests share one; keyed and unkeyed ones fill messages of their own).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+	})
+	s := &Submitter{cfg: cfg, waiter: waiter, outcomes: outcomes,
+		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: metrics.Ingest, Name: "outcome_wait_seconds",
+			Help:    "Time from submitting a request's events to their last outcome.",
+			Buckets: metrics.LatencyBuckets,
+		}),
+		errs: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Ingest, Name: "publish_errors_total",
+			Help: "Submissions JetStream did not accept (NATS down, stream full, timeout).",
+		}),
+	}
+	metrics.Or(reg).MustRegister(sizes, s.wait, s.errs)
+	s.pub = newPublisher(cfg.Subject, defaultLimits(cfg.MaxBytes, cfg.OutcomeTimeout), js, claims, func(n int) { sizes.Observe(float64(n)) }, log)
+	return s
+}
+
+// Run publishes until ctx ends; then it refuses new submissions, publishes
+// what it holds, and returns once those messages are acked.
+func (s *Submitter) Run(ctx context.Context) error { return s.pub.run(ctx) }
+
+// Submit puts evs into the pipeline as one unit (keyed: sent with an
+// Idempotency-Key, their ids derived from it) and returns each one's
+// outcome, in order. The error is a *Failure (the events are not known to
+// be stored), or ctx's when the client went away.
+func (s *Submitter) Submit(ctx context.Context, evs []*event.Event, keyed bool) ([]event.Reply, error) {
+	sub := &submission{evs: evs, keyed: keyed, refused: make(chan refusal, 3)}
+	if sub.cost()+512 > s.cfg.MaxBytes {
+		return nil, &Failure{Code: outcome.PayloadTooLarge}
+	}
+	ids := make([]string, len(evs))
+	for i, ev := range evs {
+		ids[i], ev.Keyed = ev.ID, keyed
+	}
+	replies, cancel := s.waiter.RegisterAll(ids)
+	defer cancel()
+	start := time.Now()
+	if err := s.pub.add(sub); err != nil {
+		s.errs.Inc()
+		return nil, &Failure{Code: outcome.ProcessingFailed, Detail: notAccepted + err.Error()}
+	}
+	got, err := s.await(ctx, ids, replies, sub.refused)
+	if err != nil {
+		return nil, err
+	}
+	s.wait.Observe(time.Since(start).Seconds())
+	out := make([]event.Reply, len(ids))
+	for i, id := range ids {
+		out[i] = got[id]
+	}
+	return out, nil
+}
+
+// await collects the outcomes of ids: from replies, and for the events an
+// earlier attempt holds the claims of, from the writers' record, polled.
+func (s *Submitter) await(ctx context.Context, ids []string, replies <-chan event.Reply, refused <-chan refusal) (map[string]event.Reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.OutcomeTimeout)
+	defer cancel()
+	got := make(map[string]event.Reply, len(ids))
+	earlier := map[string]bool{} // events whose outcome an earlier attempt gives
+	poll := time.NewTimer(time.Hour)
+	defer poll.Stop()
+	for len(got) < len(ids) {
+		select {
+		case r := <-replies:
+			got[r.ID] = r
+		case rf := <-refused:
+			if !errors.Is(rf.err, claim.ErrTaken) {
+				s.errs.Inc()
+				return nil, &Failure{Code: outcome.ProcessingFailed, Detail: notAccepted + rf.err.Error()}
+			}
+			for _, id := range rf.ids {
+				earlier[id] = true
+			}
+			poll.Reset(0)
+		case <-poll.C:
+			if err := s.askEarlier(ctx, earlier, got); err != nil {
+				return nil, err
+			}
+			poll.Reset(earlierPoll)
+		case <-ctx.Done():
+			return nil, s.expired(ctx, earlier)
+		}
+	}
+	return got, nil
+}
+
+// askEarlier adds to got the recorded outcomes of the earlier events it
+// lacks.
+func (s *Submitter) askEarlier(ctx context.Context, earlier map[string]bool, got map[string]event.Reply) error {
+	var missing []string
+	for id := range earlier {
+		if _, ok := got[id]; !ok {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	found, code, err := s.outcomes(ctx, missing)
+	switch {
+	case ctx.Err() != nil:
+		return s.expired(ctx, earlier)
+	case err != nil:
+		if code == outcome.ProcessingFailed && !errors.Is(err, nats.ErrNoResponders) {
+			code = outcome.StorageFailed // the writer could not read ClickHouse
+		}
+		return &Failure{Code: code, Detail: err.Error()}
+	}
+	for id, c := range found {
+		if earlier[id] {
+			got[id] = event.Reply{ID: id, Code: c}
+		}
+	}
+	return nil
+}
+
+// expired is the failure of a wait that ended: a timeout, or the client's
+// context.
+func (s *Submitter) expired(ctx context.Context, earlier map[string]bool) error {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return ctx.Err()
+	}
+	if len(earlier) > 0 {
+		return &Failure{Code: outcome.ProcessingFailed, Detail: earlierTimeout}
+	}
+	return &Failure{Code: outcome.ProcessingFailed, Detail: timedOut}
+}
