@@ -1,6 +1,6 @@
 // Package schema is the service's ClickHouse schema: writer-worker applies
-// it at start, tests use it to put a table they broke back, bench/chcost
-// measures inserts into it. It lies outside internal/ for those two.
+// it at start, and tests use it to put a table they broke back (it lies
+// outside internal/ for them).
 package schema
 
 import (

@@ -16,8 +16,7 @@ import (
 )
 
 // postEvent is POST /api/v1/deviceapi/event: validate, authenticate against
-// the in-memory registry, publish to JetStream, and wait for the outcome a
-// worker sends back.
+// the in-memory registry, submit, and answer with the outcome.
 func (s *Server) postEvent(c echo.Context) error {
 	var req request
 	return s.ingest(c, func(body []byte, headerToken string) (string, string, int, outcome.Code, string) {

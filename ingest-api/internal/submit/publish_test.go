@@ -265,7 +265,7 @@ func TestARefusedKeyedMessageReleasesItsClaims(t *testing.T) {
 	}
 }
 
-func openClaims(t *testing.T, js jetstream.JetStream) *claim.Claims {
+func openClaims(t testing.TB, js jetstream.JetStream) *claim.Claims {
 	t.Helper()
 	ctx := context.Background()
 	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26,

@@ -106,7 +106,13 @@ func (s *Submitter) Run(ctx context.Context) error { return s.pub.run(ctx) }
 // outcome, in order. The error is a *Failure (the events are not known to
 // be stored), or ctx's when the client went away.
 func (s *Submitter) Submit(ctx context.Context, evs []*event.Event, keyed bool) ([]event.Reply, error) {
-	sub := &submission{evs: evs, keyed: keyed, refused: make(chan refusal, 3)}
+	// At most one refusal for an unkeyed submission (the stream's); a keyed
+	// one may also hear of claims taken and claims not taken.
+	room := 1
+	if keyed {
+		room = 3
+	}
+	sub := &submission{evs: evs, keyed: keyed, refused: make(chan refusal, room)}
 	if sub.cost()+512 > s.cfg.MaxBytes {
 		return nil, &Failure{Code: outcome.PayloadTooLarge}
 	}
@@ -121,87 +127,111 @@ func (s *Submitter) Submit(ctx context.Context, evs []*event.Event, keyed bool) 
 		s.errs.Inc()
 		return nil, &Failure{Code: outcome.ProcessingFailed, Detail: notAccepted + err.Error()}
 	}
-	got, err := s.await(ctx, ids, replies, sub.refused)
+	out, err := s.await(ctx, ids, replies, sub.refused)
 	if err != nil {
 		return nil, err
 	}
 	s.wait.Observe(time.Since(start).Seconds())
-	out := make([]event.Reply, len(ids))
-	for i, id := range ids {
-		out[i] = got[id]
-	}
 	return out, nil
 }
 
-// await collects the outcomes of ids: from replies, and for the events an
-// earlier attempt holds the claims of, from the writers' record, polled.
-func (s *Submitter) await(ctx context.Context, ids []string, replies <-chan event.Reply, refused <-chan refusal) (map[string]event.Reply, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.OutcomeTimeout)
-	defer cancel()
-	got := make(map[string]event.Reply, len(ids))
-	earlier := map[string]bool{} // events whose outcome an earlier attempt gives
-	poll := time.NewTimer(time.Hour)
-	defer poll.Stop()
-	for len(got) < len(ids) {
+// await collects the outcomes of ids, in order: from replies, and for the
+// events an earlier attempt holds the claims of, from the writers' record,
+// polled. The common case, one reading nobody else claimed, costs one timer
+// and no map.
+func (s *Submitter) await(ctx context.Context, ids []string, replies <-chan event.Reply, refused <-chan refusal) ([]event.Reply, error) {
+	out := make([]event.Reply, len(ids))
+	at := func(id string) int { return 0 }
+	if len(ids) > 1 {
+		pos := make(map[string]int, len(ids))
+		for i, id := range ids {
+			pos[id] = i
+		}
+		at = func(id string) int {
+			if i, ok := pos[id]; ok {
+				return i
+			}
+			return -1
+		}
+	}
+	deadline := time.NewTimer(s.cfg.OutcomeTimeout)
+	defer deadline.Stop()
+	var earlier map[string]bool // events whose outcome an earlier attempt gives
+	var poll <-chan time.Time
+	var pollCtx context.Context
+	for pending := len(ids); pending > 0; {
 		select {
 		case r := <-replies:
-			got[r.ID] = r
+			if i := at(r.ID); i >= 0 && out[i].ID == "" {
+				out[i], pending = r, pending-1
+			}
 		case rf := <-refused:
 			if !errors.Is(rf.err, claim.ErrTaken) {
 				s.errs.Inc()
 				return nil, &Failure{Code: outcome.ProcessingFailed, Detail: notAccepted + rf.err.Error()}
 			}
+			if earlier == nil {
+				earlier = make(map[string]bool, len(rf.ids))
+				var cancel context.CancelFunc
+				pollCtx, cancel = context.WithTimeout(ctx, s.cfg.OutcomeTimeout)
+				defer cancel()
+			}
 			for _, id := range rf.ids {
 				earlier[id] = true
 			}
-			poll.Reset(0)
-		case <-poll.C:
-			if err := s.askEarlier(ctx, earlier, got); err != nil {
+			poll = time.After(0)
+		case <-poll:
+			found, err := s.askEarlier(pollCtx, earlier, out, at)
+			if err != nil {
 				return nil, err
 			}
-			poll.Reset(earlierPoll)
+			pending -= found
+			poll = time.After(earlierPoll)
+		case <-deadline.C:
+			return nil, s.expired(context.DeadlineExceeded, earlier)
 		case <-ctx.Done():
-			return nil, s.expired(ctx, earlier)
+			return nil, ctx.Err()
 		}
 	}
-	return got, nil
+	return out, nil
 }
 
-// askEarlier adds to got the recorded outcomes of the earlier events it
-// lacks.
-func (s *Submitter) askEarlier(ctx context.Context, earlier map[string]bool, got map[string]event.Reply) error {
+// askEarlier fills in out the recorded outcomes of the earlier events it
+// lacks, and says how many it found.
+func (s *Submitter) askEarlier(ctx context.Context, earlier map[string]bool, out []event.Reply, at func(string) int) (int, error) {
 	var missing []string
 	for id := range earlier {
-		if _, ok := got[id]; !ok {
+		if i := at(id); i >= 0 && out[i].ID == "" {
 			missing = append(missing, id)
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return 0, nil
 	}
 	found, code, err := s.outcomes(ctx, missing)
 	switch {
 	case ctx.Err() != nil:
-		return s.expired(ctx, earlier)
+		return 0, s.expired(ctx.Err(), earlier)
 	case err != nil:
 		if code == outcome.ProcessingFailed && !errors.Is(err, nats.ErrNoResponders) {
 			code = outcome.StorageFailed // the writer could not read ClickHouse
 		}
-		return &Failure{Code: code, Detail: err.Error()}
+		return 0, &Failure{Code: code, Detail: err.Error()}
 	}
+	n := 0
 	for id, c := range found {
-		if earlier[id] {
-			got[id] = event.Reply{ID: id, Code: c}
+		if i := at(id); earlier[id] && i >= 0 && out[i].ID == "" {
+			out[i], n = event.Reply{ID: id, Code: c}, n+1
 		}
 	}
-	return nil
+	return n, nil
 }
 
-// expired is the failure of a wait that ended: a timeout, or the client's
-// context.
-func (s *Submitter) expired(ctx context.Context, earlier map[string]bool) error {
-	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return ctx.Err()
+// expired is the failure of a wait that ended (err: why): a timeout, or the
+// client's context.
+func (s *Submitter) expired(err error, earlier map[string]bool) error {
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return err
 	}
 	if len(earlier) > 0 {
 		return &Failure{Code: outcome.ProcessingFailed, Detail: earlierTimeout}

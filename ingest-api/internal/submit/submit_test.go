@@ -3,9 +3,11 @@ package submit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,7 +32,7 @@ type pipeline struct {
 	keyed  map[string]bool
 }
 
-func newPipeline(t *testing.T, timeout time.Duration, subject string, answer func(event.Event) (outcome.Code, bool)) *pipeline {
+func newPipeline(t testing.TB, timeout time.Duration, subject string, answer func(event.Event) (outcome.Code, bool)) *pipeline {
 	t.Helper()
 	nc, js := testenv.Connect(t)
 	claims := openClaims(t, js)
@@ -184,4 +186,23 @@ func TestSubmitRefused(t *testing.T) {
 	if !errors.As(err, &f) || f.Code != outcome.ProcessingFailed || !strings.HasPrefix(f.Detail, notAccepted) || time.Since(start) > 4*time.Second {
 		t.Fatalf("refused: %v after %s", err, time.Since(start))
 	}
+}
+
+// BenchmarkSubmit: single unkeyed readings from concurrent requests through
+// a real JetStream to a worker that answers each, as the hot path does.
+func BenchmarkSubmit(b *testing.B) {
+	p := newPipeline(b, 5*time.Second, "", func(event.Event) (outcome.Code, bool) { return outcome.Stored, true })
+	w := p.s.waiter.Subject()
+	var n atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(32)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id := fmt.Sprintf("bench-%d", n.Add(1))
+			if _, err := p.s.Submit(context.Background(), events(w, id), false); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }

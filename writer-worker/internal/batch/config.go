@@ -23,7 +23,7 @@ type Config struct {
 	// than max(MinInterval, min(n*PacePerEvent, MaxInterval)) after it; an
 	// idle writer inserts at once. ClickHouse's cost is per insert (about 5 ms of
 	// server CPU for this table with its merges at 200 inserts/s, measured
-	// with bench/chcost) far more than per row, so the floor bounds inserts
+	// with chstore's BenchmarkInsertCost) far more than per row, so the floor bounds inserts
 	// per second and the pace lets batches grow further with load.
 	MinInterval  time.Duration
 	PacePerEvent time.Duration
