@@ -19,7 +19,6 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/redact"
-	"github.com/devicehub/eventservice/pkg/reply"
 	"github.com/devicehub/eventservice/ingest-api/internal/submit"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/health"
@@ -27,6 +26,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/program"
 	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
+	"github.com/devicehub/eventservice/pkg/reply"
 )
 
 func main() {

@@ -19,7 +19,6 @@ type serverMetrics struct {
 	auditFailures prometheus.Counter
 }
 
-
 func newServerMetrics(reg prometheus.Registerer, s *Server) *serverMetrics {
 	m := &serverMetrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -19,10 +19,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/claim"
-	"github.com/devicehub/eventservice/pkg/reply"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/reply"
 )
 
 // Failure is why a submission has no outcome per event: the answer to give

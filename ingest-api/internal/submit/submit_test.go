@@ -14,11 +14,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/devicehub/eventservice/pkg/reply"
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/reply"
 )
 
 // pipeline is a Submitter on a real JetStream whose "workers" answer each
