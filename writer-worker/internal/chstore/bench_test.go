@@ -15,19 +15,8 @@ import (
 // Needs a ClickHouse server (CLICKHOUSE_TEST_ADDR); `make bench` runs it
 // against the stack's.
 func BenchmarkSeriesWeek(b *testing.B) {
-	if os.Getenv("CLICKHOUSE_TEST_ADDR") == "" {
-		b.Skip("needs CLICKHOUSE_TEST_ADDR (make bench runs it against its ClickHouse)")
-	}
-	addr, db := testenv.ClickHouseDB(b)
-	s, err := Open(Config{URL: "clickhouse://default@" + addr + "/" + db})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	s := benchStore(b)
 	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
 	const n = 7 * 24 * 3600
 	start := time.Now().Add(-7 * 24 * time.Hour).Truncate(time.Second)
 	startNs := start.UnixNano()
@@ -53,4 +42,23 @@ func BenchmarkSeriesWeek(b *testing.B) {
 			b.Fatalf("%d buckets holding %d readings, want 672-673 holding %d", len(bs), total, n)
 		}
 	}
+}
+
+// benchStore is a store on a fresh database of the benchmarks' ClickHouse
+// server (CLICKHOUSE_TEST_ADDR; skipped without one), closed at the end.
+func benchStore(b *testing.B) *Store {
+	b.Helper()
+	if os.Getenv("CLICKHOUSE_TEST_ADDR") == "" {
+		b.Skip("needs CLICKHOUSE_TEST_ADDR (make bench runs it against its ClickHouse)")
+	}
+	addr, db := testenv.ClickHouseDB(b)
+	s, err := Open(Config{URL: "clickhouse://default@" + addr + "/" + db})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return s
 }

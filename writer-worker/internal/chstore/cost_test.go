@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 // BenchmarkInsertCost prices the writer's value inserts in ClickHouse's own
@@ -23,19 +21,11 @@ import (
 //	  go test -run '^$' -bench InsertCost -benchtime 2000x ./writer-worker/internal/chstore/
 func BenchmarkInsertCost(b *testing.B) {
 	pid, _ := strconv.Atoi(os.Getenv("CLICKHOUSE_PID"))
-	if os.Getenv("CLICKHOUSE_TEST_ADDR") == "" || pid == 0 {
-		b.Skip("needs CLICKHOUSE_TEST_ADDR and CLICKHOUSE_PID")
+	if pid == 0 {
+		b.Skip("needs CLICKHOUSE_PID, the server's process id")
 	}
-	addr, db := testenv.ClickHouseDB(b)
-	s, err := Open(Config{URL: "clickhouse://default@" + addr + "/" + db})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	ctx := context.Background()
-	if err := s.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
+	s := benchStore(b)
+	db, ctx := s.db, context.Background()
 	for _, c := range []struct{ rows, rate int }{{20, 200}, {1, 200}, {100, 50}, {500, 20}} {
 		b.Run(fmt.Sprintf("rows=%d/rate=%d", c.rows, c.rate), func(b *testing.B) {
 			table := fmt.Sprintf("%s.input_values_%d_%d", db, c.rows, c.rate)
