@@ -192,6 +192,20 @@ func TestAnswersMatchTheDocument(t *testing.T) {
 		}
 	}
 	h := http.Header{"Content-Type": {"application/json"}}
+	// The document describes what clients send: a well-formed reading and
+	// device record pass, a reading whose data is no object does not.
+	for _, ok := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/deviceapi/event", `{"serial":"s","data":{"t":1},"ts":"2026-11-25T00:00:00Z"}`},
+		{"POST", "/api/v1/deviceapi/events", `{"serial":"s","messages":[{"data":{"t":1}}]}`},
+		{"PUT", "/api/v1/admin/devices/s", `{"inputs":[{"name":"t","entity":"e","entityInput":"t"}]}`},
+	} {
+		if err := api.ValidRequest(ok.method, ok.path, h, []byte(ok.body)); err != nil {
+			t.Errorf("%s %s %s: %v", ok.method, ok.path, ok.body, err)
+		}
+	}
+	if api.ValidRequest("POST", "/api/v1/deviceapi/event", h, []byte(`{"serial":"s","data":3}`)) == nil {
+		t.Error("a reading whose data is a number passed the document")
+	}
 	for _, bad := range []struct {
 		status int
 		body   string
