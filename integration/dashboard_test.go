@@ -38,7 +38,7 @@ func TestDashboardReads(t *testing.T) {
 		base.UnixMilli(), base.Add(time.Second).UnixMilli(), script), bearer("tok-B")), 200, "Message processed and data stored successfully", "")
 
 	// Devices: pages in serial order, a prefix, last-message times (once
-	// the raw log, which lags by RAW_BATCH_INTERVAL, has them), no token.
+	// the raw log, which lags by its batch interval, has them), no token.
 	var page reply
 	eventually(t, 10*time.Second, func() bool {
 		page = s.admin(t, "GET", "/devices?limit=2", "")

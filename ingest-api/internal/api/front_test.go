@@ -64,7 +64,7 @@ func decode(t *testing.T, resp *http.Response) Body {
 }
 
 // A body that stalls is answered 408 after the grace period (not after
-// HTTP_READ_TIMEOUT), and the connection is closed; so is a gzip body.
+// the server's read timeout), and the connection is closed; so is a gzip body.
 func TestStalledBodyIsCutAfterTheGrace(t *testing.T) {
 	srv, _ := frontServer(t, Deps{Limits: Limits{BodyMinRate: 16 << 10}})
 	addr := strings.TrimPrefix(srv.URL, "http://")
