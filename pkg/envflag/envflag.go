@@ -39,77 +39,47 @@ func (s *Set) fail(name, v string, err error) {
 	}
 }
 
+// register defaults a flag from its environment variable (parsed by parse)
+// and adds it with define, the FlagSet's own XxxVar.
+func register[T any](s *Set, p *T, name string, def T, usage string, parse func(string) (T, error), define func(*T, string, T, string)) {
+	if v, ok := s.env(name); ok {
+		if x, err := parse(v); err != nil {
+			s.fail(name, v, err)
+		} else {
+			def = x
+		}
+	}
+	define(p, name, def, usage+" (env "+EnvName(name)+")")
+}
+
 // String registers a string setting.
 func (s *Set) String(p *string, name, def, usage string) {
-	if v, ok := s.env(name); ok {
-		def = v
-	}
-	s.FS.StringVar(p, name, def, usage+" (env "+EnvName(name)+")")
+	register(s, p, name, def, usage, func(v string) (string, error) { return v, nil }, s.FS.StringVar)
 }
 
 // Int registers an int setting.
 func (s *Set) Int(p *int, name string, def int, usage string) {
-	if v, ok := s.env(name); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			s.fail(name, v, err)
-		} else {
-			def = n
-		}
-	}
-	s.FS.IntVar(p, name, def, usage+" (env "+EnvName(name)+")")
+	register(s, p, name, def, usage, strconv.Atoi, s.FS.IntVar)
 }
 
 // Int64 registers an int64 setting.
 func (s *Set) Int64(p *int64, name string, def int64, usage string) {
-	if v, ok := s.env(name); ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			s.fail(name, v, err)
-		} else {
-			def = n
-		}
-	}
-	s.FS.Int64Var(p, name, def, usage+" (env "+EnvName(name)+")")
+	register(s, p, name, def, usage, func(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }, s.FS.Int64Var)
 }
 
 // Float64 registers a float64 setting.
 func (s *Set) Float64(p *float64, name string, def float64, usage string) {
-	if v, ok := s.env(name); ok {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil {
-			s.fail(name, v, err)
-		} else {
-			def = f
-		}
-	}
-	s.FS.Float64Var(p, name, def, usage+" (env "+EnvName(name)+")")
+	register(s, p, name, def, usage, func(v string) (float64, error) { return strconv.ParseFloat(v, 64) }, s.FS.Float64Var)
 }
 
 // Bool registers a bool setting.
 func (s *Set) Bool(p *bool, name string, def bool, usage string) {
-	if v, ok := s.env(name); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			s.fail(name, v, err)
-		} else {
-			def = b
-		}
-	}
-	s.FS.BoolVar(p, name, def, usage+" (env "+EnvName(name)+")")
+	register(s, p, name, def, usage, strconv.ParseBool, s.FS.BoolVar)
 }
 
 // Duration registers a time.Duration setting ("250ms", "5s").
 func (s *Set) Duration(p *time.Duration, name string, def time.Duration, usage string) {
-	if v, ok := s.env(name); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			s.fail(name, v, err)
-		} else {
-			def = d
-		}
-	}
-	s.FS.DurationVar(p, name, def, usage+" (env "+EnvName(name)+")")
+	register(s, p, name, def, usage, time.ParseDuration, s.FS.DurationVar)
 }
 
 // Parse parses args and returns the first error from the flags or the
