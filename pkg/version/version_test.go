@@ -1,7 +1,10 @@
 package version
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -22,5 +25,30 @@ func TestVersionMatchesTheRepository(t *testing.T) {
 	}
 	if !strings.Contains(string(log), "## ["+Version+"]") {
 		t.Fatalf("CHANGELOG.md has no section for %s", Version)
+	}
+}
+
+// The repository's house rules, checked on every file git tracks: no
+// binary, no non-test Go file over 300 lines, a README that stays a short
+// front page (200 lines).
+func TestRepositoryHygiene(t *testing.T) {
+	out, err := exec.Command("git", "-C", "../..", "ls-files").Output()
+	if err != nil {
+		t.Skipf("no git checkout: %v", err)
+	}
+	for _, f := range strings.Fields(string(out)) {
+		b, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			continue // deleted in the working tree
+		}
+		lines := bytes.Count(b, []byte("\n"))
+		switch {
+		case bytes.HasPrefix(b, []byte("\x7fELF")) || bytes.HasPrefix(b, []byte("MZ")):
+			t.Errorf("%s is a binary: build outputs stay out of the repository", f)
+		case strings.HasSuffix(f, ".go") && !strings.HasSuffix(f, "_test.go") && lines > 300:
+			t.Errorf("%s has %d lines: split it (at most 300)", f, lines)
+		case f == "README.md" && lines > 200:
+			t.Errorf("README.md has %d lines: keep it a short front page (at most 200; details live in docs/)", lines)
+		}
 	}
 }
