@@ -79,7 +79,6 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Duration(&c.ReadingTime.MaxAge, "max-reading-age", 90*24*time.Hour, "oldest reading time accepted (ts or the timestamp input); an older one is stored at its receive time, with a note")
 	s.String(&c.RedactKeys, "redact-keys", "accessToken,access_token,password,secret", "comma-separated member names whose values are replaced by \"[redacted]\" at any depth of a message before it is kept (the request's own tokens are removed wherever they appear, whatever this says)")
 	s.Duration(&c.AuditMaxAge, "audit-max-age", 400*24*time.Hour, "how long the audit trail keeps a record of a workspace change (JetStream drops older ones)")
-	c.ReadingTime.MaxFuture = readtime.MaxFuture
 	c.NATS.Register(s)
 	c.Guard.Register(s, program.ContainerMemory())
 }

@@ -39,16 +39,7 @@ func NATS(t testing.TB) *server.Server {
 // test ends.
 func Connect(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(NATS(t).ClientURL(), Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	return operatorConn(t, NATS(t).ClientURL())
 }
 
 // NATSServer is an in-process server that a test can stop and start again on
@@ -71,6 +62,13 @@ func Operator() nats.Option { return nats.UserInfo("operator", NATSPassword("ope
 // connection closes when the test ends.
 func OperatorJS(t testing.TB, url string) jetstream.JetStream {
 	t.Helper()
+	_, js := operatorConn(t, url)
+	return js
+}
+
+// operatorConn connects to url as the operator until the test ends.
+func operatorConn(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
 	nc, err := nats.Connect(url, Operator())
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +78,7 @@ func OperatorJS(t testing.TB, url string) jetstream.JetStream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return js
+	return nc, js
 }
 
 // natsUsers are the deployment's users (pkg/bus.Users, as

@@ -31,11 +31,8 @@ func (s *Server) postEvent(c echo.Context) error {
 
 // publishEvent submits an accepted reading and answers with its outcome.
 func (s *Server) publishEvent(c echo.Context, req request, a authorized) error {
-	ev := s.newEvent(req.Serial, a, req.Payload, req.TS, req.Data)
 	key := strings.TrimSpace(c.Request().Header.Get(HeaderIdempotencyKey))
-	if key != "" {
-		ev.ID = KeyedEventID(req.Serial, key)
-	}
+	ev := s.newEvent(eventID(req.Serial, key, ""), req.Serial, a, req.Payload, req.TS, req.Data)
 	got, err := s.submitter.Submit(c.Request().Context(), []*event.Event{ev}, key != "")
 	if err != nil {
 		return s.failed(c, req.Serial, ev.ID, err)
@@ -43,10 +40,9 @@ func (s *Server) publishEvent(c echo.Context, req request, a authorized) error {
 	return s.respond(c, got[0].Code, req.Serial, ev.ID, got[0].Detail)
 }
 
-// newEvent is an accepted reading of a's device, with a fresh id and its
-// reading time.
-func (s *Server) newEvent(serial string, a authorized, payload, ts, data []byte) *event.Event {
-	ev := &event.Event{ID: uuid.NewString(), Serial: serial, ReceivedNs: s.timestamp(), Rev: a.dev.Rev, Token: a.token,
+// newEvent is an accepted reading of a's device, with its reading time.
+func (s *Server) newEvent(id, serial string, a authorized, payload, ts, data []byte) *event.Event {
+	ev := &event.Event{ID: id, Serial: serial, ReceivedNs: s.timestamp(), Rev: a.dev.Rev, Token: a.token,
 		Reply: s.replies, Payload: payload}
 	ev.ReadingNs, ev.TimeNote = s.readingTime(ev.ReceivedNs, ts, data, a.dev.Device.TimestampInput)
 	return ev
@@ -68,6 +64,16 @@ const HeaderIdempotencyKey = "Idempotency-Key"
 
 // keyNamespace derives event ids from (serial, Idempotency-Key).
 var keyNamespace = uuid.MustParse("6f1c3a8e-2b7d-5e4f-9a10-d3e5c7b9a2f4")
+
+// eventID is a new event's id: derived from (serial, key, suffix) when the
+// request carries an Idempotency-Key (suffix tells a backlog's messages
+// apart), else random.
+func eventID(serial, key, suffix string) string {
+	if key == "" {
+		return uuid.NewString()
+	}
+	return KeyedEventID(serial, key+suffix)
+}
 
 // KeyedEventID is the event id of a reading sent with an Idempotency-Key:
 // the same for every retry of it, and different for another device.

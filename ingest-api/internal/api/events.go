@@ -58,11 +58,8 @@ func (s *Server) publishBacklog(c echo.Context, req batchRequest, a authorized) 
 			codes[i] = m.Code
 			continue
 		}
-		ev := s.newEvent(req.Serial, a, m.Payload, m.TS, m.Data)
+		ev := s.newEvent(eventID(req.Serial, key, "\x00"+strconv.Itoa(i)), req.Serial, a, m.Payload, m.TS, m.Data)
 		ev.Group = group
-		if key != "" {
-			ev.ID = KeyedEventID(req.Serial, key+"\x00"+strconv.Itoa(i))
-		}
 		evs, at = append(evs, ev), append(at, i)
 	}
 	if len(evs) > 0 {

@@ -50,7 +50,7 @@ func TestParse(t *testing.T) {
 
 func TestResolve(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	b := Bounds{MaxAge: 90 * 24 * time.Hour, MaxFuture: 5 * time.Minute}
+	b := Bounds{MaxAge: 90 * 24 * time.Hour}
 	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
 	dt := time.Date(2026, 11, 22, 10, 11, 12, 345e6, time.UTC)
 	for _, c := range []struct {

@@ -16,11 +16,9 @@ const MaxFuture = 5 * time.Minute
 
 // Bounds are how far from the receive time a reading's time may lie.
 type Bounds struct {
-	// MaxAge is how old a reading may be (MAX_READING_AGE).
+	// MaxAge is how old a reading may be (MAX_READING_AGE); how far ahead
+	// it may be is MaxFuture.
 	MaxAge time.Duration
-	// MaxFuture is how far ahead of the receive time a reading may be
-	// (the constant MaxFuture, but for tests).
-	MaxFuture time.Duration
 }
 
 // Source is one candidate for a reading's time: where it came from (for the
@@ -46,8 +44,8 @@ func (b Bounds) Resolve(received time.Time, sources ...Source) (ns int64, note s
 			return received.UnixNano(), s.Name + " is not a time: stored at receive time"
 		case t.Before(received.Add(-b.MaxAge)):
 			return received.UnixNano(), fmt.Sprintf("%s is older than MAX_READING_AGE (%s): stored at receive time", s.Name, b.MaxAge)
-		case t.After(received.Add(b.MaxFuture)):
-			return received.UnixNano(), fmt.Sprintf("%s is more than %s ahead of the receive time: stored at receive time", s.Name, b.MaxFuture)
+		case t.After(received.Add(MaxFuture)):
+			return received.UnixNano(), fmt.Sprintf("%s is more than %s ahead of the receive time: stored at receive time", s.Name, MaxFuture)
 		}
 		return t.UnixNano(), ""
 	}

@@ -51,6 +51,7 @@ func NotStored(err error) bool {
 type submission struct {
 	evs   []*event.Event
 	keyed bool
+	size  int // the events' event.EnvelopeCost, summed once
 	// refused hears of events that did not enter the stream: at most
 	// one refusal for claims another attempt holds, and one for the rest.
 	refused chan refusal
@@ -71,13 +72,22 @@ func (s *submission) refuse(evs []*event.Event, err error) {
 	s.refused <- refusal{ids: ids, err: err}
 }
 
-func (s *submission) cost() int {
-	n := 0
-	for _, ev := range s.evs {
-		n += event.EnvelopeCost(ev)
+func newSubmission(evs []*event.Event, keyed bool) *submission {
+	s := &submission{evs: evs, keyed: keyed}
+	for _, ev := range evs {
+		s.size += event.EnvelopeCost(ev)
 	}
-	return n
+	// At most one refusal for an unkeyed submission (the stream's); a
+	// keyed one may also hear of claims taken and claims not taken.
+	room := 1
+	if keyed {
+		room = 3
+	}
+	s.refused = make(chan refusal, room)
+	return s
 }
+
+func (s *submission) cost() int { return s.size }
 
 // publisher gathers submissions into messages (pkg/batcher, a slot per
 // message awaiting its stream ack) and publishes them; keyed submissions

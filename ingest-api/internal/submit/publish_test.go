@@ -77,7 +77,7 @@ func sub(keyed bool, evs ...*event.Event) *submission {
 	for _, e := range evs {
 		e.Keyed = keyed
 	}
-	return &submission{evs: evs, keyed: keyed, refused: make(chan refusal, 3)}
+	return newSubmission(evs, keyed)
 }
 
 // refusals is what s was told, without waiting.

@@ -106,13 +106,7 @@ func (s *Submitter) Run(ctx context.Context) error { return s.pub.run(ctx) }
 // outcome, in order. The error is a *Failure (the events are not known to
 // be stored), or ctx's when the client went away.
 func (s *Submitter) Submit(ctx context.Context, evs []*event.Event, keyed bool) ([]event.Reply, error) {
-	// At most one refusal for an unkeyed submission (the stream's); a keyed
-	// one may also hear of claims taken and claims not taken.
-	room := 1
-	if keyed {
-		room = 3
-	}
-	sub := &submission{evs: evs, keyed: keyed, refused: make(chan refusal, room)}
+	sub := newSubmission(evs, keyed)
 	if sub.cost()+512 > s.cfg.MaxBytes {
 		return nil, &Failure{Code: outcome.PayloadTooLarge}
 	}
