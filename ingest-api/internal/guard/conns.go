@@ -164,13 +164,19 @@ func (l *Conns) refuse(c net.Conn, answer []byte) {
 	}()
 }
 
-// Stats returns the connections open now, the refusals so far (per
+// ConnStats are the connections open now, the refusals so far (per
 // address and for the total) and the idle connections closed to make room.
-func (l *Conns) Stats() (open int, refusedSource, refusedTotal, evicted uint64) {
+type ConnStats struct {
+	Open                                 int
+	RefusedSource, RefusedTotal, Evicted uint64
+}
+
+// Stats returns the listener's counts.
+func (l *Conns) Stats() ConnStats {
 	l.mu.Lock()
-	open = l.total
+	open := l.total
 	l.mu.Unlock()
-	return open, l.refusedSource.Load(), l.refusedTotal.Load(), l.evicted.Load()
+	return ConnStats{open, l.refusedSource.Load(), l.refusedTotal.Load(), l.evicted.Load()}
 }
 
 // forget drops c from the counts, once. l.mu is held.

@@ -103,16 +103,23 @@ func (f *Failures) sweep(now time.Time) bool {
 	return len(f.sources) < maxSources
 }
 
-// Stats returns the addresses tracked and those refused now, and the
+// FailureStats are the addresses tracked and those refused now, and the
 // failures that could not be tracked because the table was full.
-func (f *Failures) Stats() (tracked, refused int, untracked uint64) {
+type FailureStats struct {
+	Tracked, Refused int
+	Untracked        uint64
+}
+
+// Stats returns the table's counts.
+func (f *Failures) Stats() FailureStats {
 	now := f.now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	st := FailureStats{Tracked: len(f.sources), Untracked: f.untracked}
 	for _, w := range f.sources {
 		if now.Before(w.blocked) {
-			refused++
+			st.Refused++
 		}
 	}
-	return len(f.sources), refused, f.untracked
+	return st
 }

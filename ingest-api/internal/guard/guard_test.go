@@ -61,8 +61,8 @@ func TestFailuresTableIsBounded(t *testing.T) {
 	for i := range maxSources + 100 {
 		f.Fail(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
 	}
-	tracked, _, untracked := f.Stats()
-	if tracked != maxSources || untracked != 100 {
+	st := f.Stats()
+	if tracked, untracked := st.Tracked, st.Untracked; tracked != maxSources || untracked != 100 {
 		t.Fatalf("tracked %d, untracked %d; want %d and 100", tracked, untracked, maxSources)
 	}
 }
@@ -178,11 +178,11 @@ func TestConnsBoundPerSourceAndInAll(t *testing.T) {
 	if _, err := a1.Read(make([]byte, 1)); err == nil {
 		t.Fatal("the connection idle longest was not closed")
 	}
-	if open, _, _, evicted := l.Stats(); open != 3 || evicted != 1 {
-		t.Fatalf("open %d, evicted %d; want 3 and 1", open, evicted)
+	if st := l.Stats(); st.Open != 3 || st.Evicted != 1 {
+		t.Fatalf("open %d, evicted %d; want 3 and 1", st.Open, st.Evicted)
 	}
-	if _, src, total, _ := l.Stats(); src != 1 || total != 0 {
-		t.Fatalf("refusals counted %d per source, %d in all; want 1 and 0", src, total)
+	if st := l.Stats(); st.RefusedSource != 1 || st.RefusedTotal != 0 {
+		t.Fatalf("refusals counted %d per source, %d in all; want 1 and 0", st.RefusedSource, st.RefusedTotal)
 	}
 }
 
@@ -284,7 +284,7 @@ func TestConnsEvictTheUnusedFirst(t *testing.T) {
 		t.Fatal("the connection that never sent a request was not closed")
 	}
 	get() // on its kept-alive connection, which was not closed
-	if _, _, _, evicted := l.Stats(); evicted != 1 {
+	if evicted := l.Stats().Evicted; evicted != 1 {
 		t.Fatalf("evicted %d, want 1", evicted)
 	}
 }

@@ -21,36 +21,15 @@ func RegisterMetrics(reg prometheus.Registerer, c *Conns, f *Failures, b *Budget
 			ConstLabels: prometheus.Labels{"reason": reason}}, v)
 	}
 	reg.MustRegister(
-		gauge("open_connections", "Connections open now (MAX_CONNS bounds them).", func() float64 {
-			n, _, _, _ := c.Stats()
-			return float64(n)
-		}),
-		refused("source", func() float64 {
-			_, n, _, _ := c.Stats()
-			return float64(n)
-		}),
-		refused("max_conns", func() float64 {
-			_, _, n, _ := c.Stats()
-			return float64(n)
-		}),
-		counter("connections_evicted_total", "Connections closed to make room at MAX_CONNS: the one longest without a request handled (idle keep-alive, or still sending headers).", func() float64 {
-			_, _, _, n := c.Stats()
-			return float64(n)
-		}),
-		gauge("auth_failure_sources", "Client addresses with failed authentications in their window.", func() float64 {
-			n, _, _ := f.Stats()
-			return float64(n)
-		}),
-		gauge("refused_sources", "Client addresses refused now for failing authentication SOURCE_AUTH_FAILURES times.", func() float64 {
-			_, n, _ := f.Stats()
-			return float64(n)
-		}),
-		counter("auth_failures_untracked_total", "Failed authentications not counted against their address because the table of addresses was full (an attack spread over more than 65,536 addresses).", func() float64 {
-			_, _, n := f.Stats()
-			return float64(n)
-		}),
-		gauge("body_memory_bytes", "Bytes request bodies hold now, with their copies (MAX_BODY_MEMORY bounds it).", func() float64 {
-			return float64(b.Used())
-		}),
+		gauge("open_connections", "Connections open now (MAX_CONNS bounds them).", func() float64 { return float64(c.Stats().Open) }),
+		refused("source", func() float64 { return float64(c.Stats().RefusedSource) }),
+		refused("max_conns", func() float64 { return float64(c.Stats().RefusedTotal) }),
+		counter("connections_evicted_total", "Connections closed to make room at MAX_CONNS: the one longest without a request handled (idle keep-alive, or still sending headers).",
+			func() float64 { return float64(c.Stats().Evicted) }),
+		gauge("auth_failure_sources", "Client addresses with failed authentications in their window.", func() float64 { return float64(f.Stats().Tracked) }),
+		gauge("refused_sources", "Client addresses refused now for failing authentication SOURCE_AUTH_FAILURES times.", func() float64 { return float64(f.Stats().Refused) }),
+		counter("auth_failures_untracked_total", "Failed authentications not counted against their address because the table of addresses was full (an attack spread over more than 65,536 addresses).",
+			func() float64 { return float64(f.Stats().Untracked) }),
+		gauge("body_memory_bytes", "Bytes request bodies hold now, with their copies (MAX_BODY_MEMORY bounds it).", func() float64 { return float64(b.Used()) }),
 	)
 }
