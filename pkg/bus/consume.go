@@ -50,11 +50,13 @@ type Durable struct {
 	Consuming func()
 }
 
-// ConsumeUntil creates or updates the durable consumer, hands each message to
-// handle (one at a time, in delivery order) until ctx ends, then drains: no
-// new pulls, the messages already buffered still go to handle, and it
-// returns once the last handle call returned.
-func ConsumeUntil(ctx context.Context, js jetstream.JetStream, d Durable, log *zap.Logger, handle func(jetstream.Msg)) error {
+// ConsumeBatches creates or updates the durable consumer and, until ctx
+// ends, adds each message, in delivery order, to a batcher (pkg/batcher,
+// cfg) that hands them to flush. Then it drains: no new pulls, the messages
+// already buffered still join the batcher, which hands over what it holds,
+// and ConsumeBatches returns when every batch is released. The batcher holds
+// at most MaxAckPending messages: the server never has more outstanding.
+func ConsumeBatches(ctx context.Context, js jetstream.JetStream, d Durable, log *zap.Logger, cfg batcher.Config, flush batcher.Flush[jetstream.Msg]) error {
 	cons, err := js.CreateOrUpdateConsumer(ctx, d.Stream, jetstream.ConsumerConfig{
 		Durable:       d.Name,
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -65,10 +67,21 @@ func ConsumeUntil(ctx context.Context, js jetstream.JetStream, d Durable, log *z
 	if err != nil {
 		return fmt.Errorf("consumer %s: %w", d.Name, err)
 	}
+	b := batcher.New(cfg, nil, flush)
+	bctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(bctx) }()
+	add := func(m jetstream.Msg) {
+		if err := b.Add(m); err != nil {
+			// Not reached (the batcher is unbounded and stops after
+			// the consumer): left unacked, the message comes again.
+			log.Error("message not batched", zap.String("consumer", d.Name), zap.Error(err))
+		}
+	}
 	// Short-lived pull requests: one sent while the consumer has no leader
 	// (a NATS node just failed) is lost, and this copy would idle until
 	// the request expired. The default of 30 s is too long to be idle.
-	cc, err := cons.Consume(handle,
+	cc, err := cons.Consume(add,
 		jetstream.PullMaxMessages(d.PullBatch),
 		jetstream.PullExpiry(5*time.Second),
 		jetstream.PullHeartbeat(2*time.Second),
@@ -76,6 +89,8 @@ func ConsumeUntil(ctx context.Context, js jetstream.JetStream, d Durable, log *z
 			log.Debug("consume", zap.String("consumer", d.Name), zap.Error(err))
 		}))
 	if err != nil {
+		stop()
+		<-done
 		return fmt.Errorf("consume %s: %w", d.Name, err)
 	}
 	if d.Consuming != nil {
@@ -84,29 +99,6 @@ func ConsumeUntil(ctx context.Context, js jetstream.JetStream, d Durable, log *z
 	<-ctx.Done()
 	cc.Drain()
 	<-cc.Closed()
-	return nil
-}
-
-// ConsumeBatches is ConsumeUntil for a worker that batches: messages join a
-// batcher (pkg/batcher, cfg) that hands them to flush. Once ctx ends and the
-// consumer has drained, the batcher hands over what it holds, and
-// ConsumeBatches returns when every batch is released. The batcher holds at
-// most MaxAckPending messages: the server never has more outstanding.
-func ConsumeBatches(ctx context.Context, js jetstream.JetStream, d Durable, log *zap.Logger, cfg batcher.Config, flush batcher.Flush[jetstream.Msg]) error {
-	b := batcher.New(cfg, nil, flush)
-	bctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- b.Run(bctx) }()
-	err := ConsumeUntil(ctx, js, d, log, func(m jetstream.Msg) {
-		if err := b.Add(m); err != nil {
-			// Not reached (the batcher is unbounded and stops after
-			// the consumer): left unacked, the message comes again.
-			log.Error("message not batched", zap.String("consumer", d.Name), zap.Error(err))
-		}
-	})
 	stop()
-	if berr := <-done; err == nil {
-		err = berr
-	}
-	return err
+	return <-done
 }
