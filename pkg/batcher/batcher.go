@@ -115,12 +115,10 @@ func (b *Batcher[T]) Run(ctx context.Context) error {
 			b.finish()
 			return nil
 		}
-		if !b.pause(ctx) {
-			<-b.slots
-			b.finish()
-			return nil
+		var batch *Batch[T]
+		if b.pause(ctx) {
+			batch = b.take(ctx)
 		}
-		batch := b.take(ctx)
 		if batch == nil {
 			<-b.slots
 			b.finish()

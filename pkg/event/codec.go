@@ -49,23 +49,25 @@ func (r *reader) fail() {
 
 func (r *reader) uvarint() uint64 {
 	v, n := binary.Uvarint(r.b)
-	// Only the shortest form is valid, so that each value has one encoding.
-	if n <= 0 || (n > 1 && r.b[n-1] == 0) {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
+	r.skip(n)
 	return v
 }
 
 func (r *reader) varint() int64 {
 	v, n := binary.Varint(r.b)
+	r.skip(n)
+	return v
+}
+
+// skip moves past a varint of n bytes (as binary.Uvarint and Varint report
+// it). Only the shortest form is valid, so that each value has one
+// encoding.
+func (r *reader) skip(n int) {
 	if n <= 0 || (n > 1 && r.b[n-1] == 0) {
 		r.fail()
-		return 0
+		return
 	}
 	r.b = r.b[n:]
-	return v
 }
 
 func (r *reader) bytes() []byte {

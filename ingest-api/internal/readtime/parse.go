@@ -53,19 +53,16 @@ func Parse(s string) (time.Time, error) {
 	switch {
 	case rest == "" || rest == "Z" || rest == "z":
 	case rest[0] == '+' || rest[0] == '-':
-		var hh, mm int
-		var ok bool
-		switch {
-		case len(rest) == 6 && rest[3] == ':':
-			hh, ok1 = digits(rest[1:3])
-			mm, ok2 = digits(rest[4:6])
-			ok = ok1 && ok2
-		case len(rest) == 5:
-			hh, ok1 = digits(rest[1:3])
-			mm, ok2 = digits(rest[3:5])
-			ok = ok1 && ok2
+		mmAt := 3 // ±hhmm, or ±hh:mm
+		if len(rest) == 6 && rest[3] == ':' {
+			mmAt = 4
 		}
-		if !ok || hh > 23 || mm > 59 {
+		if len(rest) != mmAt+2 {
+			return time.Time{}, ErrSyntax
+		}
+		hh, ok1 := digits(rest[1:3])
+		mm, ok2 := digits(rest[mmAt:])
+		if !ok1 || !ok2 || hh > 23 || mm > 59 {
 			return time.Time{}, ErrSyntax
 		}
 		offset = (hh*60 + mm) * 60
