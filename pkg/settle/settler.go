@@ -114,15 +114,13 @@ func (m *Msg) Apply(d Decision, err error) bool {
 		m.s.log.Error("message settled twice: the second settlement is ignored", zap.String("action", d.Action.String()))
 		return false
 	}
-	s := m.s
-	if d.Action == DeadLetter {
-		if m.deadLetter(m.m.Data(), d.Reason, err) == nil {
-			s.count(DeadLetter.String(), m.m.Term()) // the letter holds it now
-		}
-		return true
-	}
 	var aerr error
 	switch d.Action {
+	case DeadLetter:
+		if m.deadLetter(m.m.Data(), d.Reason, err) != nil {
+			return true // retried instead, and counted
+		}
+		aerr = m.m.Term() // the letter holds it now
 	case Ack:
 		aerr = m.m.Ack()
 	case Retry:
@@ -130,7 +128,7 @@ func (m *Msg) Apply(d Decision, err error) bool {
 	case Drop:
 		aerr = m.m.Term()
 	}
-	s.count(d.Action.String(), aerr)
+	m.s.count(d.Action.String(), aerr)
 	return true
 }
 

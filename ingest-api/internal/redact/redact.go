@@ -109,14 +109,12 @@ func (r *Redactor) value(out *bytes.Buffer, v []byte, secrets []string) {
 			r.value(out, e, secrets)
 		}
 		out.WriteByte(']')
-	case len(v) > 0 && v[0] == '"':
-		if s, _ := jsonobj.String(v); holds(s, secrets) {
-			out.WriteString(Mark)
-			return
+	default: // a string, a number (a device could send its token as one), true, false, null
+		s, ok := jsonobj.String(v)
+		if !ok {
+			s = string(v)
 		}
-		out.Write(v)
-	default: // a number (a device could send its token as one), true, false, null
-		if holds(string(v), secrets) {
+		if holds(s, secrets) {
 			out.WriteString(Mark)
 			return
 		}

@@ -15,20 +15,20 @@ import (
 	"github.com/devicehub/eventservice/pkg/event"
 )
 
-// limits bound the messages.
+// limits bound the messages: a batch (pkg/batcher) is a message, MaxItems
+// submissions and MaxSize bytes of events (event.EnvelopeCost) at most, a
+// slot a message awaiting its stream ack, which is waited for ackWait
+// before the slot is given back.
 type limits struct {
-	perMessage int           // most submissions in one message
-	maxBytes   int           // most bytes of events (event.EnvelopeCost) in one message
-	pending    int           // messages awaiting their stream acks at once
-	linger     time.Duration // how long a message waits for more once it has one
-	ackWait    time.Duration // how long an ack is waited for before its slot is given back
+	batcher.Config
+	ackWait time.Duration
 }
 
 // Tuned on 2 cores (docs/performance.md): up to 256 submissions a message,
 // two messages awaiting their acks while the next one fills, and 2 ms for
 // more to join (at 3,000/s it halved NATS's CPU).
 func defaultLimits(maxBytes int, ackWait time.Duration) limits {
-	return limits{perMessage: 256, maxBytes: maxBytes, pending: 2, linger: 2 * time.Millisecond, ackWait: ackWait}
+	return limits{batcher.Config{MaxItems: 256, MaxSize: maxBytes, Slots: 2, Linger: 2 * time.Millisecond}, ackWait}
 }
 
 // errNotSent marks a message that never left this process.
@@ -113,9 +113,8 @@ func newPublisher(subject string, l limits, js jetstream.JetStream, claims *clai
 		observe = func(int) {}
 	}
 	p := &publisher{subject: subject, ackWait: l.ackWait, js: js, claims: claims, observe: observe, log: log}
-	bc := batcher.Config{MaxItems: l.perMessage, MaxSize: l.maxBytes, Slots: l.pending, Linger: l.linger}
-	p.plain = batcher.New(bc, (*submission).cost, p.publishPlain)
-	p.keyed = batcher.New(bc, (*submission).cost, p.publishKeyed)
+	p.plain = batcher.New(l.Config, (*submission).cost, p.publishPlain)
+	p.keyed = batcher.New(l.Config, (*submission).cost, p.publishKeyed)
 	return p
 }
 

@@ -69,7 +69,7 @@ func ev(id string, payload int) *event.Event {
 }
 
 func lim(perMessage, maxBytes int) limits {
-	return limits{perMessage: perMessage, maxBytes: maxBytes, pending: 1, ackWait: time.Second}
+	return limits{batcher.Config{MaxItems: perMessage, MaxSize: maxBytes, Slots: 1}, time.Second}
 }
 
 // sub is a submission of evs.
