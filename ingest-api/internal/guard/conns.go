@@ -33,10 +33,9 @@ type Conns struct {
 
 	mu      sync.Mutex
 	open    map[netip.Addr]int
-	all     map[*conn]struct{}
-	unused  list.List // connections that never had a request handled, oldest first
-	total   int
-	refusal chan struct{} // bounds the goroutines writing refusals
+	all     map[*conn]struct{} // every connection open
+	unused  list.List          // connections that never had a request handled, oldest first
+	refusal chan struct{}      // bounds the goroutines writing refusals
 
 	refusedSource, refusedTotal, evicted atomic.Uint64
 }
@@ -87,7 +86,7 @@ func (l *Conns) Accept() (net.Conn, error) {
 			l.refuse(c, refuseSource)
 			continue
 		}
-		if l.total >= l.max && !l.evictOne() {
+		if len(l.all) >= l.max && !l.evictOne() {
 			l.mu.Unlock()
 			l.refusedTotal.Add(1)
 			l.refuse(c, refuseTotal)
@@ -97,7 +96,6 @@ func (l *Conns) Accept() (net.Conn, error) {
 		wc.quiet.Store(time.Now().UnixNano())
 		l.all[wc] = struct{}{}
 		wc.unused = l.unused.PushBack(wc)
-		l.total++
 		if !proxy {
 			l.open[src]++
 		}
@@ -174,7 +172,7 @@ type ConnStats struct {
 // Stats returns the listener's counts.
 func (l *Conns) Stats() ConnStats {
 	l.mu.Lock()
-	open := l.total
+	open := len(l.all)
 	l.mu.Unlock()
 	return ConnStats{open, l.refusedSource.Load(), l.refusedTotal.Load(), l.evicted.Load()}
 }
@@ -189,7 +187,6 @@ func (l *Conns) forget(c *conn) {
 		l.unused.Remove(c.unused)
 		c.unused = nil
 	}
-	l.total--
 	if c.counted {
 		if l.open[c.src] <= 1 {
 			delete(l.open, c.src)

@@ -91,15 +91,12 @@ func ParsePrefixes(s string) ([]netip.Prefix, error) {
 		if f == "" {
 			continue
 		}
-		if !strings.Contains(f, "/") {
-			a, err := netip.ParseAddr(f)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-			continue
-		}
 		p, err := netip.ParsePrefix(f)
+		if !strings.Contains(f, "/") { // an address: the range of it alone
+			var a netip.Addr
+			a, err = netip.ParseAddr(f)
+			p = netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())
+		}
 		if err != nil {
 			return nil, err
 		}
