@@ -37,9 +37,7 @@ func (l *Limiter) AllowN(serial string, n int) (ok bool, wait time.Duration) {
 		return true, 0
 	}
 	now := time.Now()
-	l.mu.Lock()
 	b := l.bucket(serial)
-	l.mu.Unlock()
 	// The bucket has a lock of its own: devices do not wait on each other.
 	r := b.ReserveN(now, min(n, l.burst))
 	if d := r.DelayFrom(now); d > 0 {
@@ -54,8 +52,10 @@ func (l *Limiter) AllowN(serial string, n int) (ok bool, wait time.Duration) {
 	return true, 0
 }
 
-// bucket returns serial's bucket, made full if it is new. l.mu is held.
+// bucket returns serial's bucket, made full if it is new.
 func (l *Limiter) bucket(serial string) *rate.Limiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	b, ok := l.buckets[serial]
 	if !ok {
 		b = rate.NewLimiter(l.perSecond, l.burst)
@@ -67,10 +67,7 @@ func (l *Limiter) bucket(serial string) *rate.Limiter {
 // debit takes n readings another copy granted from serial's bucket, into
 // debt if need be: this copy then waits them out.
 func (l *Limiter) debit(serial string, n int) {
-	l.mu.Lock()
-	b := l.bucket(serial)
-	l.mu.Unlock()
-	b.ReserveN(time.Now(), min(n, l.burst))
+	l.bucket(serial).ReserveN(time.Now(), min(n, l.burst))
 }
 
 // Forget drops the bucket of a device that was deleted.
