@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,12 +110,7 @@ func ParsePrefixes(s string) ([]netip.Prefix, error) {
 type Proxies []netip.Prefix
 
 func (ps Proxies) trusted(a netip.Addr) bool {
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
 // Client is the address of the client that sent r: the peer, unless the

@@ -6,6 +6,7 @@ package redact
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -42,12 +43,7 @@ func New(keys string) *Redactor {
 // named by a secret are dropped). It returns doc itself when there is
 // nothing to remove, which is the common case and costs a scan.
 func (r *Redactor) Apply(doc []byte, secrets ...string) []byte {
-	live := secrets[:0:0]
-	for _, s := range secrets {
-		if len(s) >= minSecret {
-			live = append(live, s)
-		}
-	}
+	live := slices.DeleteFunc(slices.Clone(secrets), func(s string) bool { return len(s) < minSecret })
 	if !r.suspect(doc, live) {
 		return doc
 	}
@@ -60,20 +56,9 @@ func (r *Redactor) Apply(doc []byte, secrets ...string) []byte {
 // suspect reports whether doc may hold something to remove: an escape
 // (which could spell a secret), a secret, or a listed name.
 func (r *Redactor) suspect(doc []byte, secrets []string) bool {
-	if bytes.IndexByte(doc, '\\') >= 0 {
-		return true
-	}
-	for _, s := range secrets {
-		if bytes.Contains(doc, []byte(s)) {
-			return true
-		}
-	}
-	for _, k := range r.keys {
-		if containsFold(doc, k) {
-			return true
-		}
-	}
-	return false
+	return bytes.IndexByte(doc, '\\') >= 0 ||
+		slices.ContainsFunc(secrets, func(s string) bool { return bytes.Contains(doc, []byte(s)) }) ||
+		slices.ContainsFunc(r.keys, func(k string) bool { return containsFold(doc, k) })
 }
 
 func (r *Redactor) value(out *bytes.Buffer, v []byte, secrets []string) {
@@ -123,21 +108,11 @@ func (r *Redactor) value(out *bytes.Buffer, v []byte, secrets []string) {
 }
 
 func (r *Redactor) listed(name string) bool {
-	for _, k := range r.keys {
-		if strings.EqualFold(name, k) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(r.keys, func(k string) bool { return strings.EqualFold(name, k) })
 }
 
 func holds(s string, secrets []string) bool {
-	for _, sec := range secrets {
-		if strings.Contains(s, sec) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(secrets, func(sec string) bool { return strings.Contains(s, sec) })
 }
 
 // containsFold reports whether b contains the lower-case ASCII or UTF-8
