@@ -2,6 +2,7 @@ package bus
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -64,16 +65,9 @@ func Users(n Names) []User {
 			"$JS.ACK." + stream + "." + consumer + ".>",
 		}
 	}
-	join := func(parts ...[]string) []string {
-		var out []string
-		for _, p := range parts {
-			out = append(out, p...)
-		}
-		return out
-	}
 	return []User{
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
-			Publish: join(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), []string{
+			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), []string{
 				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(),
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
 				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.UPDATE." + audit, "$JS.API.STREAM.INFO." + audit,
@@ -86,12 +80,12 @@ func Users(n Names) []User {
 			}),
 			Subscribe: []string{n.ReplyPrefix() + ">", n.RateSubject(), Inbox("ingest-api") + ".>"}},
 		{Name: "mapper-worker", PasswordEnv: "NATS_MAPPER_PASSWORD",
-			Publish: join(streams, readRegistry, consume(n.EventsStream, n.MapperConsumer), []string{
+			Publish: slices.Concat(streams, readRegistry, consume(n.EventsStream, n.MapperConsumer), []string{
 				n.MappedSubject(), n.DeadLetterSubject(), n.ReplyPrefix() + "*",
 			}),
 			Subscribe: []string{Inbox("mapper-worker") + ".>"}},
 		{Name: "writer-worker", PasswordEnv: "NATS_WRITER_PASSWORD",
-			Publish: join(streams, consume(n.MappedStream, n.WriterConsumer), []string{
+			Publish: slices.Concat(streams, consume(n.MappedStream, n.WriterConsumer), []string{
 				n.DeadLetterSubject(), n.ReplyPrefix() + "*",
 			}),
 			Subscribe: []string{n.QueryPrefix() + "*", Inbox("writer-worker") + ".>"}, Responds: true},
