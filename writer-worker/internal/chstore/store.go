@@ -23,33 +23,6 @@ type Store struct {
 	cfg   Config
 }
 
-// settingsConn adds query settings to every call: the insert quorum, and
-// the sequential consistency that lets reads see every quorum insert.
-type settingsConn struct {
-	driver.Conn
-	settings clickhouse.Settings
-}
-
-func (c settingsConn) with(ctx context.Context) context.Context {
-	return clickhouse.Context(ctx, clickhouse.WithSettings(c.settings))
-}
-
-func (c settingsConn) Query(ctx context.Context, q string, args ...any) (driver.Rows, error) {
-	return c.Conn.Query(c.with(ctx), q, args...)
-}
-
-func (c settingsConn) QueryRow(ctx context.Context, q string, args ...any) driver.Row {
-	return c.Conn.QueryRow(c.with(ctx), q, args...)
-}
-
-func (c settingsConn) Exec(ctx context.Context, q string, args ...any) error {
-	return c.Conn.Exec(c.with(ctx), q, args...)
-}
-
-func (c settingsConn) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
-	return c.Conn.PrepareBatch(c.with(ctx), q, opts...)
-}
-
 // Open connects (lazily: the pools dial on first use) and returns a Store.
 func Open(cfg Config) (*Store, error) {
 	if cfg.addrs == nil {
@@ -85,10 +58,8 @@ func open(cfg Config, user, password string) (driver.Conn, error) {
 	if cfg.TLS {
 		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		return nil, fmt.Errorf("open clickhouse: %w", err)
-	}
+	// Sent with every query: the insert quorum, and the sequential
+	// consistency that lets reads see every quorum insert.
 	settings := clickhouse.Settings{}
 	if q := cfg.Quorum(); q > 0 {
 		// A quorum not reached within the insert's own time is a failed
@@ -103,8 +74,10 @@ func open(cfg Config, user, password string) (driver.Conn, error) {
 		// are queued on the server written to.
 		settings["insert_distributed_sync"] = 1
 	}
-	if len(settings) > 0 {
-		conn = settingsConn{Conn: conn, settings: settings}
+	opts.Settings = settings
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open clickhouse: %w", err)
 	}
 	return conn, nil
 }
