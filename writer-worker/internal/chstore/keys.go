@@ -30,46 +30,35 @@ func (s *Store) KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) (m
 	if len(ids) == 0 {
 		return found, nil
 	}
-	rows, err := s.conn.Query(ctx, "SELECT event_id, outcome FROM "+s.db+".event_keys WHERE event_id IN ? AND ts_ns >= ?", set(ids), sinceNs)
-	if err != nil {
-		return nil, fmt.Errorf("look up event keys: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var code uint8
-		if err := rows.Scan(&id, &code); err != nil {
-			return nil, fmt.Errorf("scan event key: %w", err)
-		}
-		// A dead letter's "failed to store" gives way to the outcome of
-		// its replay, whichever row comes first.
-		if prev, ok := found[id]; ok && prev != outcome.StorageFailed {
-			continue
-		}
-		found[id] = outcome.Code(code)
-	}
-	return found, rows.Err()
+	err := scanRows(ctx, s.conn, "look up event keys", "scan event key",
+		"SELECT event_id, outcome FROM "+s.db+".event_keys WHERE event_id IN ? AND ts_ns >= ?",
+		[]any{set(ids), sinceNs}, func(scan func(...any) error) error {
+			var id string
+			var code uint8
+			if err := scan(&id, &code); err != nil {
+				return err
+			}
+			// A dead letter's "failed to store" gives way to the outcome
+			// of its replay, whichever row comes first.
+			if prev, ok := found[id]; !ok || prev == outcome.StorageFailed {
+				found[id] = outcome.Code(code)
+			}
+			return nil
+		})
+	return found, err
 }
 
 // DropExpiredKeys drops the days of event_keys that end before cutoff and
 // returns how many it dropped.
 func (s *Store) DropExpiredKeys(ctx context.Context, cutoff time.Time) (int, error) {
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = 'event_keys' AND active", s.db)
+	days, err := collect(ctx, s.conn, "list event key partitions", "scan partition",
+		"SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = 'event_keys' AND active",
+		[]any{s.db}, func(scan func(...any) error) (p string, err error) {
+			err = scan(&p)
+			return p, err
+		})
 	if err != nil {
-		return 0, fmt.Errorf("list event key partitions: %w", err)
-	}
-	var days []string
-	for rows.Next() {
-		var p string
-		if err := rows.Scan(&p); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("scan partition: %w", err)
-		}
-		days = append(days, p)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("list event key partitions: %w", err)
+		return 0, err
 	}
 	dropped := 0
 	for _, p := range days {

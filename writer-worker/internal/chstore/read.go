@@ -53,26 +53,16 @@ func (s *Store) Messages(ctx context.Context, serial string, limit int, beforeNs
 	if more {
 		next = oldest
 	}
-	rows, err = s.reads.Query(ctx, "SELECT event_id, ts_ms, payload, outcome, intDiv(reading_ns, 1000000), time_note, token FROM "+s.db+".device_messages WHERE serial = ? AND event_id IN ? AND ts_ns >= ? AND ts_ns < ? ORDER BY ts_ns DESC, event_id LIMIT 1 BY event_id",
-		serial, set(ids), oldest, beforeNs)
-	if err != nil {
-		return nil, 0, fmt.Errorf("query messages: %w", err)
-	}
-	defer rows.Close()
-	out := make([]query.Message, 0, len(ids))
-	for rows.Next() {
-		var (
-			m        query.Message
-			ms, rdMs int64
-			payload  string
-		)
-		if err := rows.Scan(&m.EventID, &ms, &payload, &m.Outcome, &rdMs, &m.TimeNote, &m.Token); err != nil {
-			return nil, 0, fmt.Errorf("scan message: %w", err)
-		}
-		m.ReceivedAt, m.ReadingTime, m.Payload = msTime(ms), msTime(rdMs), json.RawMessage(payload)
-		out = append(out, m)
-	}
-	return out, next, rows.Err()
+	out, err := collect(ctx, s.reads, "query messages", "scan message",
+		"SELECT event_id, ts_ms, payload, outcome, intDiv(reading_ns, 1000000), time_note, token FROM "+s.db+".device_messages WHERE serial = ? AND event_id IN ? AND ts_ns >= ? AND ts_ns < ? ORDER BY ts_ns DESC, event_id LIMIT 1 BY event_id",
+		[]any{serial, set(ids), oldest, beforeNs}, func(scan func(...any) error) (m query.Message, err error) {
+			var ms, rdMs int64
+			var payload string
+			err = scan(&m.EventID, &ms, &payload, &m.Outcome, &rdMs, &m.TimeNote, &m.Token)
+			m.ReceivedAt, m.ReadingTime, m.Payload = msTime(ms), msTime(rdMs), json.RawMessage(payload)
+			return m, err
+		})
+	return out, next, err
 }
 
 // Latest returns the value of an entity input with the greatest reading
@@ -92,25 +82,13 @@ func (s *Store) Series(ctx context.Context, entity, input string, fromMs, toMs i
 }
 
 func (s *Store) points(ctx context.Context, q string, args ...any) ([]query.Point, error) {
-	rows, err := s.reads.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("query values: %w", err)
-	}
-	defer rows.Close()
-	var out []query.Point
-	for rows.Next() {
-		var (
-			p        query.Point
-			ms, rcMs int64
-			v        string
-		)
-		if err := rows.Scan(&ms, &v, &p.Serial, &rcMs); err != nil {
-			return nil, fmt.Errorf("scan value: %w", err)
-		}
+	return collect(ctx, s.reads, "query values", "scan value", q, args, func(scan func(...any) error) (p query.Point, err error) {
+		var ms, rcMs int64
+		var v string
+		err = scan(&ms, &v, &p.Serial, &rcMs)
 		p.TS, p.ReceivedAt, p.Value = msTime(ms), msTime(rcMs), json.RawMessage(v)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+		return p, err
+	})
 }
 
 // SeriesBuckets aggregates an entity input's values with reading times in
@@ -121,31 +99,20 @@ func (s *Store) points(ctx context.Context, q string, args ...any) ([]query.Poin
 // the greatest reading time (then receive time). Avg may weigh such an
 // unfolded duplicate twice until the merge.
 func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error) {
-	rows, err := s.reads.Query(ctx, "SELECT intDiv(ts_ns, ?) AS b, uniqExact(cityHash64(event_id, device_input)), min(value_num), max(value_num), avg(value_num), argMax(value_json, (ts_ns, received_ns)) FROM "+s.db+
-		".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY b ORDER BY b",
-		stepMs*1e6, entity, input, fromMs*1e6, (toMs+1)*1e6)
-	if err != nil {
-		return nil, fmt.Errorf("query buckets: %w", err)
-	}
-	defer rows.Close()
-	var out []query.Bucket
-	for rows.Next() {
-		var (
-			b           query.Bucket
-			n           int64
-			mn, mx, avg *float64
-			last        string
-		)
-		if err := rows.Scan(&n, &b.Count, &mn, &mx, &avg, &last); err != nil {
-			return nil, fmt.Errorf("scan bucket: %w", err)
-		}
-		b.TS, b.Min, b.Max, b.Last = msTime(n*stepMs), mn, mx, json.RawMessage(last)
-		if avg != nil && !math.IsNaN(*avg) {
-			b.Avg = avg
-		}
-		out = append(out, b)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.reads, "query buckets", "scan bucket",
+		"SELECT intDiv(ts_ns, ?) AS b, uniqExact(cityHash64(event_id, device_input)), min(value_num), max(value_num), avg(value_num), argMax(value_json, (ts_ns, received_ns)) FROM "+s.db+
+			".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY b ORDER BY b",
+		[]any{stepMs * 1e6, entity, input, fromMs * 1e6, (toMs + 1) * 1e6}, func(scan func(...any) error) (b query.Bucket, err error) {
+			var n int64
+			var avg *float64
+			var last string
+			err = scan(&n, &b.Count, &b.Min, &b.Max, &avg, &last)
+			b.TS, b.Last = msTime(n*stepMs), json.RawMessage(last)
+			if avg != nil && !math.IsNaN(*avg) {
+				b.Avg = avg
+			}
+			return b, err
+		})
 }
 
 // LastSeen returns the receive time of the newest message of each serial
@@ -155,22 +122,18 @@ func (s *Store) LastSeen(ctx context.Context, serials []string) (map[string]stri
 	if len(serials) == 0 {
 		return out, nil
 	}
-	rows, err := s.reads.Query(ctx, "SELECT serial, intDiv(max(ts_ns), 1000000) FROM "+s.db+".device_messages WHERE serial IN ? GROUP BY serial", set(serials))
-	if err != nil {
-		return nil, fmt.Errorf("query last seen: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			serial string
-			ms     int64
-		)
-		if err := rows.Scan(&serial, &ms); err != nil {
-			return nil, fmt.Errorf("scan last seen: %w", err)
-		}
-		out[serial] = msTime(ms)
-	}
-	return out, rows.Err()
+	err := scanRows(ctx, s.reads, "query last seen", "scan last seen",
+		"SELECT serial, intDiv(max(ts_ns), 1000000) FROM "+s.db+".device_messages WHERE serial IN ? GROUP BY serial",
+		[]any{set(serials)}, func(scan func(...any) error) error {
+			var serial string
+			var ms int64
+			if err := scan(&serial, &ms); err != nil {
+				return err
+			}
+			out[serial] = msTime(ms)
+			return nil
+		})
+	return out, err
 }
 
 // LatestOf returns the latest value (as Latest chooses it) of each pair that
@@ -190,25 +153,14 @@ func (s *Store) LatestOf(ctx context.Context, pairs []query.EntityInput) ([]quer
 	}
 	// The entity filter uses the primary key; the pair filter keeps only the
 	// inputs asked for.
-	rows, err := s.reads.Query(ctx, "SELECT entity, input, intDiv(max(ts_ns), 1000000), argMax(value_json, (ts_ns, received_ns)), argMax(serial, (ts_ns, received_ns)) FROM "+s.db+
-		".input_values WHERE entity IN ? AND concat(entity, '\\0', input) IN ? GROUP BY entity, input",
-		set(entities), set(keys))
-	if err != nil {
-		return nil, fmt.Errorf("query latest values: %w", err)
-	}
-	defer rows.Close()
-	var out []query.Point
-	for rows.Next() {
-		var (
-			p  query.Point
-			ms int64
-			v  string
-		)
-		if err := rows.Scan(&p.Entity, &p.Input, &ms, &v, &p.Serial); err != nil {
-			return nil, fmt.Errorf("scan latest value: %w", err)
-		}
-		p.TS, p.Value = msTime(ms), json.RawMessage(v)
-		out = append(out, p)
-	}
-	return out, rows.Err()
+	return collect(ctx, s.reads, "query latest values", "scan latest value",
+		"SELECT entity, input, intDiv(max(ts_ns), 1000000), argMax(value_json, (ts_ns, received_ns)), argMax(serial, (ts_ns, received_ns)) FROM "+s.db+
+			".input_values WHERE entity IN ? AND concat(entity, '\\0', input) IN ? GROUP BY entity, input",
+		[]any{set(entities), set(keys)}, func(scan func(...any) error) (p query.Point, err error) {
+			var ms int64
+			var v string
+			err = scan(&p.Entity, &p.Input, &ms, &v, &p.Serial)
+			p.TS, p.Value = msTime(ms), json.RawMessage(v)
+			return p, err
+		})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/devicehub/eventservice/pkg/failure"
 )
@@ -44,6 +45,35 @@ func set(vs []string) clickhouse.GroupSet {
 		g.Value[i] = v
 	}
 	return g
+}
+
+// scanRows runs q on conn and calls row for every row of the answer with
+// that row's Scan. failed and scanned begin the errors of the query and of
+// a row ("query values", "scan value"); the answer's own error is returned
+// as it is.
+func scanRows(ctx context.Context, conn driver.Conn, failed, scanned, q string, args []any, row func(scan func(dest ...any) error) error) error {
+	rows, err := conn.Query(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", failed, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := row(rows.Scan); err != nil {
+			return fmt.Errorf("%s: %w", scanned, err)
+		}
+	}
+	return rows.Err()
+}
+
+// collect is scanRows for answers of one T per row, which row makes.
+func collect[T any](ctx context.Context, conn driver.Conn, failed, scanned, q string, args []any, row func(scan func(...any) error) (T, error)) ([]T, error) {
+	var out []T
+	err := scanRows(ctx, conn, failed, scanned, q, args, func(scan func(...any) error) error {
+		v, err := row(scan)
+		out = append(out, v)
+		return err
+	})
+	return out, err
 }
 
 // insert writes n rows into table in one INSERT; fill puts row i's values,
@@ -160,19 +190,16 @@ func (s *Store) InsertMessages(ctx context.Context, rows []MessageRow) error {
 // looking only at the entities and time span given, so that the primary key
 // and partitions bound the scan. Used for redelivered events only.
 func (s *Store) StoredEvents(ctx context.Context, entities []string, ids []string, minNs, maxNs int64) (map[string]bool, error) {
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT event_id FROM "+s.db+".input_values WHERE entity IN ? AND ts_ns >= ? AND ts_ns <= ? AND event_id IN ?",
-		set(entities), minNs, maxNs, set(ids))
-	if err != nil {
-		return nil, fmt.Errorf("look up stored events: %w", err)
-	}
-	defer rows.Close()
 	found := make(map[string]bool)
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("scan stored event: %w", err)
-		}
-		found[id] = true
-	}
-	return found, rows.Err()
+	err := scanRows(ctx, s.conn, "look up stored events", "scan stored event",
+		"SELECT DISTINCT event_id FROM "+s.db+".input_values WHERE entity IN ? AND ts_ns >= ? AND ts_ns <= ? AND event_id IN ?",
+		[]any{set(entities), minNs, maxNs, set(ids)}, func(scan func(...any) error) error {
+			var id string
+			if err := scan(&id); err != nil {
+				return err
+			}
+			found[id] = true
+			return nil
+		})
+	return found, err
 }
