@@ -142,11 +142,10 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 			mp.MaybeStored, mp.Replay = delivered > 1 || replay, replay
 			mapped = append(mapped, mp)
 		}
-		if unreadable != nil {
-			// Kept for operators; the rest of the message goes on.
-			if m.DeadLetterPart(unreadable, failure.AsPermanent(errPayload)) != nil {
-				continue // retried as a whole
-			}
+		// The unreadable events are kept for operators and the rest of the
+		// message goes on, unless the letter failed: then it is retried whole.
+		if unreadable != nil && m.DeadLetterPart(unreadable, failure.AsPermanent(errPayload)) != nil {
+			continue
 		}
 		if len(mapped) == 0 {
 			m.Settle(settle.Done, nil)
@@ -227,16 +226,14 @@ func (w *Worker) awaitAcks(queue <-chan *envelope) {
 	for env := range queue {
 		select {
 		case <-env.fut.Ok():
-			w.m.envelopes.Inc()
-			env.in.Settle(settle.Done, nil)
 		case err := <-env.fut.Err():
-			if w.republish(env) {
-				w.m.envelopes.Inc()
-				env.in.Settle(settle.Done, nil)
+			if !w.republish(env) {
+				w.handoffFailed(env, err)
 				continue
 			}
-			w.handoffFailed(env, err)
 		}
+		w.m.envelopes.Inc()
+		env.in.Settle(settle.Done, nil)
 	}
 }
 
