@@ -56,27 +56,26 @@ func (r *Record) Lookup(ctx context.Context, ids []string) (map[string]outcome.C
 	r.mu.Lock()
 	for _, id := range ids {
 		if code, ok := r.answered[id]; ok {
-			if prior, ok := found[id]; ok {
-				code = Prefer(prior, code)
-			}
-			found[id] = code
+			note(found, id, code)
 		}
 	}
 	r.mu.Unlock()
 	return found, nil
 }
 
+// note records code for id in m, or the one of it and m's that stands.
+func note(m map[string]outcome.Code, id string, code outcome.Code) {
+	if prior, ok := m[id]; ok {
+		code = Prefer(prior, code)
+	}
+	m[id] = code
+}
+
 // Remember notes outcomes answered until their event_keys rows are stored.
 func (r *Record) Remember(keys []chstore.KeyRow) {
-	if len(keys) == 0 {
-		return
-	}
 	r.mu.Lock()
 	for _, k := range keys {
-		if prior, ok := r.answered[k.EventID]; ok {
-			k.Outcome = Prefer(prior, k.Outcome)
-		}
-		r.answered[k.EventID] = k.Outcome
+		note(r.answered, k.EventID, k.Outcome)
 	}
 	r.mu.Unlock()
 }
@@ -84,9 +83,6 @@ func (r *Record) Remember(keys []chstore.KeyRow) {
 // Forget drops outcomes whose rows are stored (or whose events will be
 // redelivered and answered again).
 func (r *Record) Forget(keys []chstore.KeyRow) {
-	if len(keys) == 0 {
-		return
-	}
 	r.mu.Lock()
 	for _, k := range keys {
 		delete(r.answered, k.EventID)
