@@ -14,10 +14,11 @@ var schema string
 // Statements returns the schema's statements for database db, in order,
 // with "--" comments removed (the schema holds no "--" inside a string).
 // They create every table with all its columns.
-func Statements(db string) []string { return statements(schema, db) }
+func Statements(db string) []string { return Release(schema, db) }
 
-// statements splits an SQL file into its statements for database db.
-func statements(sql, db string) []string {
+// Release splits an SQL file, this schema or a release's (testdata), into
+// its statements for database db: what a deployment of that release holds.
+func Release(sql, db string) []string {
 	var b strings.Builder
 	for _, l := range strings.Split(sql, "\n") {
 		if i := strings.Index(l, "--"); i >= 0 {
@@ -36,10 +37,6 @@ func statements(sql, db string) []string {
 	}
 	return out
 }
-
-// Release returns the statements of a release's schema (testdata), for
-// database db: what a deployment of that release holds.
-func Release(sql, db string) []string { return statements(sql, db) }
 
 // Replicated returns Statements(db) for replicated storage: every table a
 // ReplicatedReplacingMergeTree of one shard, under the ZooKeeper path
