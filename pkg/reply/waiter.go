@@ -52,15 +52,10 @@ func NewWaiter(nc *nats.Conn, prefix string, log *zap.Logger) (*Waiter, error) {
 // Subject is where workers send this instance's outcomes.
 func (w *Waiter) Subject() string { return w.subject }
 
-// Register announces that the caller awaits the outcome of event id and
-// returns the channel it arrives on, and a cancel func the caller must call
+// RegisterAll announces that the caller awaits the outcomes of events ids
+// (one reading, or the events of one backlog request) and returns the
+// channel they arrive on, one each, and a cancel func the caller must call
 // when it stops waiting.
-func (w *Waiter) Register(id string) (ch <-chan event.Reply, cancel func()) {
-	return w.RegisterAll([]string{id})
-}
-
-// RegisterAll is Register for the events of one backlog request: their
-// outcomes arrive on one channel, one each.
 func (w *Waiter) RegisterAll(ids []string) (ch <-chan event.Reply, cancel func()) {
 	c := make(chan event.Reply, len(ids))
 	w.mu.Lock()

@@ -21,12 +21,12 @@ func TestEveryWaiterOfAnEventIsAnswered(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	a, cancelA := w.Register("ev")
+	a, cancelA := w.RegisterAll([]string{"ev"})
 	defer cancelA()
-	gone, cancelGone := w.Register("ev")
-	b, cancelB := w.Register("ev")
+	gone, cancelGone := w.RegisterAll([]string{"ev"})
+	b, cancelB := w.RegisterAll([]string{"ev"})
 	defer cancelB()
-	other, cancelOther := w.Register("other")
+	other, cancelOther := w.RegisterAll([]string{"other"})
 	defer cancelOther()
 	cancelGone()
 
