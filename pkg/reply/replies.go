@@ -2,6 +2,7 @@ package reply
 
 import (
 	"github.com/nats-io/nats.go"
+	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/event"
 )
@@ -24,8 +25,9 @@ func (rs *Replies) Add(subject string, r event.Reply) {
 }
 
 // Send publishes every queued group (core NATS: an instance that is gone
-// simply misses its answers) and empties rs.
-func (rs *Replies) Send(nc *nats.Conn) error {
+// simply misses its answers), logs the first failure on log, and empties
+// rs.
+func (rs *Replies) Send(nc *nats.Conn, log *zap.Logger) {
 	var first error
 	for subject, group := range rs.by {
 		if err := nc.Publish(subject, event.AppendReplies(nil, group)); err != nil && first == nil {
@@ -33,5 +35,7 @@ func (rs *Replies) Send(nc *nats.Conn) error {
 		}
 	}
 	clear(rs.by)
-	return first
+	if first != nil {
+		log.Warn("send outcomes", zap.Error(first))
+	}
 }

@@ -159,9 +159,7 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		// already gathers concurrent events into one message.)
 		w.publish(&envelope{in: m}, mapped, queue)
 	}
-	if err := now.Send(w.nc); err != nil {
-		w.log.Warn("send outcomes", zap.Error(err))
-	}
+	now.Send(w.nc, w.log)
 }
 
 // lookup appends to devs each event's device record from this copy of the
@@ -276,9 +274,7 @@ func (w *Worker) handoffFailed(env *envelope, err error) {
 	if d := env.in.Settle(settle.HandoffFailed, err); d.Answer == settle.AnswerFailure {
 		answerAll(&answers, env.in.Data(), outcome.ProcessingFailed, err.Error())
 	}
-	if err := answers.Send(w.nc); err != nil {
-		w.log.Warn("send outcomes", zap.Error(err))
-	}
+	answers.Send(w.nc, w.log)
 }
 
 // answerAll answers every event of an events message with code.

@@ -71,9 +71,7 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 		w.settleSource(src, items, errs, &answers, &rb)
 	}
 	w.keys.Remember(rb.keys)
-	if err := answers.Send(w.nc); err != nil {
-		w.log.Warn("send outcomes", zap.Error(err))
-	}
+	answers.Send(w.nc, w.log)
 	return rb, len(items)
 }
 
