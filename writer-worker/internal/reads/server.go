@@ -19,19 +19,6 @@ import (
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
 
-// Store is what the queries need of ClickHouse.
-type Store interface {
-	Ping(ctx context.Context) error
-	Messages(ctx context.Context, serial string, limit int, beforeNs int64) ([]query.Message, int64, error)
-	Latest(ctx context.Context, entity, input string) ([]query.Point, error)
-	Series(ctx context.Context, entity, input string, fromMs, toMs int64, limit int) ([]query.Point, error)
-	SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error)
-	LastSeen(ctx context.Context, serials []string) (map[string]string, error)
-	LatestOf(ctx context.Context, pairs []query.EntityInput) ([]query.Point, error)
-}
-
-var _ Store = (*chstore.Store)(nil)
-
 // Outcomes looks up the answered outcomes of keyed events (the writer does,
 // from what it just answered and from ClickHouse).
 type Outcomes func(ctx context.Context, ids []string) (map[string]outcome.Code, error)
@@ -43,7 +30,7 @@ const maxOutcomeIDs = 1000
 type Server struct {
 	nc       *nats.Conn
 	prefix   string
-	store    Store
+	store    *chstore.Store
 	outcomes Outcomes
 	log      *zap.Logger
 	workers  int
@@ -51,7 +38,7 @@ type Server struct {
 }
 
 // New returns a server; Run starts it.
-func New(nc *nats.Conn, prefix string, store Store, outcomes Outcomes, workers int, timeout time.Duration, log *zap.Logger) *Server {
+func New(nc *nats.Conn, prefix string, store *chstore.Store, outcomes Outcomes, workers int, timeout time.Duration, log *zap.Logger) *Server {
 	return &Server{nc: nc, prefix: prefix, store: store, outcomes: outcomes, log: log, workers: workers, timeout: timeout}
 }
 
