@@ -101,9 +101,9 @@ func letterOf(m *jetstream.RawStreamMsg) Letter {
 		Deliveries: deliveries, Keyed: keyed, Events: countEvents(m.Data), Bytes: len(m.Data)}
 }
 
-// Letters reads dead letters from sequence from on, at most limit of them,
-// calling each for every one in order.
-func Letters(ctx context.Context, js jetstream.JetStream, names bus.Names, from uint64, limit int, each func(*jetstream.RawStreamMsg) error) error {
+// letters reads dead letters from sequence from on, at most limit of them,
+// calling each for every one in order, with their stream.
+func letters(ctx context.Context, js jetstream.JetStream, names bus.Names, from uint64, limit int, each func(jetstream.Stream, *jetstream.RawStreamMsg) error) error {
 	st, err := js.Stream(ctx, names.DeadLetterStream)
 	if err != nil {
 		return fmt.Errorf("dead-letter stream: %w", err)
@@ -117,7 +117,7 @@ func Letters(ctx context.Context, js jetstream.JetStream, names bus.Names, from 
 		if err != nil {
 			return fmt.Errorf("read dead letter %d: %w", seq, err)
 		}
-		if err := each(m); err != nil {
+		if err := each(st, m); err != nil {
 			return err
 		}
 		seq = m.Sequence + 1
@@ -128,7 +128,7 @@ func Letters(ctx context.Context, js jetstream.JetStream, names bus.Names, from 
 // List returns up to limit dead letters from sequence from on.
 func List(ctx context.Context, js jetstream.JetStream, names bus.Names, from uint64, limit int) ([]Letter, error) {
 	var out []Letter
-	err := Letters(ctx, js, names, from, limit, func(m *jetstream.RawStreamMsg) error {
+	err := letters(ctx, js, names, from, limit, func(_ jetstream.Stream, m *jetstream.RawStreamMsg) error {
 		out = append(out, letterOf(m))
 		return nil
 	})
@@ -166,11 +166,7 @@ func Replay(ctx context.Context, js jetstream.JetStream, names bus.Names, opt Re
 	for _, s := range opt.Seqs {
 		want[s] = true
 	}
-	st, err := js.Stream(ctx, names.DeadLetterStream)
-	if err != nil {
-		return rep, fmt.Errorf("dead-letter stream: %w", err)
-	}
-	err = Letters(ctx, js, names, opt.From, opt.Limit, func(m *jetstream.RawStreamMsg) error {
+	err := letters(ctx, js, names, opt.From, opt.Limit, func(st jetstream.Stream, m *jetstream.RawStreamMsg) error {
 		l := letterOf(m)
 		if len(want) > 0 && !want[l.Seq] {
 			return nil
