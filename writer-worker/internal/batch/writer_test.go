@@ -415,7 +415,7 @@ func TestExpiredKeysAreIgnoredAndDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := r.store.KeyOutcomes(ctx, []string{"old", "new"}, now.Add(-24*time.Hour).UnixNano())
-	if err != nil || len(got) != 1 || got["new"] != outcome.NoConnections {
+	if err != nil || len(got) != 1 || got[0].EventID != "new" || got[0].Outcome != outcome.NoConnections {
 		t.Fatalf("KeyOutcomes = %v, %v", got, err)
 	}
 	n, err := r.store.DropExpiredKeys(ctx, now.Add(-24*time.Hour))

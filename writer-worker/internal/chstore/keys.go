@@ -23,29 +23,20 @@ func (s *Store) InsertKeys(ctx context.Context, rows []KeyRow) error {
 	})
 }
 
-// KeyOutcomes returns the recorded outcomes of those of ids answered at or
-// after sinceNs.
-func (s *Store) KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) (map[string]outcome.Code, error) {
-	found := make(map[string]outcome.Code)
+// KeyOutcomes returns the rows of those of ids answered at or after
+// sinceNs: an event may have two (a dead letter's and its replay's).
+func (s *Store) KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) ([]KeyRow, error) {
 	if len(ids) == 0 {
-		return found, nil
+		return nil, nil
 	}
-	err := scanRows(ctx, s.conn, "look up event keys", "scan event key",
-		"SELECT event_id, outcome FROM "+s.db+".event_keys WHERE event_id IN ? AND ts_ns >= ?",
-		[]any{set(ids), sinceNs}, func(scan func(...any) error) error {
-			var id string
+	return collect(ctx, s.conn, "look up event keys", "scan event key",
+		"SELECT event_id, ts_ns, outcome FROM "+s.db+".event_keys WHERE event_id IN ? AND ts_ns >= ?",
+		[]any{set(ids), sinceNs}, func(scan func(...any) error) (k KeyRow, err error) {
 			var code uint8
-			if err := scan(&id, &code); err != nil {
-				return err
-			}
-			// A dead letter's "failed to store" gives way to the outcome
-			// of its replay, whichever row comes first.
-			if prev, ok := found[id]; !ok || prev == outcome.StorageFailed {
-				found[id] = outcome.Code(code)
-			}
-			return nil
+			err = scan(&k.EventID, &k.TsNs, &code)
+			k.Outcome = outcome.Code(code)
+			return k, err
 		})
-	return found, err
 }
 
 // DropExpiredKeys drops the days of event_keys that end before cutoff and

@@ -17,7 +17,7 @@ import (
 
 // Store is what the record needs of ClickHouse.
 type Store interface {
-	KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) (map[string]outcome.Code, error)
+	KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) ([]chstore.KeyRow, error)
 	DropExpiredKeys(ctx context.Context, cutoff time.Time) (int, error)
 }
 
@@ -49,9 +49,13 @@ func Prefer(a, b outcome.Code) outcome.Code {
 
 // Lookup returns the recorded outcomes of those of ids that have one.
 func (r *Record) Lookup(ctx context.Context, ids []string) (map[string]outcome.Code, error) {
-	found, err := r.store.KeyOutcomes(ctx, ids, time.Now().Add(-r.window).UnixNano())
+	rows, err := r.store.KeyOutcomes(ctx, ids, time.Now().Add(-r.window).UnixNano())
 	if err != nil {
 		return nil, err
+	}
+	found := make(map[string]outcome.Code, len(rows))
+	for _, k := range rows {
+		note(found, k.EventID, k.Outcome)
 	}
 	r.mu.Lock()
 	for _, id := range ids {

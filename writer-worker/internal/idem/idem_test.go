@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,13 +12,14 @@ import (
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
 
-type fakeStore map[string]outcome.Code
+// fakeStore holds event_keys rows.
+type fakeStore []chstore.KeyRow
 
-func (f fakeStore) KeyOutcomes(_ context.Context, ids []string, _ int64) (map[string]outcome.Code, error) {
-	out := map[string]outcome.Code{}
-	for _, id := range ids {
-		if c, ok := f[id]; ok {
-			out[id] = c
+func (f fakeStore) KeyOutcomes(_ context.Context, ids []string, _ int64) ([]chstore.KeyRow, error) {
+	var out []chstore.KeyRow
+	for _, k := range f {
+		if slices.Contains(ids, k.EventID) {
+			out = append(out, k)
 		}
 	}
 	return out, nil
@@ -29,13 +31,14 @@ func (f fakeStore) DropExpiredKeys(context.Context, time.Time) (int, error) { re
 // the table after; a dead letter's "failed to store" gives way to the
 // outcome of its replay, in memory and in the table alike.
 func TestRecord(t *testing.T) {
-	r := New(fakeStore{"in-table": outcome.Stored, "dead-then-replayed": outcome.StorageFailed}, time.Hour, zap.NewNop())
+	r := New(fakeStore{{EventID: "in-table", Outcome: outcome.Stored}, {EventID: "dead-then-replayed", Outcome: outcome.StorageFailed},
+		{EventID: "replayed-then-dead", Outcome: outcome.NoConnections}, {EventID: "replayed-then-dead", Outcome: outcome.StorageFailed}}, time.Hour, zap.NewNop())
 	r.Remember([]chstore.KeyRow{{EventID: "fresh", Outcome: outcome.NoConnections}, {EventID: "dead-then-replayed", Outcome: outcome.Stored}})
-	got, err := r.Lookup(context.Background(), []string{"in-table", "fresh", "dead-then-replayed", "unknown"})
+	got, err := r.Lookup(context.Background(), []string{"in-table", "fresh", "dead-then-replayed", "replayed-then-dead", "unknown"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]outcome.Code{"in-table": outcome.Stored, "fresh": outcome.NoConnections, "dead-then-replayed": outcome.Stored}
+	want := map[string]outcome.Code{"in-table": outcome.Stored, "fresh": outcome.NoConnections, "dead-then-replayed": outcome.Stored, "replayed-then-dead": outcome.NoConnections}
 	if len(got) != len(want) {
 		t.Fatalf("Lookup = %v, want %v", got, want)
 	}
