@@ -60,10 +60,9 @@ func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registr
 type envelope struct {
 	fut jetstream.PubAckFuture
 	in  *settle.Msg // the events message it was made of
-	// msg and id are what was published, for a re-publish with the same
-	// message id when the stream's ack did not come.
+	// msg is what was published, its message id included, for a
+	// re-publish when the stream's ack did not come.
 	msg *nats.Msg
-	id  string
 }
 
 // Consuming reports whether this copy pulls from its consumer yet.
@@ -208,8 +207,8 @@ func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *env
 	}
 	id := hex.EncodeToString(h.Sum(nil)[:16])
 	w.m.envelopeEvents.Observe(float64(len(mapped)))
-	env.msg, env.id = &nats.Msg{Subject: w.cfg.Names.MappedSubject(), Data: event.AppendEnvelope(nil, mapped)}, id
-	fut, err := w.js.PublishMsgAsync(env.msg, jetstream.WithMsgID(id))
+	env.msg = &nats.Msg{Subject: w.cfg.Names.MappedSubject(), Header: nats.Header{nats.MsgIdHdr: {id}}, Data: event.AppendEnvelope(nil, mapped)}
+	fut, err := w.js.PublishMsgAsync(env.msg)
 	if err != nil {
 		w.handoffFailed(env, err)
 		return
@@ -252,7 +251,7 @@ const (
 func (w *Worker) republish(env *envelope) bool {
 	for try := 0; try < republishTries; try++ {
 		ctx, cancel := context.WithTimeout(context.Background(), republishTimeout)
-		_, err := w.js.PublishMsg(ctx, env.msg, jetstream.WithMsgID(env.id))
+		_, err := w.js.PublishMsg(ctx, env.msg)
 		cancel()
 		if err == nil {
 			w.m.republished.Inc()
