@@ -23,22 +23,12 @@ import (
 	"github.com/devicehub/eventservice/writer-worker/internal/idem"
 )
 
-// Storage is what the writer needs of ClickHouse.
-type Storage interface {
-	dedupe.Stored
-	InsertValues(ctx context.Context, rows []chstore.ValueRow) error
-	InsertMessages(ctx context.Context, rows []chstore.MessageRow) error
-	InsertKeys(ctx context.Context, rows []chstore.KeyRow) error
-}
-
-var _ Storage = (*chstore.Store)(nil)
-
 // Writer consumes mapped events and stores them.
 type Writer struct {
 	cfg    Config
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	store  Storage
+	store  *chstore.Store
 	keys   *idem.Record
 	checks *dedupe.Checker
 	settle *settle.Settler
@@ -50,7 +40,7 @@ type Writer struct {
 
 // New returns a writer; Run starts it. keys is the record of keyed
 // outcomes it writes and checks. Its metrics go to reg (nil: not exported).
-func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store Storage, keys *idem.Record, reg prometheus.Registerer, log *zap.Logger) *Writer {
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store *chstore.Store, keys *idem.Record, reg prometheus.Registerer, log *zap.Logger) *Writer {
 	reg = metrics.Or(reg)
 	return &Writer{cfg: cfg, nc: nc, js: js, store: store, keys: keys, checks: dedupe.New(store, keys), log: log,
 		m: newWriterMetrics(reg), settle: settle.New(js, cfg.Names, cfg.Limits, metrics.Writer, reg, log)}

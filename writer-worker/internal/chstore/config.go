@@ -62,9 +62,6 @@ func (c Config) Quorum() int {
 	return 0
 }
 
-// Addrs are the addresses in the URL.
-func (c Config) Addrs() []string { return c.addrs }
-
 // Where is where the store writes: its addresses and database.
 func (s *Store) Where() (addrs []string, database string) { return s.cfg.addrs, s.db }
 

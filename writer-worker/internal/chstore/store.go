@@ -46,7 +46,7 @@ func Open(cfg Config) (*Store, error) {
 
 func open(cfg Config, user, password string) (driver.Conn, error) {
 	opts := &clickhouse.Options{
-		Addr:             cfg.Addrs(),
+		Addr:             cfg.addrs,
 		Auth:             clickhouse.Auth{Database: "default", Username: user, Password: password},
 		DialTimeout:      dialTimeout,
 		ReadTimeout:      readTimeout,
@@ -100,7 +100,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 // migrateReplicas creates the replicated tables on every address: each
 // replica registers itself in ZooKeeper.
 func (s *Store) migrateReplicas(ctx context.Context) error {
-	for _, addr := range s.cfg.Addrs() {
+	for _, addr := range s.cfg.addrs {
 		one := s.cfg
 		one.addrs, one.quorum, one.Replicated, one.Cluster = []string{addr}, 0, false, ""
 		st, err := Open(one)

@@ -226,9 +226,9 @@ func TestURLAndQuorum(t *testing.T) {
 		if err := c.Parse(); err != nil {
 			t.Fatalf("%s: %v", tc.url, err)
 		}
-		if len(c.Addrs()) != tc.addrs || c.User != tc.user || c.Database != tc.db || c.TLS != tc.tls || c.Quorum() != tc.quorum {
+		if len(c.addrs) != tc.addrs || c.User != tc.user || c.Database != tc.db || c.TLS != tc.tls || c.Quorum() != tc.quorum {
 			t.Errorf("%s: %d addresses, user %q, database %q, TLS %v, quorum %d; want %d, %q, %q, %v, %d",
-				tc.url, len(c.Addrs()), c.User, c.Database, c.TLS, c.Quorum(), tc.addrs, tc.user, tc.db, tc.tls, tc.quorum)
+				tc.url, len(c.addrs), c.User, c.Database, c.TLS, c.Quorum(), tc.addrs, tc.user, tc.db, tc.tls, tc.quorum)
 		}
 	}
 	for url, want := range map[string]string{
