@@ -38,14 +38,12 @@ func deadLetters(args []string, out io.Writer) error {
 	}
 	cmd := args[0]
 	var cfg bus.Config
-	var from uint64
-	var limit int
 	var seqs string
-	var opt deadletter.ReplayOptions
+	var opt deadletter.ReplayOptions // list uses its From and Limit too
 	fs := envflag.New("writer-worker dead-letters " + cmd)
 	cfg.Register(fs)
-	fs.FS.Uint64Var(&from, "from", 0, "first sequence to look at (0: the oldest)")
-	fs.FS.IntVar(&limit, "limit", 1000, "most letters looked at")
+	fs.FS.Uint64Var(&opt.From, "from", 0, "first sequence to look at (0: the oldest)")
+	fs.FS.IntVar(&opt.Limit, "limit", 1000, "most letters looked at")
 	if cmd == "replay" {
 		fs.FS.StringVar(&seqs, "seq", "", "replay only these sequences (comma separated)")
 		fs.FS.BoolVar(&opt.Unkeyed, "unkeyed", false, "also replay events sent without an Idempotency-Key (may store a reading twice)")
@@ -81,13 +79,12 @@ func deadLetters(args []string, out io.Writer) error {
 	}
 	enc := json.NewEncoder(out)
 	if cmd == "list" {
-		letters, err := deadletter.List(ctx, js, cfg.Names(), from, limit)
+		letters, err := deadletter.List(ctx, js, cfg.Names(), opt.From, opt.Limit)
 		for _, l := range letters {
 			_ = enc.Encode(l)
 		}
 		return err
 	}
-	opt.From, opt.Limit = from, limit
 	rep, err := deadletter.Replay(ctx, js, cfg.Names(), opt)
 	_ = enc.Encode(rep)
 	return err
