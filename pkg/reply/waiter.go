@@ -6,6 +6,7 @@ package reply
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go"
@@ -67,13 +68,7 @@ func (w *Waiter) RegisterAll(ids []string) (ch <-chan event.Reply, cancel func()
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		for _, id := range ids {
-			cs := w.pending[id]
-			for i := range cs {
-				if cs[i] == c {
-					cs = append(cs[:i], cs[i+1:]...)
-					break
-				}
-			}
+			cs := slices.DeleteFunc(w.pending[id], func(x chan event.Reply) bool { return x == c })
 			if len(cs) == 0 {
 				delete(w.pending, id)
 			} else {
