@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -162,13 +163,9 @@ type ReplayReport struct {
 // stores it at most once.
 func Replay(ctx context.Context, js jetstream.JetStream, names bus.Names, opt ReplayOptions) (ReplayReport, error) {
 	var rep ReplayReport
-	want := map[uint64]bool{}
-	for _, s := range opt.Seqs {
-		want[s] = true
-	}
 	err := letters(ctx, js, names, opt.From, opt.Limit, func(st jetstream.Stream, m *jetstream.RawStreamMsg) error {
 		l := letterOf(m)
-		if len(want) > 0 && !want[l.Seq] {
+		if len(opt.Seqs) > 0 && !slices.Contains(opt.Seqs, l.Seq) {
 			return nil
 		}
 		if !l.Keyed && !opt.Unkeyed {
