@@ -51,9 +51,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	for range s.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
 				select {
 				case <-ctx.Done():
@@ -62,7 +60,7 @@ func (s *Server) Run(ctx context.Context) error {
 					s.handle(ctx, m)
 				}
 			}
-		}()
+		})
 	}
 	<-ctx.Done()
 	_ = sub.Unsubscribe()
