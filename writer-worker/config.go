@@ -1,18 +1,11 @@
 package main
 
 import (
-	"runtime"
-	"time"
-
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/envflag"
 	"github.com/devicehub/eventservice/writer-worker/internal/batch"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
-
-// queryTimeout bounds one workspace read (ingest-api waits as long); the
-// read user's ClickHouse profile bounds its cost on the server.
-const queryTimeout = 5 * time.Second
 
 // Config is writer-worker's whole configuration.
 type Config struct {
@@ -29,10 +22,6 @@ func (c *Config) Register(s *envflag.Set) {
 	c.ClickHouse.Register(s)
 	c.NATS.Register(s)
 }
-
-// queryWorkers is how many workspace reads are answered at once: two per
-// core.
-func queryWorkers() int { return 2 * runtime.GOMAXPROCS(0) }
 
 // Validate reports the first thing wrong, in one line.
 func (c *Config) Validate() error {

@@ -70,7 +70,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	keys := idem.New(store, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
 	writer = batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
-	queries := reads.New(nc, names.QueryPrefix(), store, keys.Lookup, queryWorkers(), queryTimeout, log.With(zap.String("component", "reads")))
+	queries := reads.New(nc, names.QueryPrefix(), store, keys.Lookup, log.With(zap.String("component", "reads")))
 
 	// The writer drains first; reads and health stop after it, so that
 	// the storage path stays visible while the last batch flushes.

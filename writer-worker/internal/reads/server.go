@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -26,20 +27,22 @@ type Outcomes func(ctx context.Context, ids []string) (map[string]outcome.Code, 
 // maxOutcomeIDs bounds one Outcome query.
 const maxOutcomeIDs = 1000
 
-// Server answers queries with a fixed number of workers.
+// timeout bounds one query (ingest-api waits as long); the read user's
+// ClickHouse profile bounds its cost on the server.
+const timeout = 5 * time.Second
+
+// Server answers queries, two per core at once.
 type Server struct {
 	nc       *nats.Conn
 	prefix   string
 	store    *chstore.Store
 	outcomes Outcomes
 	log      *zap.Logger
-	workers  int
-	timeout  time.Duration
 }
 
 // New returns a server; Run starts it.
-func New(nc *nats.Conn, prefix string, store *chstore.Store, outcomes Outcomes, workers int, timeout time.Duration, log *zap.Logger) *Server {
-	return &Server{nc: nc, prefix: prefix, store: store, outcomes: outcomes, log: log, workers: workers, timeout: timeout}
+func New(nc *nats.Conn, prefix string, store *chstore.Store, outcomes Outcomes, log *zap.Logger) *Server {
+	return &Server{nc: nc, prefix: prefix, store: store, outcomes: outcomes, log: log}
 }
 
 // Run answers queries until ctx ends.
@@ -50,7 +53,7 @@ func (s *Server) Run(ctx context.Context) error {
 		return fmt.Errorf("subscribe queries: %w", err)
 	}
 	var wg sync.WaitGroup
-	for range s.workers {
+	for range 2 * runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for {
 				select {
@@ -69,7 +72,7 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 func (s *Server) handle(ctx context.Context, m *nats.Msg) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := s.answer(ctx, strings.TrimPrefix(m.Subject, s.prefix), m.Data)
 	if err != nil {
