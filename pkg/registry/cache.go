@@ -5,8 +5,8 @@ import (
 	"crypto/subtle"
 	"slices"
 	"strings"
-	"sync"
-	"time"
+
+	"github.com/devicehub/eventservice/pkg/kvmap"
 )
 
 // Route is where the value of one connected device input is stored.
@@ -120,112 +120,29 @@ func (e *Entry) Route(name string) (Route, bool) {
 // Connected reports whether any input is connected to an entity.
 func (e *Entry) Connected() bool { return len(e.routes) > 0 }
 
-type slot struct {
-	rev   uint64
-	entry *Entry // nil: deleted at rev
-}
-
-// Cache is the in-memory copy of the registry. Updates come from the KV watch
-// and from this process's own writes; a per-key revision keeps a late watch
-// delivery from undoing a newer local write.
+// Cache is the in-memory copy of the registry: serial -> Entry.
 type Cache struct {
-	mu      sync.RWMutex
-	devices map[string]slot
-	live    int
-	changed time.Time // when a change last took effect
-	synced  chan struct{}
-	once    sync.Once
+	*kvmap.Map[*Entry]
 }
 
 // NewCache returns an empty cache that is not yet synced.
-func NewCache() *Cache {
-	return &Cache{devices: make(map[string]slot), synced: make(chan struct{})}
-}
-
-// Lookup returns the device with serial, if the cache holds it.
-func (c *Cache) Lookup(serial string) (*Entry, bool) {
-	c.mu.RLock()
-	s, ok := c.devices[serial]
-	c.mu.RUnlock()
-	if !ok || s.entry == nil {
-		return nil, false
-	}
-	return s.entry, true
-}
+func NewCache() *Cache { return &Cache{kvmap.New[*Entry]()} }
 
 // Put applies a device record at revision rev.
-func (c *Cache) Put(d Device, rev uint64) {
-	e := newEntry(d, rev)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old, ok := c.devices[d.Serial]
-	if ok && old.rev >= rev {
-		return
-	}
-	if !ok || old.entry == nil {
-		c.live++
-	}
-	c.devices[d.Serial] = slot{rev: rev, entry: e}
-	c.changed = time.Now()
-}
-
-// Remove deletes serial as of revision rev.
-func (c *Cache) Remove(serial string, rev uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	old, ok := c.devices[serial]
-	if ok && old.rev > rev {
-		return
-	}
-	if ok && old.entry != nil {
-		c.live--
-	}
-	c.devices[serial] = slot{rev: rev}
-	c.changed = time.Now()
-}
-
-// LastChange is when a record last changed in this copy (zero: never).
-func (c *Cache) LastChange() time.Time {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.changed
-}
-
-// Len is the number of devices held.
-func (c *Cache) Len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.live
-}
-
-// Synced is closed once the initial contents of the bucket have been loaded.
-func (c *Cache) Synced() <-chan struct{} { return c.synced }
-
-// IsSynced reports whether Synced is closed.
-func (c *Cache) IsSynced() bool {
-	select {
-	case <-c.synced:
-		return true
-	default:
-		return false
-	}
-}
-
-func (c *Cache) markSynced() { c.once.Do(func() { close(c.synced) }) }
+func (c *Cache) Put(d Device, rev uint64) { c.Map.Put(d.Serial, newEntry(d, rev), rev) }
 
 // Devices returns, in serial order, up to limit devices whose serial starts
 // with prefix and sorts after after; more reports whether others follow.
 // It sorts the matching serials on every call: a workspace's listing, not a
 // request-path lookup.
 func (c *Cache) Devices(prefix, after string, limit int) (_ []Device, more bool) {
-	c.mu.RLock()
 	var serials []string
-	for serial, s := range c.devices {
-		if s.entry != nil && serial > after && strings.HasPrefix(serial, prefix) {
+	c.Range(func(serial string, _ *Entry) bool {
+		if serial > after && strings.HasPrefix(serial, prefix) {
 			serials = append(serials, serial)
 		}
-	}
-	c.mu.RUnlock()
+		return true
+	})
 	slices.Sort(serials)
 	if more = len(serials) > limit; more {
 		serials = serials[:limit]
@@ -242,14 +159,13 @@ func (c *Cache) Devices(prefix, after string, limit int) (_ []Device, more bool)
 // Stale returns the serials whose records are not in the form key keyID
 // makes: tokens in the clear, or under another key (see Store.Upgrade).
 func (c *Cache) Stale(keyID string) []string {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
 	var out []string
-	for serial, s := range c.devices {
-		if s.entry != nil && s.entry.stale(keyID) {
+	c.Range(func(serial string, e *Entry) bool {
+		if e.stale(keyID) {
 			out = append(out, serial)
 		}
-	}
+		return true
+	})
 	return out
 }
 
@@ -257,19 +173,15 @@ func (c *Cache) Stale(keyID string) []string {
 // with the device inputs that feed it.
 func (c *Cache) EntityInputs() map[string]map[string][]Feed {
 	out := make(map[string]map[string][]Feed)
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for serial, s := range c.devices {
-		if s.entry == nil {
-			continue
-		}
-		for name, r := range s.entry.routes {
+	c.Range(func(serial string, e *Entry) bool {
+		for name, r := range e.routes {
 			if out[r.Entity] == nil {
 				out[r.Entity] = make(map[string][]Feed)
 			}
 			out[r.Entity][r.Input] = append(out[r.Entity][r.Input], Feed{Serial: serial, DeviceInput: name})
 		}
-	}
+		return true
+	})
 	return out
 }
 

@@ -2,7 +2,6 @@ package registry
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/kvmap"
 )
 
 // ErrNotFound is returned by Get and Delete for a serial with no record.
@@ -37,47 +37,34 @@ type BucketConfig struct {
 	ReadOnly bool
 }
 
-// Open creates the bucket if it is missing and returns a Store over it.
-// Run must be called to fill and follow the cache.
+// Open creates the bucket if it is missing (ReadOnly: waits until it
+// exists) and returns a Store over it. Run must be called to fill and
+// follow the cache.
 func Open(ctx context.Context, js jetstream.JetStream, cfg BucketConfig, cache *Cache, log *zap.Logger) (*Store, error) {
-	var kv jetstream.KeyValue
-	if cfg.ReadOnly {
-		return openReadOnly(ctx, js, cfg, cache, log)
-	}
-	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:       cfg.Bucket,
-			Description:  "device registry: serial -> token, connection type, inputs, entity mapping",
-			History:      1,
-			MaxValueSize: 1 << 20,
-			Storage:      jetstream.FileStorage,
-			Replicas:     cfg.Replicas,
-		})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open registry bucket %q: %w", cfg.Bucket, err)
-	}
-	return &Store{kv: kv, cache: cache, log: log}, nil
-}
-
-// openReadOnly looks the bucket up until it exists.
-func openReadOnly(ctx context.Context, js jetstream.JetStream, cfg BucketConfig, cache *Cache, log *zap.Logger) (*Store, error) {
-	for logged := false; ; {
+	for logged := false; ; logged = true {
 		var kv jetstream.KeyValue
 		err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
-			kv, err = js.KeyValue(ctx, cfg.Bucket)
+			if cfg.ReadOnly {
+				kv, err = js.KeyValue(ctx, cfg.Bucket)
+				return err
+			}
+			kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket:       cfg.Bucket,
+				Description:  "device registry: serial -> token, connection type, inputs, entity mapping",
+				History:      1,
+				MaxValueSize: 1 << 20,
+				Storage:      jetstream.FileStorage,
+				Replicas:     cfg.Replicas,
+			})
 			return err
 		})
-		if err == nil {
+		switch {
+		case err == nil:
 			return &Store{kv: kv, cache: cache, log: log}, nil
-		}
-		if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		case !cfg.ReadOnly || !errors.Is(err, jetstream.ErrBucketNotFound):
 			return nil, fmt.Errorf("open registry bucket %q: %w", cfg.Bucket, err)
-		}
-		if !logged {
+		case !logged:
 			log.Info("waiting for ingest-api to create the registry bucket", zap.String("bucket", cfg.Bucket))
-			logged = true
 		}
 		select {
 		case <-ctx.Done():
@@ -89,9 +76,6 @@ func openReadOnly(ctx context.Context, js jetstream.JetStream, cfg BucketConfig,
 
 // Cache returns the cache this store keeps current.
 func (s *Store) Cache() *Cache { return s.cache }
-
-// key maps any serial onto the KV key alphabet.
-func key(serial string) string { return base64.RawURLEncoding.EncodeToString([]byte(serial)) }
 
 // ErrUnchanged, returned by an Update's change, leaves the record as it is.
 var ErrUnchanged = errors.New("unchanged")
@@ -107,19 +91,9 @@ const maxConflicts = 16
 // Update returns. A change that returns ErrUnchanged stores nothing.
 func (s *Store) Update(ctx context.Context, serial string, change func(d *Device, exists bool) error) (Device, error) {
 	for range maxConflicts {
-		var d Device
-		var rev uint64
-		e, err := s.kv.Get(ctx, key(serial))
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			d = Device{Serial: serial}
-		case err != nil:
-			return Device{}, fmt.Errorf("read device: %w", err)
-		default:
-			if err := json.Unmarshal(e.Value(), &d); err != nil {
-				return Device{}, fmt.Errorf("decode device: %w", err)
-			}
-			rev = e.Revision()
+		d, rev, err := s.read(ctx, serial)
+		if err != nil {
+			return Device{}, err
 		}
 		if err := change(&d, rev != 0); err != nil {
 			if errors.Is(err, ErrUnchanged) {
@@ -135,9 +109,9 @@ func (s *Store) Update(ctx context.Context, serial string, change func(d *Device
 			return Device{}, fmt.Errorf("encode device: %w", err)
 		}
 		if rev == 0 {
-			rev, err = s.kv.Create(ctx, key(serial), b)
+			rev, err = s.kv.Create(ctx, kvmap.Key(serial), b)
 		} else {
-			rev, err = s.kv.Update(ctx, key(serial), b, rev)
+			rev, err = s.kv.Update(ctx, kvmap.Key(serial), b, rev)
 		}
 		if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue
@@ -216,23 +190,32 @@ func (s *Store) KeepUpgraded(k *Keyring) func(ctx context.Context) error {
 
 // Get reads the record of serial from the bucket.
 func (s *Store) Get(ctx context.Context, serial string) (Device, error) {
-	e, err := s.kv.Get(ctx, key(serial))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	d, rev, err := s.read(ctx, serial)
+	if err == nil && rev == 0 {
 		return Device{}, ErrNotFound
 	}
-	if err != nil {
-		return Device{}, fmt.Errorf("read device: %w", err)
+	return d, err
+}
+
+// read reads the record of serial and its revision: 0, and a record with
+// only the serial, when there is none.
+func (s *Store) read(ctx context.Context, serial string) (d Device, rev uint64, err error) {
+	e, err := s.kv.Get(ctx, kvmap.Key(serial))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return Device{Serial: serial}, 0, nil
+	case err != nil:
+		return Device{}, 0, fmt.Errorf("read device: %w", err)
 	}
-	var d Device
 	if err := json.Unmarshal(e.Value(), &d); err != nil {
-		return Device{}, fmt.Errorf("decode device: %w", err)
+		return Device{}, 0, fmt.Errorf("decode device: %w", err)
 	}
-	return d, nil
+	return d, e.Revision(), nil
 }
 
 // Delete removes the record of serial and returns what it was.
 func (s *Store) Delete(ctx context.Context, serial string) (Device, error) {
-	e, err := s.kv.Get(ctx, key(serial))
+	e, err := s.kv.Get(ctx, kvmap.Key(serial))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Device{}, ErrNotFound
 	}
@@ -241,7 +224,7 @@ func (s *Store) Delete(ctx context.Context, serial string) (Device, error) {
 	}
 	var d Device
 	_ = json.Unmarshal(e.Value(), &d)
-	if err := s.kv.Delete(ctx, key(serial)); err != nil {
+	if err := s.kv.Delete(ctx, kvmap.Key(serial)); err != nil {
 		return Device{}, fmt.Errorf("delete device: %w", err)
 	}
 	s.cache.Remove(serial, e.Revision())
@@ -251,27 +234,16 @@ func (s *Store) Delete(ctx context.Context, serial string) (Device, error) {
 // Run follows the bucket until ctx ends: first its whole contents (then the
 // cache reports synced), then every change.
 func (s *Store) Run(ctx context.Context) error {
-	return bus.FollowKV(ctx, s.kv, s.apply, func() {
-		s.cache.markSynced()
-		s.log.Info("registry synced", zap.Int("devices", s.cache.Len()))
+	return s.cache.Follow(ctx, s.kv, kvmap.Reader[*Entry]{
+		Decode: func(serial string, value []byte, rev uint64) (*Entry, bool) {
+			var d Device
+			if err := json.Unmarshal(value, &d); err != nil || d.Serial != serial {
+				s.log.Warn("registry record unreadable", zap.String("serial", serial), zap.Error(err))
+				return nil, false
+			}
+			return newEntry(d, rev), true
+		},
+		BadKey: func(key string) { s.log.Warn("registry key is not a serial", zap.String("key", key)) },
+		Synced: func() { s.log.Info("registry synced", zap.Int("devices", s.cache.Len())) },
 	})
-}
-
-func (s *Store) apply(e jetstream.KeyValueEntry) {
-	raw, err := base64.RawURLEncoding.DecodeString(e.Key())
-	if err != nil {
-		s.log.Warn("registry key is not a serial", zap.String("key", e.Key()))
-		return
-	}
-	serial := string(raw)
-	if e.Operation() != jetstream.KeyValuePut {
-		s.cache.Remove(serial, e.Revision())
-		return
-	}
-	var d Device
-	if err := json.Unmarshal(e.Value(), &d); err != nil || d.Serial != serial {
-		s.log.Warn("registry record unreadable", zap.String("serial", serial), zap.Error(err))
-		return
-	}
-	s.cache.Put(d, e.Revision())
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/kvmap"
 )
 
 const otherKey = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
@@ -146,14 +147,14 @@ func TestUpgradeRewritesLegacyAndPreviousKeyRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		if _, err := kv.Put(ctx, key(fmt.Sprintf("legacy-%d", i)), fmt.Appendf(nil, legacyRecord, fmt.Sprintf("legacy-%d", i), fmt.Sprintf("plain-token-%d", i))); err != nil {
+		if _, err := kv.Put(ctx, kvmap.Key(fmt.Sprintf("legacy-%d", i)), fmt.Appendf(nil, legacyRecord, fmt.Sprintf("legacy-%d", i), fmt.Sprintf("plain-token-%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	old := keyring(t, otherKey, "")
 	prev := device(t, old, "under-old-key", "old-key-token")
 	b, _ := json.Marshal(prev)
-	if _, err := kv.Put(ctx, key(prev.Serial), b); err != nil {
+	if _, err := kv.Put(ctx, kvmap.Key(prev.Serial), b); err != nil {
 		t.Fatal(err)
 	}
 

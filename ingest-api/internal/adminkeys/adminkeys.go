@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 
@@ -25,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/kvmap"
 )
 
 // Role is what a key may do; each role may do what the ones below it may.
@@ -98,12 +98,7 @@ type Store struct {
 	kv        jetstream.KeyValue
 	log       *zap.Logger
 	bootstrap [sha256.Size]byte
-	mu        sync.RWMutex
-	byName    map[string]Key
-	byID      map[string]string // id -> name
-	revs      map[string]uint64 // name -> revision last applied: a late watch delivery undoes nothing
-	synced    chan struct{}
-	once      sync.Once
+	keys      *kvmap.Map[Key] // by name
 }
 
 // Open creates the bucket if it is missing; Run fills and follows the
@@ -129,50 +124,23 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas i
 // Bootstrap returns a store that knows only the bootstrap key (no bucket:
 // Create and Revoke fail, Run must not be called). Open's stores start so.
 func Bootstrap(bootstrap string) *Store {
-	return &Store{log: zap.NewNop(), bootstrap: sha256.Sum256([]byte(bootstrap)),
-		byName: map[string]Key{}, byID: map[string]string{}, revs: map[string]uint64{}, synced: make(chan struct{})}
+	return &Store{log: zap.NewNop(), bootstrap: sha256.Sum256([]byte(bootstrap)), keys: kvmap.New[Key]()}
 }
 
 // Synced is closed once the bucket's contents are in memory.
-func (s *Store) Synced() <-chan struct{} { return s.synced }
+func (s *Store) Synced() <-chan struct{} { return s.keys.Synced() }
 
-// Run follows the bucket until ctx ends.
+// Run follows the bucket until ctx ends. An unreadable record revokes the
+// key it held.
 func (s *Store) Run(ctx context.Context) error {
-	return bus.FollowKV(ctx, s.kv, s.apply, func() { s.once.Do(func() { close(s.synced) }) })
-}
-
-func (s *Store) apply(e jetstream.KeyValueEntry) {
-	raw, err := base64.RawURLEncoding.DecodeString(e.Key())
-	if err != nil {
-		return
-	}
-	name := string(raw)
-	var k Key
-	put := e.Operation() == jetstream.KeyValuePut
-	if put {
-		if err := json.Unmarshal(e.Value(), &k); err != nil || k.Name != name || !k.Role.Valid() {
-			s.log.Warn("admin key record unreadable", zap.String("key", name))
-			put = false
-		}
-	}
-	s.set(name, k, put, e.Revision())
-}
-
-// set applies the key named name at revision rev: k when put, else gone.
-func (s *Store) set(name string, k Key, put bool, rev uint64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if rev < s.revs[name] {
-		return
-	}
-	s.revs[name] = rev
-	if old, ok := s.byName[name]; ok {
-		delete(s.byID, old.ID)
-		delete(s.byName, name)
-	}
-	if put {
-		s.byName[name], s.byID[k.ID] = k, name
-	}
+	return s.keys.Follow(ctx, s.kv, kvmap.Reader[Key]{DropUnreadable: true,
+		Decode: func(name string, value []byte, _ uint64) (k Key, ok bool) {
+			if err := json.Unmarshal(value, &k); err != nil || k.Name != name || !k.Role.Valid() {
+				s.log.Warn("admin key record unreadable", zap.String("key", name))
+				return Key{}, false
+			}
+			return k, true
+		}})
 }
 
 // Authenticate returns who secret is: the bootstrap key, or a stored key
@@ -190,10 +158,13 @@ func (s *Store) Authenticate(secret string, now time.Time) (Identity, bool) {
 		return Identity{}, false
 	}
 	id, _, _ = strings.Cut(id, "_")
-	s.mu.RLock()
-	k, ok := s.byName[s.byID[id]]
-	s.mu.RUnlock()
-	if !ok || subtle.ConstantTimeCompare(sum[:], k.Digest) != 1 || (k.Expires != nil && !now.Before(*k.Expires)) {
+	var k Key
+	found := false
+	s.keys.Range(func(_ string, c Key) bool { // at most MaxKeys, on the workspace API only
+		k, found = c, c.ID == id
+		return !found
+	})
+	if !found || subtle.ConstantTimeCompare(sum[:], k.Digest) != 1 || (k.Expires != nil && !now.Before(*k.Expires)) {
 		return Identity{}, false
 	}
 	return Identity{Name: k.Name, Role: k.Role, Expires: k.Expires}, true
@@ -201,17 +172,14 @@ func (s *Store) Authenticate(secret string, now time.Time) (Identity, bool) {
 
 // List returns the keys by name, without digests.
 func (s *Store) List() []Key {
-	s.mu.RLock()
-	out := make([]Key, 0, len(s.byName))
-	for _, k := range s.byName {
+	out := make([]Key, 0, s.keys.Len())
+	s.keys.Range(func(_ string, k Key) bool {
 		out = append(out, k.Public())
-	}
-	s.mu.RUnlock()
+		return true
+	})
 	slices.SortFunc(out, func(a, b Key) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
-
-func key(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) }
 
 // Create stores a new key and returns it with its secret, which is kept
 // nowhere: this is the only time it is shown.
@@ -228,10 +196,7 @@ func (s *Store) Create(ctx context.Context, name string, role Role, expires *tim
 	case expires != nil && !expires.After(now):
 		return Key{}, "", fmt.Errorf("%w: expires must be in the future", ErrInvalid)
 	}
-	s.mu.RLock()
-	n := len(s.byName)
-	s.mu.RUnlock()
-	if n >= MaxKeys {
+	if s.keys.Len() >= MaxKeys {
 		return Key{}, "", fmt.Errorf("%w: at most %d keys; revoke some first", ErrInvalid, MaxKeys)
 	}
 	var id [6]byte
@@ -250,13 +215,13 @@ func (s *Store) Create(ctx context.Context, name string, role Role, expires *tim
 	if err != nil {
 		return Key{}, "", err
 	}
-	rev, err := s.kv.Create(ctx, key(name), b)
+	rev, err := s.kv.Create(ctx, kvmap.Key(name), b)
 	if errors.Is(err, jetstream.ErrKeyExists) {
 		return Key{}, "", ErrConflict
 	} else if err != nil {
 		return Key{}, "", fmt.Errorf("store key: %w", err)
 	}
-	s.set(name, k, true, rev)
+	s.keys.Put(name, k, rev)
 	return k.Public(), plain, nil
 }
 
@@ -266,7 +231,7 @@ func (s *Store) Revoke(ctx context.Context, name string) (Key, error) {
 	if s.kv == nil {
 		return Key{}, ErrNotFound
 	}
-	e, err := s.kv.Get(ctx, key(name))
+	e, err := s.kv.Get(ctx, kvmap.Key(name))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return Key{}, ErrNotFound
 	}
@@ -275,10 +240,10 @@ func (s *Store) Revoke(ctx context.Context, name string) (Key, error) {
 	}
 	var k Key
 	_ = json.Unmarshal(e.Value(), &k)
-	if err := s.kv.Delete(ctx, key(name), jetstream.LastRevision(e.Revision())); err != nil {
+	if err := s.kv.Delete(ctx, kvmap.Key(name), jetstream.LastRevision(e.Revision())); err != nil {
 		return Key{}, fmt.Errorf("revoke key: %w", err)
 	}
-	s.set(name, Key{}, false, e.Revision()+1) // the delete's revision is later than the put's
+	s.keys.Remove(name, e.Revision()+1) // the delete's revision is later than the put's
 	return k.Public(), nil
 }
 
