@@ -29,24 +29,14 @@ func EnvName(name string) string {
 	return strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
-func (s *Set) env(name string) (string, bool) {
-	return os.LookupEnv(EnvName(name))
-}
-
-func (s *Set) fail(name, v string, err error) {
-	if s.err == nil {
-		s.err = fmt.Errorf("%s=%q: %w", EnvName(name), v, err)
-	}
-}
-
 // register defaults a flag from its environment variable (parsed by parse)
 // and adds it with define, the FlagSet's own XxxVar.
 func register[T any](s *Set, p *T, name string, def T, usage string, parse func(string) (T, error), define func(*T, string, T, string)) {
-	if v, ok := s.env(name); ok {
-		if x, err := parse(v); err != nil {
-			s.fail(name, v, err)
-		} else {
+	if v, ok := os.LookupEnv(EnvName(name)); ok {
+		if x, err := parse(v); err == nil {
 			def = x
+		} else if s.err == nil {
+			s.err = fmt.Errorf("%s=%q: %w", EnvName(name), v, err)
 		}
 	}
 	define(p, name, def, usage+" (env "+EnvName(name)+")")

@@ -23,12 +23,10 @@ func setMemoryLimit() int64 {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return debug.SetMemoryLimit(-1)
 	}
-	for _, f := range cgroupLimitFiles {
-		if n := readLimit(f); n > 0 {
-			limit := int64(float64(n) * memoryShare)
-			debug.SetMemoryLimit(limit)
-			return limit
-		}
+	if n := cgroupLimit(); n > 0 {
+		limit := int64(float64(n) * memoryShare)
+		debug.SetMemoryLimit(limit)
+		return limit
 	}
 	return 0
 }
@@ -37,10 +35,8 @@ func setMemoryLimit() int64 {
 // limit, else GOMEMLIMIT, else 0 (unknown). Limits that scale with memory
 // default from it.
 func ContainerMemory() int64 {
-	for _, f := range cgroupLimitFiles {
-		if n := readLimit(f); n > 0 {
-			return n
-		}
+	if n := cgroupLimit(); n > 0 {
+		return n
 	}
 	if os.Getenv("GOMEMLIMIT") != "" {
 		if n := debug.SetMemoryLimit(-1); n < 1<<62 {
@@ -50,16 +46,18 @@ func ContainerMemory() int64 {
 	return 0
 }
 
-// readLimit reads a cgroup memory limit file: bytes, or 0 for none ("max",
-// or v1's huge "unlimited" value).
-func readLimit(path string) int64 {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return 0
+// cgroupLimit is the container's memory limit in bytes, from the first of
+// cgroupLimitFiles that holds one; 0 for none ("max", or v1's huge
+// "unlimited" value).
+func cgroupLimit() int64 {
+	for _, f := range cgroupLimitFiles {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err == nil && n > 0 && n < 1<<60 {
+			return n
+		}
 	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
-	if err != nil || n <= 0 || n >= 1<<60 {
-		return 0
-	}
-	return n
+	return 0
 }

@@ -8,8 +8,9 @@ import (
 
 // A container's limit is read from cgroup v2 or v1; "max" and v1's huge
 // "unlimited" mean none.
-func TestReadLimit(t *testing.T) {
+func TestCgroupLimit(t *testing.T) {
 	dir := t.TempDir()
+	defer func(files []string) { cgroupLimitFiles = files }(cgroupLimitFiles)
 	for _, tc := range []struct {
 		content string
 		want    int64
@@ -23,11 +24,13 @@ func TestReadLimit(t *testing.T) {
 		if err := os.WriteFile(p, []byte(tc.content), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if got := readLimit(p); got != tc.want {
+		cgroupLimitFiles = []string{p}
+		if got := cgroupLimit(); got != tc.want {
 			t.Errorf("%q: %d, want %d", tc.content, got, tc.want)
 		}
 	}
-	if got := readLimit(filepath.Join(dir, "missing")); got != 0 {
+	cgroupLimitFiles = []string{filepath.Join(dir, "missing")}
+	if got := cgroupLimit(); got != 0 {
 		t.Errorf("missing file: %d", got)
 	}
 }

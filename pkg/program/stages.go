@@ -41,7 +41,11 @@ func Run(ctx context.Context, log *zap.Logger, stages ...Stage) error {
 		mu      sync.Mutex
 		drained []error // errors returned after being told to stop
 	)
-	failed := make(chan error, countParts(stages))
+	parts := 0
+	for _, st := range stages {
+		parts += len(st)
+	}
+	failed := make(chan error, parts) // each part fails at most once
 	var failure error
 
 start:
@@ -101,12 +105,4 @@ start:
 	mu.Lock()
 	defer mu.Unlock()
 	return errors.Join(drained...)
-}
-
-func countParts(stages []Stage) int {
-	n := 0
-	for _, st := range stages {
-		n += len(st)
-	}
-	return n
 }
