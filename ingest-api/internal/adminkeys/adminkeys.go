@@ -199,16 +199,12 @@ func (s *Store) Create(ctx context.Context, name string, role Role, expires *tim
 	if s.keys.Len() >= MaxKeys {
 		return Key{}, "", fmt.Errorf("%w: at most %d keys; revoke some first", ErrInvalid, MaxKeys)
 	}
-	var id [6]byte
-	var secret [32]byte
-	if _, err := rand.Read(id[:]); err != nil {
+	var random [6 + 32]byte // the id, then the secret
+	if _, err := rand.Read(random[:]); err != nil {
 		return Key{}, "", err
 	}
-	if _, err := rand.Read(secret[:]); err != nil {
-		return Key{}, "", err
-	}
-	k := Key{ID: hex.EncodeToString(id[:]), Name: name, Role: role, Expires: expires, Created: now.UTC(), CreatedBy: by}
-	plain := secretPrefix + k.ID + "_" + base64.RawURLEncoding.EncodeToString(secret[:])
+	k := Key{ID: hex.EncodeToString(random[:6]), Name: name, Role: role, Expires: expires, Created: now.UTC(), CreatedBy: by}
+	plain := secretPrefix + k.ID + "_" + base64.RawURLEncoding.EncodeToString(random[6:])
 	sum := sha256.Sum256([]byte(plain))
 	k.Digest = sum[:]
 	b, err := json.Marshal(k)
