@@ -6,14 +6,15 @@ package program
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/envflag"
-	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/logging"
 	"github.com/devicehub/eventservice/pkg/version"
 )
@@ -33,8 +34,8 @@ func Main(name string, cfg Config, run func(context.Context, *zap.Logger) error)
 }
 
 func start(name string, args []string, cfg Config, run func(context.Context, *zap.Logger) error) error {
-	if probe, err := health.ProbeArgs(args); probe {
-		return err
+	if len(args) == 2 && args[0] == "-probe" {
+		return probe(args[1])
 	}
 	var level string
 	var showVersion bool
@@ -64,6 +65,21 @@ func start(name string, args []string, cfg Config, run func(context.Context, *za
 		log.Info("memory limit", zap.Int64("bytes", limit))
 	}
 	return run(ctx, log.With(zap.String("program", name)))
+}
+
+// probe is `PROGRAM -probe URL`, the container health check on images that
+// have no shell or curl: nil when URL answered 200.
+func probe(url string) error {
+	c := http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return fmt.Errorf("probe: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("probe: %s answered %d", url, resp.StatusCode)
+	}
+	return nil
 }
 
 // isTerminal reports whether f is a terminal (a character device).
