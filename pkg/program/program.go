@@ -1,6 +1,6 @@
 // Package program is the shared shape of the three mains: a probe mode for
-// container health checks, flags and environment, validation, the logger,
-// and a context that ends on SIGINT or SIGTERM.
+// container health checks, flags and environment, validation, the logger
+// (zap, sampled), and a context that ends on SIGINT or SIGTERM.
 package program
 
 import (
@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/devicehub/eventservice/pkg/envflag"
-	"github.com/devicehub/eventservice/pkg/logging"
 	"github.com/devicehub/eventservice/pkg/version"
 )
 
@@ -53,7 +53,7 @@ func start(name string, args []string, cfg Config, run func(context.Context, *za
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	log, err := logging.New(level, !isTerminal(os.Stderr))
+	log, err := newLogger(level, !isTerminal(os.Stderr))
 	if err != nil {
 		return err
 	}
@@ -66,6 +66,31 @@ func start(name string, args []string, cfg Config, run func(context.Context, *za
 	}
 	return run(ctx, log.With(zap.String("program", name)))
 }
+
+// newLogger returns a logger at level ("debug", "info", "warn", "error")
+// that writes JSON lines, or readable text for a person at a terminal.
+func newLogger(level string, json bool) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("LOG_LEVEL: %w", err)
+	}
+	cfg := zap.NewProductionConfig()
+	if !json {
+		cfg = zap.NewDevelopmentConfig()
+	}
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.DisableStacktrace = true
+	// Lines with the same message and level are sampled per second: the
+	// first sampleFirst are written, then one in sampleThereafter. A flood
+	// of rejections costs bounded log bytes (docs/operations.md).
+	cfg.Sampling = &zap.SamplingConfig{Initial: sampleFirst, Thereafter: sampleThereafter}
+	return cfg.Build()
+}
+
+const (
+	sampleFirst      = 20
+	sampleThereafter = 1000
+)
 
 // probe is `PROGRAM -probe URL`, the container health check on images that
 // have no shell or curl: nil when URL answered 200.
