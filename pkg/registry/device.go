@@ -4,8 +4,6 @@
 package registry
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"unicode"
@@ -125,13 +123,4 @@ func checkName(what, s string, max int) error {
 		}
 	}
 	return nil
-}
-
-// NewToken returns a random device token of 128 bits, hex encoded.
-func NewToken() (string, error) {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generate token: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
 }

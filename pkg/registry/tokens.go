@@ -1,7 +1,9 @@
 package registry
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -90,11 +92,12 @@ func (d *Device) AddToken(k *Keyring, name, secret string, now time.Time) (strin
 			return "", fmt.Errorf("%w: the device has a token named %q", ErrConflict, name)
 		}
 	}
-	if secret == "" {
-		var err error
-		if secret, err = NewToken(); err != nil {
-			return "", err
+	if secret == "" { // 128 random bits, hex encoded
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("generate token: %w", err)
 		}
+		secret = hex.EncodeToString(b[:])
 	} else if err := checkToken(secret); err != nil {
 		return "", err
 	} else if d.tokenIndex(k, secret) >= 0 {
