@@ -98,16 +98,6 @@ func (e *Entry) Authenticate(k *Keyring, secrets ...string) (name string, ok boo
 	return "", false
 }
 
-// stale reports whether the record is not in the form key keyID makes.
-func (e *Entry) stale(keyID string) bool {
-	for _, t := range e.tokens {
-		if t.key != keyID {
-			return true
-		}
-	}
-	return false
-}
-
 // AcceptsAPI reports whether the device may post over this HTTP interface.
 func (e *Entry) AcceptsAPI() bool { return e.Device.ConnectionType == ConnectionAPI }
 
@@ -161,7 +151,7 @@ func (c *Cache) Devices(prefix, after string, limit int) (_ []Device, more bool)
 func (c *Cache) Stale(keyID string) []string {
 	var out []string
 	c.Range(func(serial string, e *Entry) bool {
-		if e.stale(keyID) {
+		if slices.ContainsFunc(e.tokens, func(t entryToken) bool { return t.key != keyID }) {
 			out = append(out, serial)
 		}
 		return true
