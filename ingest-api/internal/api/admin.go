@@ -30,7 +30,7 @@ func (s *Server) putDevice(c echo.Context) error {
 	}
 	var shown string
 	var before *registry.View
-	d, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
+	d, err := s.Registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
 		shown, before = "", nil
 		if exists {
 			v := d.View()
@@ -42,11 +42,11 @@ func (s *Server) putDevice(c echo.Context) error {
 		now := time.Now()
 		switch {
 		case !exists:
-			tok, err := d.AddToken(s.keys, "", req.AccessToken, now)
+			tok, err := d.AddToken(s.Keys, "", req.AccessToken, now)
 			shown = tok
 			return err
 		case req.AccessToken != "":
-			if set, err := d.SetToken(s.keys, req.AccessToken, now); err != nil || !set {
+			if set, err := d.SetToken(s.Keys, req.AccessToken, now); err != nil || !set {
 				return err
 			}
 			shown = req.AccessToken
@@ -130,7 +130,7 @@ func decodeStrict(c echo.Context, v any) error {
 
 func (s *Server) getDevice(c echo.Context) error {
 	serial := c.Param("serial")
-	d, err := s.registry.Get(c.Request().Context(), serial)
+	d, err := s.Registry.Get(c.Request().Context(), serial)
 	if err != nil {
 		return s.registryError(c, serial, err)
 	}
@@ -139,11 +139,11 @@ func (s *Server) getDevice(c echo.Context) error {
 
 func (s *Server) deleteDevice(c echo.Context) error {
 	serial := c.Param("serial")
-	d, err := s.registry.Delete(c.Request().Context(), serial)
+	d, err := s.Registry.Delete(c.Request().Context(), serial)
 	if err != nil {
 		return s.registryError(c, serial, err)
 	}
 	s.record(c, "device.deleted", serial, d.View(), nil)
-	s.limiter.Forget(serial)
+	s.Limiter.Forget(serial)
 	return c.NoContent(http.StatusNoContent)
 }

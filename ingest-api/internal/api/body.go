@@ -110,7 +110,7 @@ func (b *body) take(n int64) bool {
 // taken is given back. The Content-Type is not consulted: devices label
 // JSON in many ways.
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, outcome.Code, error) {
-	b := &body{budget: s.budget}
+	b := &body{budget: s.Budget}
 	err := s.fill(b, w, r)
 	if err != nil {
 		b.release()
@@ -124,7 +124,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, outcom
 }
 
 func (s *Server) fill(b *body, w http.ResponseWriter, r *http.Request) error {
-	limit := s.limits.MaxBodyBytes
+	limit := s.Limits.MaxBodyBytes
 	if r.ContentLength > limit {
 		return errTooLarge
 	}
@@ -135,8 +135,8 @@ func (s *Server) fill(b *body, w http.ResponseWriter, r *http.Request) error {
 		}
 		gz = true
 	}
-	src := &paced{r: r.Body, rc: http.NewResponseController(w), start: time.Now(), rate: float64(s.limits.BodyMinRate),
-		end: time.Now().Add(s.limits.BodyTimeout)}
+	src := &paced{r: r.Body, rc: http.NewResponseController(w), start: time.Now(), rate: float64(s.Limits.BodyMinRate),
+		end: time.Now().Add(s.Limits.BodyTimeout)}
 	b.buf = bodyBuffers.Get().(*[]byte)
 	b.b = (*b.buf)[:0]
 	if err := b.readFrom(src, limit); err != nil {
@@ -145,7 +145,7 @@ func (s *Server) fill(b *body, w http.ResponseWriter, r *http.Request) error {
 	if !gz && len(b.b) <= bodyFree {
 		return nil
 	}
-	done, ok := s.work.Take(r.Context())
+	done, ok := s.Work.Take(r.Context())
 	if !ok {
 		return errNoBudget
 	}

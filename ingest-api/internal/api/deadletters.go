@@ -42,7 +42,7 @@ func (s *Server) listDeadLetters(c echo.Context) error {
 		}
 		limit = n
 	}
-	letters, err := deadletter.List(c.Request().Context(), s.js, s.names, from, limit)
+	letters, err := deadletter.List(c.Request().Context(), s.JS, s.Names, from, limit)
 	if err != nil {
 		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
 	}
@@ -78,7 +78,7 @@ func (s *Server) replayDeadLetters(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), replayTimeout)
 	defer cancel()
-	rep, err := deadletter.Replay(ctx, s.js, s.names, deadletter.ReplayOptions{From: req.From, Limit: req.Limit, Seqs: req.Seqs, Unkeyed: req.Unkeyed, Keep: req.Keep})
+	rep, err := deadletter.Replay(ctx, s.JS, s.Names, deadletter.ReplayOptions{From: req.From, Limit: req.Limit, Seqs: req.Seqs, Unkeyed: req.Unkeyed, Keep: req.Keep})
 	if rep.Replayed > 0 { // what was sent back is a change, even if the rest failed
 		s.record(c, "deadletters.replayed", "dead letters", nil, map[string]any{"request": req, "report": rep})
 	}

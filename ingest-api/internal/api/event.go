@@ -24,7 +24,7 @@ func (s *Server) postEvent(c echo.Context) error {
 		req, code = parse(body, headerToken)
 		return req.Serial, req.BodyToken, 1, code, ""
 	}, func(a authorized) error {
-		req.Payload = s.redactor.Apply(req.Payload, a.secrets...)
+		req.Payload = s.Redactor.Apply(req.Payload, a.secrets...)
 		return s.publishEvent(c, req, a)
 	})
 }
@@ -33,7 +33,7 @@ func (s *Server) postEvent(c echo.Context) error {
 func (s *Server) publishEvent(c echo.Context, req request, a authorized) error {
 	key := strings.TrimSpace(c.Request().Header.Get(HeaderIdempotencyKey))
 	ev := s.newEvent(eventID(req.Serial, key, ""), req.Serial, a, req.Payload, req.TS, req.Data)
-	got, err := s.submitter.Submit(c.Request().Context(), []*event.Event{ev}, key != "")
+	got, err := s.Submitter.Submit(c.Request().Context(), []*event.Event{ev}, key != "")
 	if err != nil {
 		return s.failed(c, req.Serial, ev.ID, err)
 	}
@@ -43,7 +43,7 @@ func (s *Server) publishEvent(c echo.Context, req request, a authorized) error {
 // newEvent is an accepted reading of a's device, with its reading time.
 func (s *Server) newEvent(id, serial string, a authorized, payload, ts, data []byte) *event.Event {
 	ev := &event.Event{ID: id, Serial: serial, ReceivedNs: s.timestamp(), Rev: a.dev.Rev, Token: a.token,
-		Reply: s.replies, Payload: payload}
+		Reply: s.Replies, Payload: payload}
 	ev.ReadingNs, ev.TimeNote = s.readingTime(ev.ReceivedNs, ts, data, a.dev.Device.TimestampInput)
 	return ev
 }
@@ -92,5 +92,5 @@ func (s *Server) readingTime(receivedNs int64, ts, data []byte, tsInput string) 
 	if tsInput != "" {
 		sources[1] = readtime.Source{Name: "data." + tsInput, Value: jsonobj.Value(data, tsInput)}
 	}
-	return s.limits.ReadingTime.Resolve(time.Unix(0, receivedNs), sources[:]...)
+	return s.Limits.ReadingTime.Resolve(time.Unix(0, receivedNs), sources[:]...)
 }

@@ -31,11 +31,11 @@ func (s *Server) postEvents(c echo.Context) error {
 	return s.ingest(c, func(body []byte, headerToken string) (string, string, int, outcome.Code, string) {
 		var code outcome.Code
 		var detail string
-		req, code, detail = parseBatch(body, headerToken, s.limits.MaxBatchMessages)
+		req, code, detail = parseBatch(body, headerToken, s.Limits.MaxBatchMessages)
 		return req.Serial, req.BodyToken, len(req.Messages), code, detail
 	}, func(a authorized) error {
 		for i := range req.Messages {
-			req.Messages[i].Payload = s.redactor.Apply(req.Messages[i].Payload, a.secrets...)
+			req.Messages[i].Payload = s.Redactor.Apply(req.Messages[i].Payload, a.secrets...)
 		}
 		return s.publishBacklog(c, req, a)
 	})
@@ -63,7 +63,7 @@ func (s *Server) publishBacklog(c echo.Context, req batchRequest, a authorized) 
 		evs, at = append(evs, ev), append(at, i)
 	}
 	if len(evs) > 0 {
-		got, err := s.submitter.Submit(c.Request().Context(), evs, key != "")
+		got, err := s.Submitter.Submit(c.Request().Context(), evs, key != "")
 		if err != nil {
 			return s.failed(c, req.Serial, group, err)
 		}
@@ -98,7 +98,7 @@ func (s *Server) respondBatch(c echo.Context, serial string, codes []outcome.Cod
 	}
 	status, body := s.outcome(c, code, serial, detail)
 	if code != outcome.Stored {
-		s.log.Info("backlog not stored whole", zap.String("outcome", code.String()), zap.Int("status", status), zap.String("serial", Clip(serial)),
+		s.Log.Info("backlog not stored whole", zap.String("outcome", code.String()), zap.Int("status", status), zap.String("serial", Clip(serial)),
 			zap.String("message", body.Message), zap.String("error", Clip(body.Error)), zap.String("remote", c.RealIP()))
 	}
 	// Rendered whole, so that the answer carries a Content-Length (a

@@ -29,18 +29,18 @@ type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, 
 // is still held.
 func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized) error) error {
 	src := s.clientAddr(c)
-	if wait, refused := s.failures.Refused(src); refused {
+	if wait, refused := s.Failures.Refused(src); refused {
 		return s.refuseSource(c, wait)
 	}
 	b, code, err := s.readBody(c.Response(), c.Request())
 	if errors.Is(err, errBomb) || errors.Is(err, errSlowBody) {
 		// Bodies no honest client sends count as failures of the
 		// address, as wrong tokens do.
-		s.failures.Fail(src)
+		s.Failures.Fail(src)
 	}
 	if err != nil {
 		// A body that stopped arriving is not waited for again.
-		if code == outcome.BodyTimeout || !discardRest(c.Request(), s.limits.DiscardBytes) {
+		if code == outcome.BodyTimeout || !discardRest(c.Request(), s.Limits.DiscardBytes) {
 			c.Response().Header().Set(echo.HeaderConnection, "close")
 		}
 		return s.respond(c, code, "", "", err.Error())
@@ -54,15 +54,15 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 	}
 	dev, ok := s.cache.Lookup(serial)
 	if !ok {
-		s.failures.Fail(src)
+		s.Failures.Fail(src)
 		return s.respond(c, outcome.DeviceNotFound, serial, "", "")
 	}
-	token, ok := dev.Authenticate(s.keys, headerToken, bodyToken)
+	token, ok := dev.Authenticate(s.Keys, headerToken, bodyToken)
 	if !ok || !dev.AcceptsAPI() {
-		s.failures.Fail(src)
+		s.Failures.Fail(src)
 		return s.respond(c, outcome.InvalidToken, serial, "", "")
 	}
-	if ok, wait := s.limiter.AllowN(serial, cost(readings, len(b.b))); !ok {
+	if ok, wait := s.Limiter.AllowN(serial, cost(readings, len(b.b))); !ok {
 		setRetryAfter(c, wait)
 		return s.respond(c, outcome.RateLimited, serial, "", "")
 	}
@@ -99,7 +99,7 @@ func cost(readings, bodyBytes int) int {
 // clientAddr is the address limits apply to: the peer, or the client a
 // trusted proxy names.
 func (s *Server) clientAddr(c echo.Context) netip.Addr {
-	return s.proxies.Client(c.Request())
+	return s.Proxies.Client(c.Request())
 }
 
 // refuseDiscard is the most of a refused address's body that is read and

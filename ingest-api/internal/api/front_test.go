@@ -130,7 +130,7 @@ func TestGzipBombIsRefused(t *testing.T) {
 	if resp.StatusCode != 413 || b.Message != "Payload too large" {
 		t.Fatalf("a %d-byte gzip body inflating to 60 MiB: %d %+v, want 413", len(bomb), resp.StatusCode, b)
 	}
-	if used := s.budget.Used(); used != 0 {
+	if used := s.Budget.Used(); used != 0 {
 		t.Fatalf("%d bytes of the budget not given back", used)
 	}
 	honest := gzipped([]byte(`{"serial":"dev-1","data":{"temp":1}}`))
@@ -159,7 +159,7 @@ func TestBodyMemoryBudget(t *testing.T) {
 	if resp.StatusCode != 404 {
 		t.Fatalf("a small body with the budget spent: %d %+v, want it read (404)", resp.StatusCode, b)
 	}
-	if used := s.budget.Used(); used != 1<<20-100<<10 {
+	if used := s.Budget.Used(); used != 1<<20-100<<10 {
 		t.Fatalf("budget used %d after the answers, want only what the test took", used)
 	}
 }

@@ -55,7 +55,7 @@ func (s *Server) Ready(context.Context) error {
 // check is one readiness check.
 func (s *Server) check(ctx context.Context) error {
 	switch {
-	case !s.query.Connected():
+	case !s.Query.Connected():
 		return errors.New("nats disconnected")
 	case !s.cache.IsSynced():
 		return errors.New("registry not loaded")

@@ -22,7 +22,7 @@ func (s *Server) whoami(c echo.Context) error {
 }
 
 func (s *Server) listKeys(c echo.Context) error {
-	return c.JSON(http.StatusOK, map[string]any{"keys": s.adminKeys.List()})
+	return c.JSON(http.StatusOK, map[string]any{"keys": s.AdminKeys.List()})
 }
 
 // newKey is the body of POST /keys.
@@ -38,7 +38,7 @@ func (s *Server) createKey(c echo.Context) error {
 	if err := decodeStrict(c, &req); err != nil {
 		return s.respond(c, outcome.BadRequest, "", "", "key must be a JSON object {name, role, expires?}: "+err.Error())
 	}
-	k, secret, err := s.adminKeys.Create(c.Request().Context(), req.Name, req.Role, req.Expires, caller(c).Name, time.Now())
+	k, secret, err := s.AdminKeys.Create(c.Request().Context(), req.Name, req.Role, req.Expires, caller(c).Name, time.Now())
 	switch {
 	case errors.Is(err, adminkeys.ErrInvalid):
 		return s.respond(c, outcome.BadRequest, "", "", err.Error())
@@ -54,7 +54,7 @@ func (s *Server) createKey(c echo.Context) error {
 // revokeKey: DELETE /keys/{name}; the key is refused from then on.
 func (s *Server) revokeKey(c echo.Context) error {
 	name := c.Param("name")
-	k, err := s.adminKeys.Revoke(c.Request().Context(), name)
+	k, err := s.AdminKeys.Revoke(c.Request().Context(), name)
 	switch {
 	case errors.Is(err, adminkeys.ErrNotFound):
 		return s.respond(c, outcome.NotFound, "", "", "no key named "+Clip(name))
@@ -91,10 +91,10 @@ func (s *Server) listAudit(c echo.Context) error {
 		}
 		f.Since = t
 	}
-	if s.audit == nil {
+	if s.Audit == nil {
 		return c.JSON(http.StatusOK, map[string]any{"records": []audit.Record{}})
 	}
-	recs, next, err := s.audit.List(c.Request().Context(), f)
+	recs, next, err := s.Audit.List(c.Request().Context(), f)
 	if err != nil {
 		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
 	}
@@ -111,7 +111,7 @@ func (s *Server) listAudit(c echo.Context) error {
 // cannot be kept is logged with everything but before and after, and
 // counted (ingest_api_audit_failures_total), not answered as a failure.
 func (s *Server) record(c echo.Context, action, target string, before, after any) {
-	if s.audit == nil {
+	if s.Audit == nil {
 		return
 	}
 	id := caller(c)
@@ -119,9 +119,9 @@ func (s *Server) record(c echo.Context, action, target string, before, after any
 		Before: rawJSON(before), After: rawJSON(after)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
 	defer cancel()
-	if err := s.audit.Record(ctx, r); err != nil {
+	if err := s.Audit.Record(ctx, r); err != nil {
 		s.metrics.auditFailures.Inc()
-		s.log.Error("audit record not kept", zap.String("action", action), zap.String("target", Clip(target)),
+		s.Log.Error("audit record not kept", zap.String("action", action), zap.String("target", Clip(target)),
 			zap.String("actor", id.Name), zap.String("remote", r.Source), zap.Error(err))
 	}
 }

@@ -35,7 +35,7 @@ func (s *Server) deviceMessages(c echo.Context) error {
 		Messages json.RawMessage `json:"messages"`
 		NextNs   int64           `json:"nextNs"`
 	}
-	code, err := s.query.Ask(c.Request().Context(), query.Messages, req, &resp, &resp.Error)
+	code, err := s.Query.Ask(c.Request().Context(), query.Messages, req, &resp, &resp.Error)
 	if err != nil {
 		return s.respond(c, code, Clip(req.Serial), "", err.Error())
 	}
@@ -166,7 +166,7 @@ func parseLimit(v string) (int, error) {
 // ask sends a read query to a writer-worker, the owner of ClickHouse.
 func (s *Server) ask(ctx context.Context, kind string, req query.Request) (query.Response, outcome.Code, error) {
 	var resp query.Response
-	code, err := s.query.Ask(ctx, kind, req, &resp, &resp.Error)
+	code, err := s.Query.Ask(ctx, kind, req, &resp, &resp.Error)
 	return resp, code, err
 }
 

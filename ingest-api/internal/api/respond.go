@@ -51,11 +51,11 @@ func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, det
 		case code == outcome.Overloaded:
 			// One line per shed request would add load exactly when the
 			// process has too much.
-			s.log.Debug("request shed", fields...)
+			s.Log.Debug("request shed", fields...)
 		case status >= 500:
-			s.log.Warn("request failed", fields...)
+			s.Log.Warn("request failed", fields...)
 		default:
-			s.log.Info("request rejected", fields...)
+			s.Log.Info("request rejected", fields...)
 		}
 	}
 	if code == outcome.Stored {
@@ -122,7 +122,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 			code, detail = outcome.BadRequest, "malformed request"
 		}
 	} else {
-		s.log.Error("handler failed", zap.String("path", c.Path()), zap.Error(err))
+		s.Log.Error("handler failed", zap.String("path", c.Path()), zap.Error(err))
 	}
 	status, body := BodyFor(code, "", detail)
 	s.metrics.countOutcome(code, status)

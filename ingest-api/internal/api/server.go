@@ -70,26 +70,11 @@ type Deps struct {
 	Metrics   prometheus.Registerer // nil: not exported
 }
 
-// Server holds the handlers' state.
+// Server holds the handlers' state: its dependencies as New was given
+// them, and what it keeps itself.
 type Server struct {
-	log       *zap.Logger
-	js        jetstream.JetStream
-	registry  *registry.Store
+	Deps
 	cache     *registry.Cache
-	submitter *submit.Submitter
-	replies   string
-	query     *query.Client
-	limiter   *ratelimit.Limiter
-	failures  *guard.Failures
-	budget    *guard.Budget
-	work      *guard.Work
-	proxies   guard.Proxies
-	redactor  *redact.Redactor
-	keys      *registry.Keyring
-	adminKeys *adminkeys.Store
-	audit     *audit.Log
-	limits    Limits
-	names     bus.Names
 	inflight  chan struct{}
 	reads     chan struct{} // workspace reads at once: each may hold a page of ~4 MiB, decoded and encoded
 	lastTS    atomic.Int64
@@ -101,29 +86,13 @@ type Server struct {
 // New builds the Echo instance with every route.
 func New(d Deps) (*echo.Echo, *Server) {
 	s := &Server{
-		log:       d.Log,
-		js:        d.JS,
-		registry:  d.Registry,
-		cache:     d.Registry.Cache(),
-		submitter: d.Submitter,
-		replies:   d.Replies,
-		query:     d.Query,
-		limiter:   d.Limiter,
-		failures:  d.Failures,
-		budget:    d.Budget,
-		work:      d.Work,
-		proxies:   d.Proxies,
-		redactor:  d.Redactor,
-		keys:      d.Keys,
-		adminKeys: d.AdminKeys,
-		audit:     d.Audit,
-		limits:    d.Limits,
-		names:     d.Names,
-		inflight:  make(chan struct{}, d.Limits.MaxInFlight),
-		reads:     make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		Deps:     d,
+		cache:    d.Registry.Cache(),
+		inflight: make(chan struct{}, d.Limits.MaxInFlight),
+		reads:    make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 	}
-	if s.redactor == nil {
-		s.redactor = redact.New("")
+	if s.Redactor == nil {
+		s.Redactor = redact.New("")
 	}
 	s.metrics = newServerMetrics(metrics.Or(d.Metrics), s)
 	e := echo.New()

@@ -39,12 +39,12 @@ func (s *Server) addToken(c echo.Context) error {
 	}
 	var shown shownToken
 	var before registry.View
-	d, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
+	d, err := s.Registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
 		if !exists {
 			return registry.ErrNotFound
 		}
 		before = d.View()
-		tok, err := d.AddToken(s.keys, req.Name, req.Token, time.Now())
+		tok, err := d.AddToken(s.Keys, req.Name, req.Token, time.Now())
 		if err == nil {
 			shown = shownToken{Name: d.Tokens[len(d.Tokens)-1].Name, Token: tok}
 		}
@@ -72,7 +72,7 @@ func (s *Server) retireToken(c echo.Context) error {
 func (s *Server) changeTokens(c echo.Context, action string, change func(*registry.Device, string) error) error {
 	serial, name := c.Param("serial"), c.Param("name")
 	var before registry.View
-	d, err := s.registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
+	d, err := s.Registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
 		if !exists {
 			return registry.ErrNotFound
 		}
@@ -92,11 +92,11 @@ func (s *Server) changeTokens(c echo.Context, action string, change func(*regist
 // URLs keeps the answer and the audit trail records who asked.
 func (s *Server) revealToken(c echo.Context) error {
 	serial, name := c.Param("serial"), c.Param("name")
-	d, err := s.registry.Get(c.Request().Context(), serial)
+	d, err := s.Registry.Get(c.Request().Context(), serial)
 	if err != nil {
 		return s.registryError(c, serial, err)
 	}
-	tok, err := d.Reveal(s.keys, name)
+	tok, err := d.Reveal(s.Keys, name)
 	if errors.Is(err, registry.ErrKey) {
 		return s.respond(c, outcome.Conflict, Clip(serial), "", "the token was sealed under another TOKEN_KEY: add a new token")
 	}

@@ -87,12 +87,12 @@ func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
 func (s *Server) authenticateAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		src := s.clientAddr(c)
-		if wait, refused := s.failures.Refused(src); refused {
+		if wait, refused := s.Failures.Refused(src); refused {
 			return s.refuseSource(c, wait)
 		}
-		id, ok := s.adminKeys.Authenticate(bearer(c.Request().Header.Get(echo.HeaderAuthorization)), time.Now())
+		id, ok := s.AdminKeys.Authenticate(bearer(c.Request().Header.Get(echo.HeaderAuthorization)), time.Now())
 		if !ok {
-			s.failures.Fail(src)
+			s.Failures.Fail(src)
 			return s.respond(c, outcome.Unauthorized, Clip(c.Param("serial")), "", "")
 		}
 		c.Set(identityKey, id)
