@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -54,7 +55,7 @@ func (s *Server) putDevice(c echo.Context) error {
 		return nil
 	})
 	if err != nil {
-		return s.registryError(c, serial, err)
+		return s.changeError(c, serial, err)
 	}
 	after := d.View()
 	switch {
@@ -74,19 +75,25 @@ type shownView struct {
 	AccessToken string `json:"accessToken,omitempty"`
 }
 
-// registryError answers a failed registry change.
-func (s *Server) registryError(c echo.Context, serial string, err error) error {
+// changeError answers a failed change of the workspace (a device, its
+// tokens, a key); serial names the device, if one.
+func (s *Server) changeError(c echo.Context, serial string, err error) error {
+	code, detail := outcome.ProcessingFailed, err.Error()
 	switch {
-	case errors.Is(err, registry.ErrInvalid):
-		return s.respond(c, outcome.BadRequest, Clip(serial), "", err.Error())
-	case errors.Is(err, registry.ErrConflict):
-		return s.respond(c, outcome.Conflict, Clip(serial), "", err.Error())
+	case errors.Is(err, registry.ErrInvalid), errors.Is(err, adminkeys.ErrInvalid):
+		code = outcome.BadRequest
+	case errors.Is(err, registry.ErrConflict), errors.Is(err, adminkeys.ErrConflict):
+		code = outcome.Conflict
+	case errors.Is(err, registry.ErrKey):
+		code, detail = outcome.Conflict, "the token was sealed under another TOKEN_KEY: add a new token"
 	case errors.Is(err, registry.ErrNoToken):
-		return s.respond(c, outcome.NotFound, Clip(serial), "", "the device has no token named "+Clip(c.Param("name")))
+		code, detail = outcome.NotFound, "the device has no token named "+Clip(c.Param("name"))
+	case errors.Is(err, adminkeys.ErrNotFound):
+		code, detail = outcome.NotFound, "no key named "+Clip(c.Param("name"))
 	case errors.Is(err, registry.ErrNotFound):
-		return s.respond(c, outcome.DeviceNotFound, Clip(serial), "", "")
+		code, detail = outcome.DeviceNotFound, ""
 	}
-	return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
+	return s.respond(c, code, Clip(serial), "", detail)
 }
 
 // decodeDevice reads the workspace record of the device at serial: one JSON
@@ -132,7 +139,7 @@ func (s *Server) getDevice(c echo.Context) error {
 	serial := c.Param("serial")
 	d, err := s.Registry.Get(c.Request().Context(), serial)
 	if err != nil {
-		return s.registryError(c, serial, err)
+		return s.changeError(c, serial, err)
 	}
 	return c.JSON(http.StatusOK, d.View())
 }
@@ -141,7 +148,7 @@ func (s *Server) deleteDevice(c echo.Context) error {
 	serial := c.Param("serial")
 	d, err := s.Registry.Delete(c.Request().Context(), serial)
 	if err != nil {
-		return s.registryError(c, serial, err)
+		return s.changeError(c, serial, err)
 	}
 	s.record(c, "device.deleted", serial, d.View(), nil)
 	s.Limiter.Forget(serial)

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -39,13 +38,8 @@ func (s *Server) createKey(c echo.Context) error {
 		return s.respond(c, outcome.BadRequest, "", "", "key must be a JSON object {name, role, expires?}: "+err.Error())
 	}
 	k, secret, err := s.AdminKeys.Create(c.Request().Context(), req.Name, req.Role, req.Expires, caller(c).Name, time.Now())
-	switch {
-	case errors.Is(err, adminkeys.ErrInvalid):
-		return s.respond(c, outcome.BadRequest, "", "", err.Error())
-	case errors.Is(err, adminkeys.ErrConflict):
-		return s.respond(c, outcome.Conflict, "", "", err.Error())
-	case err != nil:
-		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
+	if err != nil {
+		return s.changeError(c, "", err)
 	}
 	s.record(c, "key.created", k.Name, nil, k)
 	return c.JSON(http.StatusCreated, map[string]any{"key": k, "secret": secret})
@@ -53,13 +47,9 @@ func (s *Server) createKey(c echo.Context) error {
 
 // revokeKey: DELETE /keys/{name}; the key is refused from then on.
 func (s *Server) revokeKey(c echo.Context) error {
-	name := c.Param("name")
-	k, err := s.AdminKeys.Revoke(c.Request().Context(), name)
-	switch {
-	case errors.Is(err, adminkeys.ErrNotFound):
-		return s.respond(c, outcome.NotFound, "", "", "no key named "+Clip(name))
-	case err != nil:
-		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
+	k, err := s.AdminKeys.Revoke(c.Request().Context(), c.Param("name"))
+	if err != nil {
+		return s.changeError(c, "", err)
 	}
 	s.record(c, "key.revoked", k.Name, k, nil)
 	return c.JSON(http.StatusOK, map[string]any{"key": k})

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -17,14 +16,9 @@ import (
 // retires the old one. Every change is a compare-and-set on the record, so
 // two consoles acting at once both take effect or one is told why not.
 
-// newToken is the body of POST .../tokens: both optional.
-type newToken struct {
-	Name  string `json:"name"`
-	Token string `json:"token"`
-}
-
-// shownToken is a token shown once: at creation, or when revealed.
-type shownToken struct {
+// namedToken is the body of POST .../tokens (both optional), and a token
+// shown once: at creation, or when revealed.
+type namedToken struct {
 	Name  string `json:"name"`
 	Token string `json:"token"`
 }
@@ -32,29 +26,18 @@ type shownToken struct {
 // addToken: POST /devices/{serial}/tokens gives the device a secondary
 // token (generated unless the body names one) and answers it, once.
 func (s *Server) addToken(c echo.Context) error {
-	serial := c.Param("serial")
-	var req newToken
+	var req namedToken
 	if err := decodeStrict(c, &req); err != nil {
-		return s.respond(c, outcome.BadRequest, Clip(serial), "", "token must be a JSON object {name, token}, both optional: "+err.Error())
+		return s.respond(c, outcome.BadRequest, Clip(c.Param("serial")), "", "token must be a JSON object {name, token}, both optional: "+err.Error())
 	}
-	var shown shownToken
-	var before registry.View
-	d, err := s.Registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
-		if !exists {
-			return registry.ErrNotFound
-		}
-		before = d.View()
+	var shown namedToken
+	return s.changeDevice(c, "token.added", func(d *registry.Device) error {
 		tok, err := d.AddToken(s.Keys, req.Name, req.Token, time.Now())
 		if err == nil {
-			shown = shownToken{Name: d.Tokens[len(d.Tokens)-1].Name, Token: tok}
+			shown = namedToken{Name: d.Tokens[len(d.Tokens)-1].Name, Token: tok}
 		}
 		return err
-	})
-	if err != nil {
-		return s.registryError(c, serial, err)
-	}
-	s.record(c, "token.added", serial, before, d.View())
-	return c.JSON(http.StatusCreated, shown)
+	}, func(registry.View) error { return c.JSON(http.StatusCreated, shown) })
 }
 
 // promoteToken: POST /devices/{serial}/tokens/{name}/promote makes the
@@ -70,21 +53,28 @@ func (s *Server) retireToken(c echo.Context) error {
 }
 
 func (s *Server) changeTokens(c echo.Context, action string, change func(*registry.Device, string) error) error {
-	serial, name := c.Param("serial"), c.Param("name")
+	return s.changeDevice(c, action, func(d *registry.Device) error { return change(d, c.Param("name")) },
+		func(after registry.View) error { return c.JSON(http.StatusOK, after) })
+}
+
+// changeDevice makes change to the existing device at the path's serial,
+// records it as action, and answers with answer.
+func (s *Server) changeDevice(c echo.Context, action string, change func(*registry.Device) error, answer func(after registry.View) error) error {
+	serial := c.Param("serial")
 	var before registry.View
 	d, err := s.Registry.Update(c.Request().Context(), serial, func(d *registry.Device, exists bool) error {
 		if !exists {
 			return registry.ErrNotFound
 		}
 		before = d.View()
-		return change(d, name)
+		return change(d)
 	})
 	if err != nil {
-		return s.registryError(c, serial, err)
+		return s.changeError(c, serial, err)
 	}
 	after := d.View()
 	s.record(c, action, serial, before, after)
-	return c.JSON(http.StatusOK, after)
+	return answer(after)
 }
 
 // revealToken: POST /devices/{serial}/tokens/{name}/reveal shows a token
@@ -94,15 +84,12 @@ func (s *Server) revealToken(c echo.Context) error {
 	serial, name := c.Param("serial"), c.Param("name")
 	d, err := s.Registry.Get(c.Request().Context(), serial)
 	if err != nil {
-		return s.registryError(c, serial, err)
+		return s.changeError(c, serial, err)
 	}
 	tok, err := d.Reveal(s.Keys, name)
-	if errors.Is(err, registry.ErrKey) {
-		return s.respond(c, outcome.Conflict, Clip(serial), "", "the token was sealed under another TOKEN_KEY: add a new token")
-	}
 	if err != nil {
-		return s.registryError(c, serial, err)
+		return s.changeError(c, serial, err)
 	}
 	s.record(c, "token.revealed", serial, nil, map[string]string{"name": name})
-	return c.JSON(http.StatusOK, shownToken{Name: name, Token: tok})
+	return c.JSON(http.StatusOK, namedToken{Name: name, Token: tok})
 }
