@@ -27,7 +27,6 @@ const (
 // the from of the following page.
 func (s *Server) listDeadLetters(c echo.Context) error {
 	var from uint64
-	limit := defaultLetters
 	if v := c.QueryParam("from"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
@@ -35,12 +34,9 @@ func (s *Server) listDeadLetters(c echo.Context) error {
 		}
 		from = n
 	}
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxLetters {
-			return s.respond(c, outcome.BadRequest, "", "", "limit must be 1 to "+strconv.Itoa(maxLetters))
-		}
-		limit = n
+	limit, err := parseLimit(c.QueryParam("limit"), defaultLetters, maxLetters)
+	if err != nil {
+		return s.respond(c, outcome.BadRequest, "", "", err.Error())
 	}
 	letters, err := deadletter.List(c.Request().Context(), s.JS, s.Names, from, limit)
 	if err != nil {

@@ -59,13 +59,10 @@ func (s *Server) revokeKey(c echo.Context) error {
 // newest first; next is the before of the following page.
 func (s *Server) listAudit(c echo.Context) error {
 	q := c.QueryParams()
-	f := audit.Filter{Actor: q.Get("actor"), Action: q.Get("action"), Target: q.Get("target"), Limit: 100}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > audit.MaxLimit {
-			return s.respond(c, outcome.BadRequest, "", "", "limit must be 1 to "+strconv.Itoa(audit.MaxLimit))
-		}
-		f.Limit = n
+	f := audit.Filter{Actor: q.Get("actor"), Action: q.Get("action"), Target: q.Get("target")}
+	var err error
+	if f.Limit, err = parseLimit(q.Get("limit"), 100, audit.MaxLimit); err != nil {
+		return s.respond(c, outcome.BadRequest, "", "", err.Error())
 	}
 	if v := q.Get("before"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -153,11 +152,8 @@ func (s *Server) listEntities(c echo.Context) error {
 // pageParams reads prefix, cursor and limit.
 func pageParams(c echo.Context) (prefix, after string, limit int, err error) {
 	q := c.QueryParams()
-	limit = defaultPage
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxPage {
-			return "", "", 0, fmt.Errorf("limit must be 1 to %d", maxPage)
-		}
+	if limit, err = parseLimit(q.Get("limit"), defaultPage, maxPage); err != nil {
+		return "", "", 0, err
 	}
 	if v := q.Get("cursor"); v != "" {
 		b, err := base64.RawURLEncoding.DecodeString(v)

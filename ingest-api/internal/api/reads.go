@@ -20,7 +20,7 @@ import (
 func (s *Server) deviceMessages(c echo.Context) error {
 	req := query.Request{Serial: c.Param("serial")}
 	var err error
-	if req.Limit, err = parseLimit(c.QueryParam("limit")); err != nil {
+	if req.Limit, err = parseLimit(c.QueryParam("limit"), query.DefaultLimit, query.MaxLimit); err != nil {
 		return s.respond(c, outcome.BadRequest, "", "", err.Error())
 	}
 	if b := c.QueryParam("before"); b != "" {
@@ -131,7 +131,7 @@ func seriesStep(step, points string, fromMs, toMs int64) (int64, error) {
 func seriesRequest(limit, from, to string, now time.Time) (query.Request, error) {
 	var req query.Request
 	var err error
-	if req.Limit, err = parseLimit(limit); err != nil {
+	if req.Limit, err = parseLimit(limit, query.DefaultLimit, query.MaxLimit); err != nil {
 		return req, err
 	}
 	end, start := now, now.Add(-24*time.Hour)
@@ -152,13 +152,14 @@ func seriesRequest(limit, from, to string, now time.Time) (query.Request, error)
 	return req, nil
 }
 
-func parseLimit(v string) (int, error) {
+// parseLimit reads a limit parameter: 1 to max, def when absent.
+func parseLimit(v string, def, max int) (int, error) {
 	if v == "" {
-		return query.DefaultLimit, nil
+		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > query.MaxLimit {
-		return 0, fmt.Errorf("limit must be 1 to %d", query.MaxLimit)
+	if err != nil || n < 1 || n > max {
+		return 0, fmt.Errorf("limit must be 1 to %d", max)
 	}
 	return n, nil
 }
