@@ -96,15 +96,7 @@ func parseBatchMessage(item, quotedSerial []byte) batchMessage {
 	out.Grow(len(item) + len(quotedSerial) + 12)
 	out.WriteString(`{"serial":`)
 	out.Write(quotedSerial)
-	for _, mb := range ms {
-		if mb.Name == "accessToken" || mb.Name == "serial" {
-			continue
-		}
-		out.WriteByte(',')
-		out.Write(mb.RawName)
-		out.WriteByte(':')
-		_ = json.Compact(&out, mb.Value) // valid: cannot fail
-	}
+	writeMembers(&out, ms, "accessToken", "serial")
 	out.WriteByte('}')
 	m.Payload = out.Bytes()
 	return m

@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/devicehub/eventservice/pkg/jsonobj"
@@ -33,13 +34,12 @@ func parse(body []byte, headerToken string) (_ request, code outcome.Code) {
 		return request{}, outcome.InvalidFormat
 	}
 	var serial, token, data, ts []byte
-	hasToken := false
 	for _, m := range ms {
 		switch m.Name {
 		case "serial":
 			serial = m.Value
 		case "accessToken":
-			token, hasToken = m.Value, true
+			token = m.Value
 		case "data":
 			data = m.Value
 		case "ts":
@@ -56,28 +56,28 @@ func parse(body []byte, headerToken string) (_ request, code outcome.Code) {
 	r.TS, r.Data = ts, data
 	var out bytes.Buffer
 	out.Grow(len(body))
-	if !hasToken {
-		_ = json.Compact(&out, body) // valid: cannot fail
-		r.Payload = out.Bytes()
-		return r, outcome.Stored
-	}
 	out.WriteByte('{')
-	first := true
-	for _, m := range ms {
-		if m.Name == "accessToken" {
-			continue
-		}
-		if !first {
-			out.WriteByte(',')
-		}
-		first = false
-		out.Write(m.RawName)
-		out.WriteByte(':')
-		_ = json.Compact(&out, m.Value)
-	}
+	writeMembers(&out, ms, "accessToken")
 	out.WriteByte('}')
 	r.Payload = out.Bytes()
 	return r, outcome.Stored
+}
+
+// writeMembers writes the members of ms not named in skip to out, as they
+// were sent but compacted, each after a comma unless out ends with the
+// object's opening brace.
+func writeMembers(out *bytes.Buffer, ms []jsonobj.Member, skip ...string) {
+	for _, m := range ms {
+		if slices.Contains(skip, m.Name) {
+			continue
+		}
+		if b := out.Bytes(); b[len(b)-1] != '{' {
+			out.WriteByte(',')
+		}
+		out.Write(m.RawName)
+		out.WriteByte(':')
+		_ = json.Compact(out, m.Value) // valid: cannot fail
+	}
 }
 
 // bearer returns the token of an "Authorization: Bearer <token>" header; the
