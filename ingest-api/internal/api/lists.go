@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -114,10 +115,7 @@ func (s *Server) listEntities(c echo.Context) error {
 		out[i] = entitySummary{Entity: name, Inputs: make([]inputSummary, 0, len(inputs))}
 		for input, feeds := range inputs {
 			slices.SortFunc(feeds, func(a, b registry.Feed) int {
-				if a.Serial != b.Serial {
-					return strings.Compare(a.Serial, b.Serial)
-				}
-				return strings.Compare(a.DeviceInput, b.DeviceInput)
+				return cmp.Or(strings.Compare(a.Serial, b.Serial), strings.Compare(a.DeviceInput, b.DeviceInput))
 			})
 			out[i].Inputs = append(out[i].Inputs, inputSummary{Input: input, Feeds: feeds})
 		}

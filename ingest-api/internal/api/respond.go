@@ -35,32 +35,30 @@ func BodyFor(code outcome.Code, serial, detail string) (int, Body) {
 // logTextMax). No token is ever passed in here, so none can reach the log.
 func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, detail string) error {
 	status, body := s.outcome(c, code, serial, detail)
-	if code != outcome.Stored {
-		fields := []zap.Field{
-			zap.String("outcome", code.String()),
-			zap.Int("status", status),
-			zap.String("serial", Clip(serial)),
-			zap.String("message", body.Message),
-			zap.String("error", Clip(body.Error)),
-			zap.String("remote", c.RealIP()),
-		}
-		if eventID != "" {
-			fields = append(fields, zap.String("event_id", eventID))
-		}
-		switch {
-		case code == outcome.Overloaded:
-			// One line per shed request would add load exactly when the
-			// process has too much.
-			s.Log.Debug("request shed", fields...)
-		case status >= 500:
-			s.Log.Warn("request failed", fields...)
-		default:
-			s.Log.Info("request rejected", fields...)
-		}
-	}
 	if code == outcome.Stored {
 		// The one answer of the hot path, rendered once.
 		return c.JSONBlob(status, storedJSON)
+	}
+	fields := []zap.Field{
+		zap.String("outcome", code.String()),
+		zap.Int("status", status),
+		zap.String("serial", Clip(serial)),
+		zap.String("message", body.Message),
+		zap.String("error", Clip(body.Error)),
+		zap.String("remote", c.RealIP()),
+	}
+	if eventID != "" {
+		fields = append(fields, zap.String("event_id", eventID))
+	}
+	switch {
+	case code == outcome.Overloaded:
+		// One line per shed request would add load exactly when the
+		// process has too much.
+		s.Log.Debug("request shed", fields...)
+	case status >= 500:
+		s.Log.Warn("request failed", fields...)
+	default:
+		s.Log.Info("request rejected", fields...)
 	}
 	return c.JSON(status, body)
 }
@@ -124,8 +122,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	} else {
 		s.Log.Error("handler failed", zap.String("path", c.Path()), zap.Error(err))
 	}
-	status, body := BodyFor(code, "", detail)
-	s.metrics.countOutcome(code, status)
+	status, body := s.outcome(c, code, "", detail)
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return

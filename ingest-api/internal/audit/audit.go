@@ -59,7 +59,6 @@ type Log struct {
 	js      jetstream.JetStream
 	stream  jetstream.Stream
 	subject string
-	log     *zap.Logger
 }
 
 // Open creates or updates the trail's stream.
@@ -81,7 +80,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 	if err != nil {
 		return nil, fmt.Errorf("open audit stream: %w", err)
 	}
-	return &Log{js: js, stream: st, subject: names.AuditSubject(), log: log}, nil
+	return &Log{js: js, stream: st, subject: names.AuditSubject()}, nil
 }
 
 // Record appends r (its ID and time filled in when empty) and waits until
