@@ -34,31 +34,13 @@ type batchMessage struct {
 // array, not empty, at most max). A rejection's detail is its error text
 // where the outcome table leaves it open.
 func parseBatch(body []byte, headerToken string, max int) (batchRequest, outcome.Code, string) {
-	if !json.Valid(body) {
-		return batchRequest{}, outcome.InvalidFormat, ""
-	}
 	var buf [8]jsonobj.Member
-	ms, ok := jsonobj.Members(body, buf[:0])
-	if !ok {
-		return batchRequest{}, outcome.InvalidFormat, ""
-	}
-	var serial, token, messages []byte
-	for _, m := range ms {
-		switch m.Name {
-		case "serial":
-			serial = m.Value
-		case "accessToken":
-			token = m.Value
-		case "messages":
-			messages = m.Value
-		}
-	}
-	var r batchRequest
-	var code outcome.Code
-	if r.Serial, r.BodyToken, code = identity(serial, token, headerToken); code != outcome.Stored {
+	ms, serial, bodyToken, code := head(body, buf[:0], headerToken)
+	if code != outcome.Stored {
 		return batchRequest{}, code, ""
 	}
-	items := jsonobj.Elements(messages)
+	r := batchRequest{Serial: serial, BodyToken: bodyToken}
+	items := jsonobj.Elements(member(ms, "messages"))
 	if len(items) == 0 {
 		return batchRequest{}, outcome.EmptyMessages, ""
 	}
@@ -80,15 +62,7 @@ func parseBatchMessage(item, quotedSerial []byte) batchMessage {
 	if !ok {
 		return batchMessage{Code: outcome.InvalidFormat}
 	}
-	m := batchMessage{Code: outcome.Stored}
-	for _, mb := range ms {
-		switch mb.Name {
-		case "data":
-			m.Data = mb.Value
-		case "ts":
-			m.TS = mb.Value
-		}
-	}
+	m := batchMessage{Code: outcome.Stored, TS: member(ms, "ts"), Data: member(ms, "data")}
 	if len(m.Data) == 0 || m.Data[0] != '{' {
 		m.Code = outcome.InvalidData
 	}

@@ -21,46 +21,56 @@ type request struct {
 
 // parse checks body in the spec's order of precedence up to the data check
 // (format, serial, token, data); the registry checks follow in the handler.
-// headerToken is the Bearer token, if any. The body is validated once and
-// its top-level members are sliced out of it, without a map; as with a map,
-// the last of repeated names counts.
-func parse(body []byte, headerToken string) (_ request, code outcome.Code) {
-	if !json.Valid(body) {
-		return request{}, outcome.InvalidFormat
-	}
+// headerToken is the Bearer token, if any.
+func parse(body []byte, headerToken string) (request, outcome.Code) {
 	var buf [8]jsonobj.Member
-	ms, ok := jsonobj.Members(body, buf[:0])
-	if !ok {
-		return request{}, outcome.InvalidFormat
-	}
-	var serial, token, data, ts []byte
-	for _, m := range ms {
-		switch m.Name {
-		case "serial":
-			serial = m.Value
-		case "accessToken":
-			token = m.Value
-		case "data":
-			data = m.Value
-		case "ts":
-			ts = m.Value
-		}
-	}
-	var r request
-	if r.Serial, r.BodyToken, code = identity(serial, token, headerToken); code != outcome.Stored {
+	ms, serial, bodyToken, code := head(body, buf[:0], headerToken)
+	if code != outcome.Stored {
 		return request{}, code
 	}
+	data := member(ms, "data")
 	if len(data) == 0 || data[0] != '{' {
 		return request{}, outcome.InvalidData
 	}
-	r.TS, r.Data = ts, data
 	var out bytes.Buffer
 	out.Grow(len(body))
 	out.WriteByte('{')
 	writeMembers(&out, ms, "accessToken")
 	out.WriteByte('}')
-	r.Payload = out.Bytes()
-	return r, outcome.Stored
+	return request{Serial: serial, BodyToken: bodyToken, Payload: out.Bytes(), TS: member(ms, "ts"), Data: data}, outcome.Stored
+}
+
+// head reads the members of a device request's body and checks what both
+// endpoints check first, in the spec's order: the format (one JSON
+// object), a non-empty string serial, then a token in the header or the
+// body (a non-string body token counts as absent). The body is validated
+// once and its top-level members are sliced out of it, without a map.
+func head(body []byte, buf []jsonobj.Member, headerToken string) (ms []jsonobj.Member, serial, bodyToken string, _ outcome.Code) {
+	if !json.Valid(body) {
+		return nil, "", "", outcome.InvalidFormat
+	}
+	ms, ok := jsonobj.Members(body, buf)
+	if !ok {
+		return nil, "", "", outcome.InvalidFormat
+	}
+	if serial, ok = jsonobj.String(member(ms, "serial")); !ok || serial == "" {
+		return nil, "", "", outcome.MissingSerial
+	}
+	if bodyToken, _ = jsonobj.String(member(ms, "accessToken")); headerToken == "" && bodyToken == "" {
+		return nil, "", "", outcome.MissingToken
+	}
+	return ms, serial, bodyToken, outcome.Stored
+}
+
+// member is the value of the last member of ms named name (nil: none): as
+// with a map, the last of repeated names counts.
+func member(ms []jsonobj.Member, name string) []byte {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Name == name {
+			return ms[i].Value
+		}
+	}
+	return nil
 }
 
 // writeMembers writes the members of ms not named in skip to out, as they
@@ -88,19 +98,4 @@ func bearer(h string) string {
 		return ""
 	}
 	return strings.TrimSpace(h[len(scheme):])
-}
-
-// identity checks the serial and token members of a body (both endpoints,
-// in the spec's order): a non-empty string serial, then a token in the
-// header or the body (a non-string body token counts as absent).
-func identity(serial, token []byte, headerToken string) (string, string, outcome.Code) {
-	s, ok := jsonobj.String(serial)
-	if !ok || s == "" {
-		return "", "", outcome.MissingSerial
-	}
-	bodyToken, _ := jsonobj.String(token)
-	if headerToken == "" && bodyToken == "" {
-		return "", "", outcome.MissingToken
-	}
-	return s, bodyToken, outcome.Stored
 }
