@@ -60,32 +60,26 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeText(w, http.StatusServiceUnavailable, "console not built: run make console (or make build)")
 		return
 	}
-	rel := strings.TrimPrefix(r.URL.Path, Prefix)
-	if strings.HasPrefix(rel, "assets/") {
+	// Any path but an asset's is a page of the console: the router in the
+	// page decides what it shows.
+	b, ct, cache := h.index, "text/html; charset=utf-8", "no-cache"
+	if rel := strings.TrimPrefix(r.URL.Path, Prefix); strings.HasPrefix(rel, "assets/") {
 		name := path.Clean(rel)
-		b, err := fs.ReadFile(h.files, name)
+		asset, err := fs.ReadFile(h.files, name)
 		if err != nil || !strings.HasPrefix(name, "assets/") {
 			writeText(w, http.StatusNotFound, "no such asset")
 			return
 		}
-		if ct := mime.TypeByExtension(path.Ext(name)); ct != "" {
-			hdr.Set("Content-Type", ct)
-		}
 		// Asset names carry a content hash: they never change.
-		hdr.Set("Cache-Control", "public, max-age=31536000, immutable")
-		w.WriteHeader(http.StatusOK)
-		if r.Method == http.MethodGet {
-			_, _ = w.Write(b)
-		}
-		return
+		b, ct, cache = asset, mime.TypeByExtension(path.Ext(name)), "public, max-age=31536000, immutable"
 	}
-	// Any other path is a page of the console: the router in the page
-	// decides what it shows.
-	hdr.Set("Content-Type", "text/html; charset=utf-8")
-	hdr.Set("Cache-Control", "no-cache")
+	if ct != "" {
+		hdr.Set("Content-Type", ct)
+	}
+	hdr.Set("Cache-Control", cache)
 	w.WriteHeader(http.StatusOK)
 	if r.Method == http.MethodGet {
-		_, _ = w.Write(h.index)
+		_, _ = w.Write(b)
 	}
 }
 
