@@ -210,8 +210,6 @@ func bodyErr(err error) error {
 	var mbe *http.MaxBytesError
 	var ne net.Error
 	switch {
-	case errors.Is(err, errBomb) || errors.Is(err, errSlowBody):
-		return err
 	case errors.As(err, &mbe):
 		return errTooLarge
 	case errors.As(err, &ne) && ne.Timeout():

@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"net/netip"
 	"strconv"
 	"time"
 
@@ -28,7 +27,7 @@ type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, 
 // a slow body never holds one. handle runs once all pass, while the body
 // is still held.
 func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized) error) error {
-	src := s.clientAddr(c)
+	src := s.Proxies.Client(c.Request()) // the peer, or the client a trusted proxy names
 	if wait, refused := s.Failures.Refused(src); refused {
 		return s.refuseSource(c, wait)
 	}
@@ -94,12 +93,6 @@ const readingBytes = 16 << 10
 
 func cost(readings, bodyBytes int) int {
 	return max(readings, (bodyBytes+readingBytes-1)/readingBytes)
-}
-
-// clientAddr is the address limits apply to: the peer, or the client a
-// trusted proxy names.
-func (s *Server) clientAddr(c echo.Context) netip.Addr {
-	return s.Proxies.Client(c.Request())
 }
 
 // refuseDiscard is the most of a refused address's body that is read and

@@ -102,7 +102,7 @@ func (s *Server) record(c echo.Context, action, target string, before, after any
 		return
 	}
 	id := caller(c)
-	r := audit.Record{Actor: id.Name, Role: string(id.Role), Action: action, Target: target, Source: s.clientAddr(c).String(),
+	r := audit.Record{Actor: id.Name, Role: string(id.Role), Action: action, Target: target, Source: c.RealIP(),
 		Before: rawJSON(before), After: rawJSON(after)}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
 	defer cancel()

@@ -86,7 +86,7 @@ func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
 // keeps failing device authentication is.
 func (s *Server) authenticateAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		src := s.clientAddr(c)
+		src := s.Proxies.Client(c.Request())
 		if wait, refused := s.Failures.Refused(src); refused {
 			return s.refuseSource(c, wait)
 		}
