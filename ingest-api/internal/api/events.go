@@ -49,13 +49,12 @@ func (s *Server) publishBacklog(c echo.Context, req batchRequest, a authorized) 
 	if key != "" {
 		group = KeyedEventID(req.Serial, "backlog\x00"+key)
 	}
-	codes := make([]outcome.Code, len(req.Messages))
-	details := make([]string, len(req.Messages))
+	results := make([]event.Reply, len(req.Messages))
 	var evs []*event.Event
 	var at []int // the message index of each event
 	for i, m := range req.Messages {
 		if m.Code != outcome.Stored {
-			codes[i] = m.Code
+			results[i].Code = m.Code
 			continue
 		}
 		ev := s.newEvent(eventID(req.Serial, key, "\x00"+strconv.Itoa(i)), req.Serial, a, m.Payload, m.TS, m.Data)
@@ -68,33 +67,33 @@ func (s *Server) publishBacklog(c echo.Context, req batchRequest, a authorized) 
 			return s.failed(c, req.Serial, group, err)
 		}
 		for j, r := range got {
-			codes[at[j]], details[at[j]] = r.Code, r.Detail
+			results[at[j]] = r
 		}
 	}
-	return s.respondBatch(c, req.Serial, codes, details)
+	return s.respondBatch(c, req.Serial, results)
 }
 
 // respondBatch answers a backlog whose messages all have an outcome: 503
 // when its insert failed (nothing of it is stored), 200 and success when
 // every message is stored, else 200, success false and how many were not.
-func (s *Server) respondBatch(c echo.Context, serial string, codes []outcome.Code, details []string) error {
-	results := make([]Body, len(codes))
+func (s *Server) respondBatch(c echo.Context, serial string, replies []event.Reply) error {
+	results := make([]Body, len(replies))
 	notStored, failed := 0, -1
-	for i, code := range codes {
-		_, results[i] = BodyFor(code, serial, details[i])
-		if code != outcome.Stored {
+	for i, r := range replies {
+		_, results[i] = BodyFor(r.Code, serial, r.Detail)
+		if r.Code != outcome.Stored {
 			notStored++
 		}
-		if outcome.Lookup(code).Status >= 500 && failed < 0 {
+		if outcome.Lookup(r.Code).Status >= 500 && failed < 0 {
 			failed = i
 		}
 	}
 	code, detail := outcome.Stored, ""
 	switch {
 	case failed >= 0:
-		code, detail = codes[failed], details[failed]
+		code, detail = replies[failed].Code, replies[failed].Detail
 	case notStored > 0:
-		code, detail = outcome.PartlyStored, fmt.Sprintf("%d of %d messages were not stored", notStored, len(codes))
+		code, detail = outcome.PartlyStored, fmt.Sprintf("%d of %d messages were not stored", notStored, len(replies))
 	}
 	status, body := s.outcome(c, code, serial, detail)
 	if code != outcome.Stored {
