@@ -23,10 +23,7 @@ func (s *Server) postEvent(c echo.Context) error {
 		var code outcome.Code
 		req, code = parse(body, headerToken)
 		return req.Serial, req.BodyToken, 1, code, ""
-	}, func(a authorized) error {
-		req.Payload = s.Redactor.Apply(req.Payload, a.secrets...)
-		return s.publishEvent(c, req, a)
-	})
+	}, func(a authorized) error { return s.publishEvent(c, req, a) })
 }
 
 // publishEvent submits an accepted reading and answers with its outcome.
@@ -40,10 +37,11 @@ func (s *Server) publishEvent(c echo.Context, req request, a authorized) error {
 	return s.respond(c, got[0].Code, req.Serial, ev.ID, got[0].Detail)
 }
 
-// newEvent is an accepted reading of a's device, with its reading time.
+// newEvent is an accepted reading of a's device, with its reading time,
+// and its payload without a's secrets.
 func (s *Server) newEvent(id, serial string, a authorized, payload, ts, data []byte) *event.Event {
 	ev := &event.Event{ID: id, Serial: serial, ReceivedNs: s.timestamp(), Rev: a.dev.Rev, Token: a.token,
-		Reply: s.Replies, Payload: payload}
+		Reply: s.Replies, Payload: s.Redactor.Apply(payload, a.secrets...)}
 	ev.ReadingNs, ev.TimeNote = s.readingTime(ev.ReceivedNs, ts, data, a.dev.Device.TimestampInput)
 	return ev
 }

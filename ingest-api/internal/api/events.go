@@ -33,12 +33,7 @@ func (s *Server) postEvents(c echo.Context) error {
 		var detail string
 		req, code, detail = parseBatch(body, headerToken, s.Limits.MaxBatchMessages)
 		return req.Serial, req.BodyToken, len(req.Messages), code, detail
-	}, func(a authorized) error {
-		for i := range req.Messages {
-			req.Messages[i].Payload = s.Redactor.Apply(req.Messages[i].Payload, a.secrets...)
-		}
-		return s.publishBacklog(c, req, a)
-	})
+	}, func(a authorized) error { return s.publishBacklog(c, req, a) })
 }
 
 // publishBacklog submits an accepted backlog's well-formed messages as one
