@@ -49,7 +49,8 @@ func (s *Server) listDeadLetters(c echo.Context) error {
 	return c.JSON(http.StatusOK, body)
 }
 
-// replayRequest is the body of POST /deadletters/replay (deadletter.ReplayOptions).
+// replayRequest is the body of POST /deadletters/replay: deadletter.ReplayOptions
+// with the API's names.
 type replayRequest struct {
 	From    uint64   `json:"from"`
 	Limit   int      `json:"limit"`
@@ -74,7 +75,7 @@ func (s *Server) replayDeadLetters(c echo.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(c.Request().Context(), replayTimeout)
 	defer cancel()
-	rep, err := deadletter.Replay(ctx, s.JS, s.Names, deadletter.ReplayOptions{From: req.From, Limit: req.Limit, Seqs: req.Seqs, Unkeyed: req.Unkeyed, Keep: req.Keep})
+	rep, err := deadletter.Replay(ctx, s.JS, s.Names, deadletter.ReplayOptions(req))
 	if rep.Replayed > 0 { // what was sent back is a change, even if the rest failed
 		s.record(c, "deadletters.replayed", "dead letters", nil, map[string]any{"request": req, "report": rep})
 	}
