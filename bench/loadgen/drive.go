@@ -4,28 +4,48 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// result is what one level of load produced.
+// result is what one level of load produced, closed or open loop; record is
+// safe for the level's concurrent senders.
 type result struct {
-	conc      int
-	sent      int
-	confirmed int
-	statuses  map[int]int
-	errors    int
-	elapsed   time.Duration
-	latencies []time.Duration // of every answered request
+	mu               sync.Mutex // guards the answers' counts while the level runs
+	sent, confirmed  int
+	errors           int // connection errors: sent, no answer
+	statuses         map[int]int
+	hist             *hdrhistogram.Histogram // µs to each answer: from its send (closed loop) or its scheduled time (open loop)
+	scheduled, conns int                     // open loop: requests due, connections opened (at most -open-conns)
+	elapsed          time.Duration
 }
 
-func (r result) pct(p float64) float64 {
-	if len(r.latencies) == 0 {
-		return 0
+func newResult() *result {
+	return &result{statuses: map[int]int{}, hist: hdrhistogram.New(1, 120_000_000, 3)}
+}
+
+// record counts one request sent: its answer a, lat after the latency's
+// start, or, with err, no answer.
+func (r *result) record(a reply, err error, lat time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent++
+	if err != nil {
+		r.errors++
+		return
 	}
-	i := int(float64(len(r.latencies)-1) * p)
-	return float64(r.latencies[i].Microseconds()) / 1000
+	_ = r.hist.RecordValue(max(1, lat.Microseconds()))
+	r.statuses[a.status]++
+	if a.ok {
+		r.confirmed++
+	}
+}
+
+// pct is the p-th percentile (0 to 100) of the latencies, in ms.
+func (r *result) pct(p float64) float64 {
+	return float64(r.hist.ValueAtQuantile(p)) / 1000
 }
 
 // drive sends for d from conc connections, each request waiting for its
@@ -34,38 +54,28 @@ func (r result) pct(p float64) float64 {
 // in, so the confirmed count is exact. reqs go round-robin; with keyed set,
 // every request carries a unique Idempotency-Key starting with it, as field
 // firmware sends.
-func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][]byte, keyed string) (result, error) {
+func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][]byte, keyed string) (*result, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return result{}, err
+		return nil, err
 	}
-	type worker struct {
-		lat            []time.Duration
-		sent, ok, errs int
-		statuses       map[int]int
-	}
-	ws := make([]worker, conc)
 	conns := make([]*conn, conc)
 	for i := range conns {
 		if conns[i], err = dial(u.Host); err != nil {
 			for _, c := range conns[:i] {
 				c.close()
 			}
-			return result{}, fmt.Errorf("dial: %w", err)
+			return nil, fmt.Errorf("dial: %w", err)
 		}
 	}
+	r := newResult()
 	start := time.Now()
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
-	for i := range conc {
+	for i, c := range conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w := &ws[i]
-			w.statuses = map[int]int{}
-			w.lat = make([]time.Duration, 0, 4096)
-			c := conns[i]
-			defer func() { c.close() }()
 			var buf []byte
 			for n := i; time.Now().Before(deadline) && ctx.Err() == nil; n += conc {
 				req := reqs[n%len(reqs)]
@@ -75,19 +85,13 @@ func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][
 				}
 				t0 := time.Now()
 				a, err := c.do(req, 30*time.Second)
-				w.sent++
+				r.record(a, err, time.Since(t0))
 				if err != nil {
-					w.errs++
 					c.close()
 					if c, err = dial(u.Host); err != nil {
 						return
 					}
 					continue
-				}
-				w.lat = append(w.lat, time.Since(t0))
-				w.statuses[a.status]++
-				if a.ok {
-					w.ok++
 				}
 				if a.retryAfter > 0 {
 					// As the field clients do: wait as told, but not
@@ -95,19 +99,10 @@ func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][
 					time.Sleep(min(a.retryAfter, time.Until(deadline)))
 				}
 			}
+			c.close()
 		}()
 	}
 	wg.Wait()
-	r := result{conc: conc, elapsed: time.Since(start), statuses: map[int]int{}}
-	for _, w := range ws {
-		r.sent += w.sent
-		r.confirmed += w.ok
-		r.errors += w.errs
-		r.latencies = append(r.latencies, w.lat...)
-		for k, v := range w.statuses {
-			r.statuses[k] += v
-		}
-	}
-	slices.Sort(r.latencies)
+	r.elapsed = time.Since(start)
 	return r, ctx.Err()
 }

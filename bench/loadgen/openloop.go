@@ -6,23 +6,7 @@ import (
 	"net/url"
 	"sync"
 	"time"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
 )
-
-// openResult is what one open-loop level produced.
-type openResult struct {
-	rate, conns                int // conns: connections opened (at most -open-conns)
-	scheduled, sent, confirmed int
-	errors                     int
-	statuses                   map[int]int
-	elapsed                    time.Duration
-	hist                       *hdrhistogram.Histogram // µs from each request's scheduled time to its answer
-}
-
-func (r openResult) pct(p float64) float64 {
-	return float64(r.hist.ValueAtQuantile(p)) / 1000
-}
 
 // driveOpen sends at a constant rate for d, whatever the answers do: request
 // i is due at start + i/rate, and its latency counts from then, so a stall
@@ -31,15 +15,14 @@ func (r openResult) pct(p float64) float64 {
 // maxConns are open (a fleet's devices do not share a few connections);
 // past that it waits for one with its clock running. Each request is sent
 // once: a 503 counts as its answer (Retry-After is not waited on here).
-func driveOpen(ctx context.Context, base string, maxConns, rate int, d time.Duration, reqs [][]byte, keyed string) (openResult, error) {
+func driveOpen(ctx context.Context, base string, maxConns, rate int, d time.Duration, reqs [][]byte, keyed string) (*result, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		return openResult{}, err
+		return nil, err
 	}
 	n := int(float64(rate) * d.Seconds())
-	r := openResult{rate: rate, statuses: map[int]int{}, hist: hdrhistogram.New(1, 120_000_000, 3)}
-	var mu sync.Mutex // guards r's counters
-	idle := make(chan *conn, maxConns)
+	r := newResult()
+	idle := make(chan *conn, maxConns) // an open connection, or nil: a slot to dial again
 	var wg sync.WaitGroup
 	send := func(i int, due time.Time, c *conn) {
 		defer wg.Done()
@@ -48,30 +31,12 @@ func driveOpen(ctx context.Context, base string, maxConns, rate int, d time.Dura
 			req = withKey(nil, req, keyed, i)
 		}
 		a, err := c.do(req, 60*time.Second)
-		lat := time.Since(due)
+		r.record(a, err, time.Since(due))
 		if err != nil {
 			c.close()
-			if c, err = dial(u.Host); err != nil {
-				c = nil
-			}
+			c, _ = dial(u.Host) // nil if that fails
 		}
-		mu.Lock()
-		r.sent++
-		if err != nil {
-			r.errors++
-		} else {
-			_ = r.hist.RecordValue(max(1, lat.Microseconds()))
-			r.statuses[a.status]++
-			if a.ok {
-				r.confirmed++
-			}
-		}
-		mu.Unlock()
-		if c != nil {
-			idle <- c
-		} else {
-			idle <- nil // a slot to dial again
-		}
+		idle <- c
 	}
 	start := time.Now().Add(20 * time.Millisecond)
 	interval := time.Second / time.Duration(rate)

@@ -21,14 +21,14 @@ func run(ctx context.Context, cfg config) error {
 	var rb [4]byte
 	_, _ = rand.Read(rb[:])
 	runID := hex.EncodeToString(rb[:])
-	entity := "bench-" + runID
+	b := &bench{cfg: cfg, runID: runID, entity: "bench-" + runID, pids: map[string]int{"loadgen": os.Getpid()}, values: 1}
 	tokens := make(map[string]string, cfg.devices)
 	serials := make([]string, cfg.devices)
 	for i := range serials {
 		serials[i] = fmt.Sprintf("bench-%05d", i)
 		tokens[serials[i]] = fmt.Sprintf("bt-%s-%05d", runID, i)
 	}
-	if err := provision(ctx, cfg, entity, serials, tokens); err != nil {
+	if err := provision(ctx, cfg, b.entity, serials, tokens); err != nil {
 		return err
 	}
 	ceil, err := startCeiling(tokens)
@@ -36,10 +36,9 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer ceil.close()
+	b.ceilAddr = ceil.addr
 
 	u, _ := url.Parse(cfg.target)
-	// values is how many values one confirmed request stores.
-	values := 1
 	mk := func(host string) [][]byte {
 		reqs := make([][]byte, len(serials))
 		for i, s := range serials {
@@ -52,72 +51,24 @@ func run(ctx context.Context, cfg config) error {
 		return reqs
 	}
 	if cfg.batch > 0 {
-		values = 2 * cfg.batch
+		b.values = 2 * cfg.batch
 	}
-	serviceReqs, ceilingReqs := mk(u.Host), mk(ceil.addr)
-
-	pids := map[string]int{"loadgen": os.Getpid()}
+	b.serviceReqs, b.ceilingReqs = mk(u.Host), mk(ceil.addr)
 	for k, v := range cfg.pids {
-		pids[k] = v
+		b.pids[k] = v
 	}
-	var lines []string
-	emit := func(s string) {
-		fmt.Println(s)
-		lines = append(lines, s)
-	}
-	emit(fmt.Sprintf("# run %s %s devices=%d duration=%s keyed=%v batch=%d", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyed, cfg.batch))
+	b.emit("# run %s %s devices=%d duration=%s keyed=%v batch=%d", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyed, cfg.batch)
+	level, levels := b.closedLevel, cfg.levels
 	if len(cfg.rates) > 0 {
-		err := runOpen(ctx, cfg, runID, entity, serviceReqs, pids, emit)
-		return errors.Join(err, writeLines(cfg.out, lines))
+		level, levels = b.openLevel, cfg.rates
 	}
-	for _, conc := range cfg.levels {
-		keyed := ""
-		if cfg.keyed {
-			keyed = fmt.Sprintf("%s-%d", runID, conc)
-		}
-		cr, err := drive(ctx, "http://"+ceil.addr, conc, cfg.duration, ceilingReqs, keyed)
-		if err != nil {
-			return err
-		}
-		sleep(ctx, cfg.settle)
-		startMs := time.Now().UnixMilli()
-		smp := startSampler(pids)
-		r, err := drive(ctx, cfg.target, conc, cfg.duration, serviceReqs, keyed)
-		rss, cpu := smp.finish()
-		if err != nil {
-			return err
-		}
-		sleep(ctx, time.Second) // let anything answered late land before counting
-		stored, err := countStored(ctx, cfg, entity, startMs-1000, time.Now().UnixMilli())
-		if err != nil {
-			return err
-		}
-		eps := float64(r.confirmed) / r.elapsed.Seconds()
-		ceilRPS := float64(cr.confirmed) / cr.elapsed.Seconds()
-		if cfg.batch > 0 {
-			// readings: messages of 2 values each
-			emit(fmt.Sprintf("batch=%d conc=%d readings_per_s=%.0f values_per_s=%.0f requests_per_s=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
-				cfg.batch, conc, eps*float64(cfg.batch), eps*float64(values), eps, r.pct(0.50), r.pct(0.99), ceilRPS, rss["api"], rss["mapper"], rss["writer"]))
-		} else {
-			emit(fmt.Sprintf("conc=%d confirmed_eps=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f ratio=%.3f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
-				conc, eps, r.pct(0.50), r.pct(0.99), ceilRPS, eps/ceilRPS, rss["api"], rss["mapper"], rss["writer"]))
-		}
-		want := r.confirmed * values
-		emit(fmt.Sprintf("  check conc=%d sent=%d confirmed=%d values_expected=%d stored=%d missing=%d extra=%d conn_errors=%d statuses=%s",
-			conc, r.sent, r.confirmed, want, stored, max(0, want-stored), max(0, stored-want), r.errors, fmtStatuses(r.statuses)))
-		emit("  cpu_pct " + fmtCPU(fmt.Sprintf("conc=%d", conc), cpu) + fmt.Sprintf(" p999_ms=%.2f max_ms=%.2f", r.pct(0.999), r.pct(1)))
-		if g := smp.growth(); len(g) > 0 {
-			line := fmt.Sprintf("  rss_mb_5s_to_end conc=%d", conc)
-			for _, n := range []string{"api", "mapper", "writer"} {
-				if v, ok := g[n]; ok {
-					line += fmt.Sprintf(" %s=%.1f->%.1f", n, v[0], v[1])
-				}
-			}
-			emit(line)
+	for _, n := range levels {
+		if err := level(ctx, n); err != nil {
+			return errors.Join(err, writeLines(cfg.out, b.lines))
 		}
 		sleep(ctx, cfg.settle)
 	}
-	return writeLines(cfg.out, lines)
+	return writeLines(cfg.out, b.lines)
 }
 
 // writeLines appends the result lines to the file out (none: nothing).
@@ -132,49 +83,6 @@ func writeLines(out string, lines []string) error {
 	defer f.Close()
 	_, err = fmt.Fprintln(f, strings.Join(lines, "\n"))
 	return err
-}
-
-// runOpen drives each open-loop rate in turn and reports latency from the
-// scheduled times, the statuses, the exact reconciliation, and the CPU each
-// event cost the programs, NATS and ClickHouse together.
-func runOpen(ctx context.Context, cfg config, runID, entity string, reqs [][]byte, pids map[string]int, emit func(string)) error {
-	for _, rate := range cfg.rates {
-		keyed := ""
-		if cfg.keyed {
-			keyed = fmt.Sprintf("%s-open-%d", runID, rate)
-		}
-		startMs := time.Now().UnixMilli()
-		smp := startSampler(pids)
-		r, err := driveOpen(ctx, cfg.target, cfg.openConns, rate, cfg.duration, reqs, keyed)
-		_, cpu := smp.finish()
-		if err != nil {
-			return err
-		}
-		sleep(ctx, time.Second)
-		stored, err := countStored(ctx, cfg, entity, startMs-1000, time.Now().UnixMilli())
-		if err != nil {
-			return err
-		}
-		achieved := float64(r.confirmed) / cfg.duration.Seconds()
-		emit(fmt.Sprintf("open rate=%d conns=%d keyed=%v achieved_eps=%.0f p50_ms=%.2f p99_ms=%.2f p999_ms=%.2f max_ms=%.2f statuses=%s conn_errors=%d",
-			rate, r.conns, cfg.keyed, achieved, r.pct(50), r.pct(99), r.pct(99.9), float64(r.hist.Max())/1000, fmtStatuses(r.statuses), r.errors))
-		emit(fmt.Sprintf("  check rate=%d scheduled=%d sent=%d confirmed=%d stored=%d missing=%d extra=%d",
-			rate, r.scheduled, r.sent, r.confirmed, stored, max(0, r.confirmed-stored), max(0, stored-r.confirmed)))
-		service := 0.0
-		for name, pct := range cpu {
-			if name != "loadgen" {
-				service += pct
-			}
-		}
-		perEvent := 0.0
-		if r.confirmed > 0 {
-			// % of a core over the level's wall time, per confirmed event
-			perEvent = service / 100 * r.elapsed.Seconds() / float64(r.confirmed) * 1e6
-		}
-		emit("  cpu_pct " + fmtCPU(fmt.Sprintf("rate=%d", rate), cpu) + fmt.Sprintf(" service_us_per_event=%.0f", perEvent))
-		sleep(ctx, cfg.settle)
-	}
-	return nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// bench is one run: its requests, the processes it samples and the result
+// lines so far.
+type bench struct {
+	cfg                      config
+	runID, entity, ceilAddr  string
+	serviceReqs, ceilingReqs [][]byte
+	values                   int // values one confirmed request stores
+	pids                     map[string]int
+	lines                    []string
+}
+
+func (b *bench) emit(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	fmt.Println(s)
+	b.lines = append(b.lines, s)
+}
+
+// keyPrefix is the Idempotency-Key prefix of a level's requests ("": none).
+func (b *bench) keyPrefix(format string, n int) string {
+	if !b.cfg.keyed {
+		return ""
+	}
+	return fmt.Sprintf(format, b.runID, n)
+}
+
+// level is one level of load, measured.
+type level struct {
+	*result
+	stored   int                   // values ClickHouse holds from the level
+	rss, cpu map[string]float64    // peak MB, % of one core
+	growth   map[string][2]float64 // RSS MB 5 s in and at the end
+}
+
+// measure runs drive with the processes sampled, lets anything answered late
+// land, and counts what ClickHouse stored from the level.
+func (b *bench) measure(ctx context.Context, drive func() (*result, error)) (level, error) {
+	startMs := time.Now().UnixMilli()
+	smp := startSampler(b.pids)
+	r, err := drive()
+	rss, cpu := smp.finish()
+	if err != nil {
+		return level{}, err
+	}
+	sleep(ctx, time.Second)
+	stored, err := countStored(ctx, b.cfg, b.entity, startMs-1000, time.Now().UnixMilli())
+	return level{r, stored, rss, cpu, smp.growth()}, err
+}
+
+// closedLevel drives conc connections at the ceiling and then at the service,
+// and reports throughput, latency, the exact reconciliation, RSS and CPU.
+func (b *bench) closedLevel(ctx context.Context, conc int) error {
+	cfg := b.cfg
+	keyed := b.keyPrefix("%s-%d", conc)
+	cr, err := drive(ctx, "http://"+b.ceilAddr, conc, cfg.duration, b.ceilingReqs, keyed)
+	if err != nil {
+		return err
+	}
+	sleep(ctx, cfg.settle)
+	l, err := b.measure(ctx, func() (*result, error) {
+		return drive(ctx, cfg.target, conc, cfg.duration, b.serviceReqs, keyed)
+	})
+	if err != nil {
+		return err
+	}
+	eps := float64(l.confirmed) / l.elapsed.Seconds()
+	ceilRPS := float64(cr.confirmed) / cr.elapsed.Seconds()
+	if cfg.batch > 0 {
+		// readings: messages of 2 values each
+		b.emit("batch=%d conc=%d readings_per_s=%.0f values_per_s=%.0f requests_per_s=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
+			cfg.batch, conc, eps*float64(cfg.batch), eps*float64(b.values), eps, l.pct(50), l.pct(99), ceilRPS, l.rss["api"], l.rss["mapper"], l.rss["writer"])
+	} else {
+		b.emit("conc=%d confirmed_eps=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f ratio=%.3f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
+			conc, eps, l.pct(50), l.pct(99), ceilRPS, eps/ceilRPS, l.rss["api"], l.rss["mapper"], l.rss["writer"])
+	}
+	want := l.confirmed * b.values
+	b.emit("  check conc=%d sent=%d confirmed=%d values_expected=%d stored=%d missing=%d extra=%d conn_errors=%d statuses=%s",
+		conc, l.sent, l.confirmed, want, l.stored, max(0, want-l.stored), max(0, l.stored-want), l.errors, fmtStatuses(l.statuses))
+	b.emit("  cpu_pct %s p999_ms=%.2f max_ms=%.2f", fmtCPU(fmt.Sprintf("conc=%d", conc), l.cpu), l.pct(99.9), l.pct(100))
+	if len(l.growth) > 0 {
+		line := fmt.Sprintf("  rss_mb_5s_to_end conc=%d", conc)
+		for _, n := range []string{"api", "mapper", "writer"} {
+			if v, ok := l.growth[n]; ok {
+				line += fmt.Sprintf(" %s=%.1f->%.1f", n, v[0], v[1])
+			}
+		}
+		b.emit("%s", line)
+	}
+	return nil
+}
+
+// openLevel drives one open-loop rate and reports latency from the scheduled
+// times, the statuses, the exact reconciliation, and the CPU each event cost
+// the programs, NATS and ClickHouse together.
+func (b *bench) openLevel(ctx context.Context, rate int) error {
+	cfg := b.cfg
+	l, err := b.measure(ctx, func() (*result, error) {
+		return driveOpen(ctx, cfg.target, cfg.openConns, rate, cfg.duration, b.serviceReqs, b.keyPrefix("%s-open-%d", rate))
+	})
+	if err != nil {
+		return err
+	}
+	achieved := float64(l.confirmed) / cfg.duration.Seconds()
+	b.emit("open rate=%d conns=%d keyed=%v achieved_eps=%.0f p50_ms=%.2f p99_ms=%.2f p999_ms=%.2f max_ms=%.2f statuses=%s conn_errors=%d",
+		rate, l.conns, cfg.keyed, achieved, l.pct(50), l.pct(99), l.pct(99.9), l.pct(100), fmtStatuses(l.statuses), l.errors)
+	b.emit("  check rate=%d scheduled=%d sent=%d confirmed=%d stored=%d missing=%d extra=%d",
+		rate, l.scheduled, l.sent, l.confirmed, l.stored, max(0, l.confirmed-l.stored), max(0, l.stored-l.confirmed))
+	service := 0.0
+	for name, pct := range l.cpu {
+		if name != "loadgen" {
+			service += pct
+		}
+	}
+	perEvent := 0.0
+	if l.confirmed > 0 {
+		// % of a core over the level's wall time, per confirmed event
+		perEvent = service / 100 * l.elapsed.Seconds() / float64(l.confirmed) * 1e6
+	}
+	b.emit("  cpu_pct %s service_us_per_event=%.0f", fmtCPU(fmt.Sprintf("rate=%d", rate), l.cpu), perEvent)
+	return nil
+}
