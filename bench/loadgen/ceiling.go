@@ -48,9 +48,6 @@ type answer struct {
 
 func (c *ceiling) handle(ctx echo.Context) error {
 	body, err := io.ReadAll(io.LimitReader(ctx.Request().Body, 1<<20))
-	if err != nil {
-		return ctx.JSON(400, answer{Message: "Invalid message format", Error: "Message must be a valid JSON object"})
-	}
 	var req struct {
 		Serial      string          `json:"serial"`
 		AccessToken string          `json:"accessToken"`
@@ -59,7 +56,7 @@ func (c *ceiling) handle(ctx echo.Context) error {
 			Data json.RawMessage `json:"data"`
 		} `json:"messages"`
 	}
-	if json.Unmarshal(body, &req) != nil {
+	if err != nil || json.Unmarshal(body, &req) != nil {
 		return ctx.JSON(400, answer{Message: "Invalid message format", Error: "Message must be a valid JSON object"})
 	}
 	if req.Serial == "" {

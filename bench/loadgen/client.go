@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -110,23 +111,11 @@ func (c *conn) do(req []byte, timeout time.Duration) (a reply, err error) {
 		c.buf = make([]byte, length)
 	}
 	body := c.buf[:length]
-	if _, err := readFull(c.r, body); err != nil {
+	if _, err := io.ReadFull(c.r, body); err != nil {
 		return a, err
 	}
 	a.ok = bytes.Contains(body, successMark)
 	return a, nil
-}
-
-func readFull(r *bufio.Reader, b []byte) (int, error) {
-	n := 0
-	for n < len(b) {
-		m, err := r.Read(b[n:])
-		n += m
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 func (c *conn) close() { _ = c.c.Close() }

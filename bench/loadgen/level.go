@@ -45,13 +45,13 @@ func (b *bench) measure(ctx context.Context, drive func() (*result, error)) (lev
 	startMs := time.Now().UnixMilli()
 	smp := startSampler(b.pids)
 	r, err := drive()
-	rss, cpu := smp.finish()
+	rss, cpu, growth := smp.finish()
 	if err != nil {
 		return level{}, err
 	}
 	sleep(ctx, time.Second)
 	stored, err := countStored(ctx, b.cfg, b.entity, startMs-1000, time.Now().UnixMilli())
-	return level{r, stored, rss, cpu, smp.growth()}, err
+	return level{r, stored, rss, cpu, growth}, err
 }
 
 // closedLevel drives conc connections at the ceiling and then at the service,

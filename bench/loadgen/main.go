@@ -68,22 +68,12 @@ func parseFlags(args []string) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	for _, l := range strings.Split(levels, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(l))
-		if err != nil || n < 1 || n > 4096 {
-			return c, fmt.Errorf("bad -conc level %q", l)
-		}
-		c.levels = append(c.levels, n)
+	var err error
+	if c.levels, err = intList(levels, "-conc", 4096); err != nil {
+		return c, err
 	}
-	for _, l := range strings.Split(rates, ",") {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(l))
-		if err != nil || n < 1 || n > 100000 {
-			return c, fmt.Errorf("bad -rates level %q", l)
-		}
-		c.rates = append(c.rates, n)
+	if c.rates, err = intList(rates, "-rates", 100000); err != nil {
+		return c, err
 	}
 	if c.openConns < 1 || c.openConns > 4096 {
 		return c, fmt.Errorf("-open-conns must be 1 to 4096")
@@ -110,4 +100,21 @@ func parseFlags(args []string) (config, error) {
 		return c, fmt.Errorf("-duration and -devices must be positive")
 	}
 	return c, nil
+}
+
+// intList parses the comma-separated levels of flag name, each 1 to most;
+// blank entries are skipped.
+func intList(s, name string, most int) ([]int, error) {
+	var ns []int
+	for _, l := range strings.Split(s, ",") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(l))
+		if err != nil || n < 1 || n > most {
+			return nil, fmt.Errorf("bad %s level %q", name, l)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }

@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,27 +94,17 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 func fmtStatuses(m map[int]int) string {
-	var keys []int
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Ints(keys)
 	var parts []string
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		parts = append(parts, fmt.Sprintf("%d:%d", k, m[k]))
 	}
 	return strings.Join(parts, ",")
 }
 
 func fmtCPU(label string, cpu map[string]float64) string {
-	names := make([]string, 0, len(cpu))
-	for k := range cpu {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	parts := []string{label}
 	total := 0.0
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(cpu)) {
 		parts = append(parts, fmt.Sprintf("%s=%.0f", n, cpu[n]))
 		total += cpu[n]
 	}

@@ -11,12 +11,11 @@ import (
 )
 
 // sampler reads each process's RSS (peak of samples) and CPU time from /proc
-// while a level runs.
+// while a level runs. Its maps belong to its goroutine until finish.
 type sampler struct {
 	pids  map[string]int
 	stop  chan struct{}
 	done  sync.WaitGroup
-	mu    sync.Mutex
 	peak  map[string]int64 // kB
 	first map[string]int64 // kB, 5 s in (after warm-up)
 	last  map[string]int64 // kB
@@ -47,8 +46,6 @@ func startSampler(pids map[string]int) *sampler {
 }
 
 func (s *sampler) sample() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	warm := time.Since(s.start) >= 5*time.Second
 	for name, pid := range s.pids {
 		kb := rssKB(pid)
@@ -62,30 +59,22 @@ func (s *sampler) sample() {
 	}
 }
 
-// growth returns, per process, RSS in MB 5 s into the level and at its end.
-func (s *sampler) growth() map[string][2]float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := map[string][2]float64{}
-	for name := range s.pids {
-		if f, ok := s.first[name]; ok {
-			g[name] = [2]float64{float64(f) / 1024, float64(s.last[name]) / 1024}
-		}
-	}
-	return g
-}
-
-// finish returns peak RSS in MB and CPU use in percent of one core.
-func (s *sampler) finish() (rss map[string]float64, cpu map[string]float64) {
+// finish stops the sampling and returns, per process, peak RSS in MB, CPU use
+// in percent of one core, and (if the level lasted 5 s) RSS in MB 5 s in and
+// at the end.
+func (s *sampler) finish() (rss, cpu map[string]float64, growth map[string][2]float64) {
 	close(s.stop)
 	s.done.Wait()
 	wall := time.Since(s.start).Seconds()
-	rss, cpu = map[string]float64{}, map[string]float64{}
+	rss, cpu, growth = map[string]float64{}, map[string]float64{}, map[string][2]float64{}
 	for name, pid := range s.pids {
 		rss[name] = float64(s.peak[name]) / 1024
 		cpu[name] = 100 * (cpuSeconds(pid) - s.cpu0[name]) / wall
+		if f, ok := s.first[name]; ok {
+			growth[name] = [2]float64{float64(f) / 1024, float64(s.last[name]) / 1024}
+		}
 	}
-	return rss, cpu
+	return rss, cpu, growth
 }
 
 func rssKB(pid int) int64 {
