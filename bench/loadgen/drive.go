@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 	"time"
 
@@ -20,6 +19,17 @@ type result struct {
 	hist             *hdrhistogram.Histogram // µs to each answer: from its send (closed loop) or its scheduled time (open loop)
 	scheduled, conns int                     // open loop: requests due, connections opened (at most -open-conns)
 	elapsed          time.Duration
+
+	// measured around the level (bench.measure)
+	stored   int                   // values ClickHouse holds from the level
+	rss, cpu map[string]float64    // per process: peak MB, % of one core
+	growth   map[string][2]float64 // per process: RSS MB 5 s in and at the end
+}
+
+// target is a server to load and its requests, rendered for its host.
+type target struct {
+	host string
+	reqs [][]byte
 }
 
 func newResult() *result {
@@ -51,17 +61,14 @@ func (r *result) pct(p float64) float64 {
 // drive sends for d from conc connections, each request waiting for its
 // answer (and, after a 503, for its Retry-After, as field clients do); once
 // d passes no new request starts, and drive returns when the last answer is
-// in, so the confirmed count is exact. reqs go round-robin; with keyed set,
+// in, so the confirmed count is exact. t's requests go round-robin; with keyed set,
 // every request carries a unique Idempotency-Key starting with it, as field
 // firmware sends.
-func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][]byte, keyed string) (*result, error) {
-	u, err := url.Parse(base)
-	if err != nil {
-		return nil, err
-	}
+func drive(ctx context.Context, t target, conc int, d time.Duration, keyed string) (*result, error) {
 	conns := make([]*conn, conc)
 	for i := range conns {
-		if conns[i], err = dial(u.Host); err != nil {
+		var err error
+		if conns[i], err = dial(t.host); err != nil {
 			for _, c := range conns[:i] {
 				c.close()
 			}
@@ -73,12 +80,10 @@ func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][
 	deadline := start.Add(d)
 	var wg sync.WaitGroup
 	for i, c := range conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var buf []byte
 			for n := i; time.Now().Before(deadline) && ctx.Err() == nil; n += conc {
-				req := reqs[n%len(reqs)]
+				req := t.reqs[n%len(t.reqs)]
 				if keyed != "" {
 					buf = withKey(buf, req, keyed, n)
 					req = buf
@@ -88,7 +93,7 @@ func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][
 				r.record(a, err, time.Since(t0))
 				if err != nil {
 					c.close()
-					if c, err = dial(u.Host); err != nil {
+					if c, err = dial(t.host); err != nil {
 						return
 					}
 					continue
@@ -100,7 +105,7 @@ func drive(ctx context.Context, base string, conc int, d time.Duration, reqs [][
 				}
 			}
 			c.close()
-		}()
+		})
 	}
 	wg.Wait()
 	r.elapsed = time.Since(start)

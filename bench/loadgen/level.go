@@ -6,15 +6,14 @@ import (
 	"time"
 )
 
-// bench is one run: its requests, the processes it samples and the result
+// bench is one run: its targets, the processes it samples and the result
 // lines so far.
 type bench struct {
-	cfg                      config
-	runID, entity, ceilAddr  string
-	serviceReqs, ceilingReqs [][]byte
-	values                   int // values one confirmed request stores
-	pids                     map[string]int
-	lines                    []string
+	cfg              config
+	runID, entity    string
+	service, ceiling target
+	pids             map[string]int
+	lines            []string
 }
 
 func (b *bench) emit(format string, args ...any) {
@@ -31,27 +30,20 @@ func (b *bench) keyPrefix(format string, n int) string {
 	return fmt.Sprintf(format, b.runID, n)
 }
 
-// level is one level of load, measured.
-type level struct {
-	*result
-	stored   int                   // values ClickHouse holds from the level
-	rss, cpu map[string]float64    // peak MB, % of one core
-	growth   map[string][2]float64 // RSS MB 5 s in and at the end
-}
-
 // measure runs drive with the processes sampled, lets anything answered late
 // land, and counts what ClickHouse stored from the level.
-func (b *bench) measure(ctx context.Context, drive func() (*result, error)) (level, error) {
+func (b *bench) measure(ctx context.Context, drive func() (*result, error)) (*result, error) {
 	startMs := time.Now().UnixMilli()
 	smp := startSampler(b.pids)
 	r, err := drive()
 	rss, cpu, growth := smp.finish()
 	if err != nil {
-		return level{}, err
+		return nil, err
 	}
+	r.rss, r.cpu, r.growth = rss, cpu, growth
 	sleep(ctx, time.Second)
-	stored, err := countStored(ctx, b.cfg, b.entity, startMs-1000, time.Now().UnixMilli())
-	return level{r, stored, rss, cpu, growth}, err
+	r.stored, err = countStored(ctx, b.cfg, b.entity, startMs-1000, time.Now().UnixMilli())
+	return r, err
 }
 
 // closedLevel drives conc connections at the ceiling and then at the service,
@@ -59,28 +51,29 @@ func (b *bench) measure(ctx context.Context, drive func() (*result, error)) (lev
 func (b *bench) closedLevel(ctx context.Context, conc int) error {
 	cfg := b.cfg
 	keyed := b.keyPrefix("%s-%d", conc)
-	cr, err := drive(ctx, "http://"+b.ceilAddr, conc, cfg.duration, b.ceilingReqs, keyed)
+	cr, err := drive(ctx, b.ceiling, conc, cfg.duration, keyed)
 	if err != nil {
 		return err
 	}
 	sleep(ctx, cfg.settle)
 	l, err := b.measure(ctx, func() (*result, error) {
-		return drive(ctx, cfg.target, conc, cfg.duration, b.serviceReqs, keyed)
+		return drive(ctx, b.service, conc, cfg.duration, keyed)
 	})
 	if err != nil {
 		return err
 	}
+	values := max(1, 2*cfg.batch) // that one confirmed request stores
 	eps := float64(l.confirmed) / l.elapsed.Seconds()
 	ceilRPS := float64(cr.confirmed) / cr.elapsed.Seconds()
 	if cfg.batch > 0 {
 		// readings: messages of 2 values each
 		b.emit("batch=%d conc=%d readings_per_s=%.0f values_per_s=%.0f requests_per_s=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
-			cfg.batch, conc, eps*float64(cfg.batch), eps*float64(b.values), eps, l.pct(50), l.pct(99), ceilRPS, l.rss["api"], l.rss["mapper"], l.rss["writer"])
+			cfg.batch, conc, eps*float64(cfg.batch), eps*float64(values), eps, l.pct(50), l.pct(99), ceilRPS, l.rss["api"], l.rss["mapper"], l.rss["writer"])
 	} else {
 		b.emit("conc=%d confirmed_eps=%.0f p50_ms=%.2f p99_ms=%.2f ceiling_rps=%.0f ratio=%.3f rss_mb_api=%.1f rss_mb_mapper=%.1f rss_mb_writer=%.1f",
 			conc, eps, l.pct(50), l.pct(99), ceilRPS, eps/ceilRPS, l.rss["api"], l.rss["mapper"], l.rss["writer"])
 	}
-	want := l.confirmed * b.values
+	want := l.confirmed * values
 	b.emit("  check conc=%d sent=%d confirmed=%d values_expected=%d stored=%d missing=%d extra=%d conn_errors=%d statuses=%s",
 		conc, l.sent, l.confirmed, want, l.stored, max(0, want-l.stored), max(0, l.stored-want), l.errors, fmtStatuses(l.statuses))
 	b.emit("  cpu_pct %s p999_ms=%.2f max_ms=%.2f", fmtCPU(fmt.Sprintf("conc=%d", conc), l.cpu), l.pct(99.9), l.pct(100))
@@ -102,7 +95,7 @@ func (b *bench) closedLevel(ctx context.Context, conc int) error {
 func (b *bench) openLevel(ctx context.Context, rate int) error {
 	cfg := b.cfg
 	l, err := b.measure(ctx, func() (*result, error) {
-		return driveOpen(ctx, cfg.target, cfg.openConns, rate, cfg.duration, b.serviceReqs, b.keyPrefix("%s-open-%d", rate))
+		return driveOpen(ctx, b.service, cfg.openConns, rate, cfg.duration, b.keyPrefix("%s-open-%d", rate))
 	})
 	if err != nil {
 		return err

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"sync"
 	"time"
 )
@@ -15,18 +14,13 @@ import (
 // maxConns are open (a fleet's devices do not share a few connections);
 // past that it waits for one with its clock running. Each request is sent
 // once: a 503 counts as its answer (Retry-After is not waited on here).
-func driveOpen(ctx context.Context, base string, maxConns, rate int, d time.Duration, reqs [][]byte, keyed string) (*result, error) {
-	u, err := url.Parse(base)
-	if err != nil {
-		return nil, err
-	}
+func driveOpen(ctx context.Context, t target, maxConns, rate int, d time.Duration, keyed string) (*result, error) {
 	n := int(float64(rate) * d.Seconds())
 	r := newResult()
 	idle := make(chan *conn, maxConns) // an open connection, or nil: a slot to dial again
 	var wg sync.WaitGroup
 	send := func(i int, due time.Time, c *conn) {
-		defer wg.Done()
-		req := reqs[i%len(reqs)]
+		req := t.reqs[i%len(t.reqs)]
 		if keyed != "" {
 			req = withKey(nil, req, keyed, i)
 		}
@@ -34,7 +28,7 @@ func driveOpen(ctx context.Context, base string, maxConns, rate int, d time.Dura
 		r.record(a, err, time.Since(due))
 		if err != nil {
 			c.close()
-			c, _ = dial(u.Host) // nil if that fails
+			c, _ = dial(t.host) // nil if that fails
 		}
 		idle <- c
 	}
@@ -57,14 +51,14 @@ func driveOpen(ctx context.Context, base string, maxConns, rate int, d time.Dura
 			}
 		}
 		if c == nil {
-			if c, err = dial(u.Host); err != nil {
+			var err error
+			if c, err = dial(t.host); err != nil {
 				wg.Wait()
 				return r, fmt.Errorf("dial: %w", err)
 			}
 		}
 		r.scheduled++
-		wg.Add(1)
-		go send(i, due, c)
+		wg.Go(func() { send(i, due, c) })
 	}
 	wg.Wait()
 	close(idle)

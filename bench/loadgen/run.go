@@ -22,7 +22,8 @@ func run(ctx context.Context, cfg config) error {
 	var rb [4]byte
 	_, _ = rand.Read(rb[:])
 	runID := hex.EncodeToString(rb[:])
-	b := &bench{cfg: cfg, runID: runID, entity: "bench-" + runID, pids: map[string]int{"loadgen": os.Getpid()}, values: 1}
+	b := &bench{cfg: cfg, runID: runID, entity: "bench-" + runID, pids: map[string]int{"loadgen": os.Getpid()}}
+	maps.Copy(b.pids, cfg.pids)
 	tokens := make(map[string]string, cfg.devices)
 	serials := make([]string, cfg.devices)
 	for i := range serials {
@@ -37,27 +38,20 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer ceil.close()
-	b.ceilAddr = ceil.addr
 
 	u, _ := url.Parse(cfg.target)
-	mk := func(host string) [][]byte {
-		reqs := make([][]byte, len(serials))
+	mk := func(host string) target {
+		t := target{host: host, reqs: make([][]byte, len(serials))}
 		for i, s := range serials {
 			if cfg.batch > 0 {
-				reqs[i] = request(host, "/api/v1/deviceapi/events", tokens[s], backlogBody(s, i, cfg.batch))
+				t.reqs[i] = request(host, "/api/v1/deviceapi/events", tokens[s], backlogBody(s, i, cfg.batch))
 				continue
 			}
-			reqs[i] = request(host, "/api/v1/deviceapi/event", tokens[s], fmt.Appendf(nil, `{"serial":%q,"data":{"v":%d.5}}`, s, i))
+			t.reqs[i] = request(host, "/api/v1/deviceapi/event", tokens[s], fmt.Appendf(nil, `{"serial":%q,"data":{"v":%d.5}}`, s, i))
 		}
-		return reqs
+		return t
 	}
-	if cfg.batch > 0 {
-		b.values = 2 * cfg.batch
-	}
-	b.serviceReqs, b.ceilingReqs = mk(u.Host), mk(ceil.addr)
-	for k, v := range cfg.pids {
-		b.pids[k] = v
-	}
+	b.service, b.ceiling = mk(u.Host), mk(ceil.addr)
 	b.emit("# run %s %s devices=%d duration=%s keyed=%v batch=%d", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyed, cfg.batch)
 	level, levels := b.closedLevel, cfg.levels
 	if len(cfg.rates) > 0 {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"strconv"
@@ -11,26 +10,29 @@ import (
 )
 
 // sampler reads each process's RSS (peak of samples) and CPU time from /proc
-// while a level runs. Its maps belong to its goroutine until finish.
+// while a level runs. Its procs belong to its goroutine until finish.
 type sampler struct {
-	pids  map[string]int
+	procs map[string]*proc
 	stop  chan struct{}
 	done  sync.WaitGroup
-	peak  map[string]int64 // kB
-	first map[string]int64 // kB, 5 s in (after warm-up)
-	last  map[string]int64 // kB
-	cpu0  map[string]float64
 	start time.Time
 }
 
+// proc is one sampled process; RSS in kB.
+type proc struct {
+	pid               int
+	cpu0              float64
+	peak, first, last int64
+	warm              bool // first is set: RSS 5 s in (after warm-up)
+}
+
 func startSampler(pids map[string]int) *sampler {
-	s := &sampler{pids: pids, stop: make(chan struct{}), peak: map[string]int64{}, first: map[string]int64{}, last: map[string]int64{}, cpu0: map[string]float64{}, start: time.Now()}
+	s := &sampler{procs: map[string]*proc{}, stop: make(chan struct{}), start: time.Now()}
 	for name, pid := range pids {
-		s.cpu0[name] = cpuSeconds(pid)
+		cpu, _ := procStat(pid)
+		s.procs[name] = &proc{pid: pid, cpu0: cpu}
 	}
-	s.done.Add(1)
-	go func() {
-		defer s.done.Done()
+	s.done.Go(func() {
 		t := time.NewTicker(250 * time.Millisecond)
 		defer t.Stop()
 		for {
@@ -41,21 +43,19 @@ func startSampler(pids map[string]int) *sampler {
 			case <-t.C:
 			}
 		}
-	}()
+	})
 	return s
 }
 
 func (s *sampler) sample() {
 	warm := time.Since(s.start) >= 5*time.Second
-	for name, pid := range s.pids {
-		kb := rssKB(pid)
-		if kb > s.peak[name] {
-			s.peak[name] = kb
+	for _, p := range s.procs {
+		_, kb := procStat(p.pid)
+		p.peak = max(p.peak, kb)
+		if warm && !p.warm {
+			p.first, p.warm = kb, true
 		}
-		if _, ok := s.first[name]; warm && !ok {
-			s.first[name] = kb
-		}
-		s.last[name] = kb
+		p.last = kb
 	}
 }
 
@@ -67,48 +67,36 @@ func (s *sampler) finish() (rss, cpu map[string]float64, growth map[string][2]fl
 	s.done.Wait()
 	wall := time.Since(s.start).Seconds()
 	rss, cpu, growth = map[string]float64{}, map[string]float64{}, map[string][2]float64{}
-	for name, pid := range s.pids {
-		rss[name] = float64(s.peak[name]) / 1024
-		cpu[name] = 100 * (cpuSeconds(pid) - s.cpu0[name]) / wall
-		if f, ok := s.first[name]; ok {
-			growth[name] = [2]float64{float64(f) / 1024, float64(s.last[name]) / 1024}
+	for name, p := range s.procs {
+		cpuSeconds, _ := procStat(p.pid)
+		rss[name] = float64(p.peak) / 1024
+		cpu[name] = 100 * (cpuSeconds - p.cpu0) / wall
+		if p.warm {
+			growth[name] = [2]float64{float64(p.first) / 1024, float64(p.last) / 1024}
 		}
 	}
 	return rss, cpu, growth
 }
 
-func rssKB(pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// cpuSeconds is utime+stime of pid (clock ticks of 1/100 s on Linux).
-func cpuSeconds(pid int) float64 {
+// procStat reads pid's CPU time, utime+stime in seconds (clock ticks of
+// 1/100 s on Linux), and its resident set in kB (the VmRSS of
+// /proc/<pid>/status) from /proc/<pid>/stat; zeros if it cannot.
+func procStat(pid int) (cpuSeconds float64, rssKB int64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0
+		return 0, 0
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
+	if len(f) < 22 {
+		return 0, 0
 	}
 	u, _ := strconv.ParseFloat(f[11], 64)
 	k, _ := strconv.ParseFloat(f[12], 64)
-	return (u + k) / 100
+	pages, _ := strconv.ParseInt(f[21], 10, 64)
+	return (u + k) / 100, pages * int64(os.Getpagesize()) / 1024
 }
