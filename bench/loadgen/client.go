@@ -52,11 +52,8 @@ func dial(addr string) (*conn, error) {
 
 // request renders a POST of body to path with a bearer token.
 func request(host, path, token string, body []byte) []byte {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n",
-		path, host, token, len(body))
-	b.Write(body)
-	return b.Bytes()
+	return append(fmt.Appendf(nil, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n",
+		path, host, token, len(body)), body...)
 }
 
 var successMark = []byte(`"success":true`)

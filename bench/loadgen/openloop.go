@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -17,6 +18,7 @@ import (
 func driveOpen(ctx context.Context, t target, maxConns, rate int, d time.Duration, keyed string) (*result, error) {
 	n := int(float64(rate) * d.Seconds())
 	r := newResult()
+	var err error // a failed dial, which ends the level
 	idle := make(chan *conn, maxConns) // an open connection, or nil: a slot to dial again
 	var wg sync.WaitGroup
 	send := func(i int, due time.Time, c *conn) {
@@ -51,10 +53,9 @@ func driveOpen(ctx context.Context, t target, maxConns, rate int, d time.Duratio
 			}
 		}
 		if c == nil {
-			var err error
 			if c, err = dial(t.host); err != nil {
-				wg.Wait()
-				return r, fmt.Errorf("dial: %w", err)
+				err = fmt.Errorf("dial: %w", err)
+				break
 			}
 		}
 		r.scheduled++
@@ -68,5 +69,5 @@ func driveOpen(ctx context.Context, t target, maxConns, rate int, d time.Duratio
 		}
 	}
 	r.elapsed, r.conns = time.Since(start), opened
-	return r, ctx.Err()
+	return r, cmp.Or(err, ctx.Err())
 }

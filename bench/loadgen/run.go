@@ -108,45 +108,39 @@ func fmtCPU(label string, cpu map[string]float64) string {
 // provision creates the devices through the workspace API, 16 at a time.
 func provision(ctx context.Context, cfg config, entity string, serials []string, tokens map[string]string) error {
 	client := &http.Client{Timeout: 10 * time.Second}
-	work := make(chan string)
-	errs := make(chan error, 16)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for s := range work {
-				body := fmt.Sprintf(`{"connectionType":"API","accessToken":%q,"inputs":[{"name":"v","entity":%q,"entityInput":"v"},{"name":"w","entity":%q,"entityInput":"w"}]}`, tokens[s], entity, entity)
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPut, cfg.target+"/api/v1/admin/devices/"+s, strings.NewReader(body))
-				req.Header.Set("Authorization", "Bearer "+cfg.adminToken)
-				resp, err := client.Do(req)
-				if err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK {
-						err = fmt.Errorf("PUT %s: %d", s, resp.StatusCode)
-					}
-				}
-				if err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		}()
-	}
-	for _, s := range serials {
-		work <- s
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return fmt.Errorf("provision: %w", err)
-	default:
+	put := func(s string) error {
+		body := fmt.Sprintf(`{"connectionType":"API","accessToken":%q,"inputs":[{"name":"v","entity":%q,"entityInput":"v"},{"name":"w","entity":%q,"entityInput":"w"}]}`, tokens[s], entity, entity)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, cfg.target+"/api/v1/admin/devices/"+s, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+cfg.adminToken)
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("PUT %s: %d", s, resp.StatusCode)
+		}
 		return nil
 	}
+	errs := make(chan error, len(serials))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for _, s := range serials {
+		sem <- struct{}{}
+		wg.Go(func() {
+			errs <- put(s)
+			<-sem
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return fmt.Errorf("provision: %w", err)
+		}
+	}
+	return nil
 }
 
 // countStored asks ClickHouse over HTTP how many values the run stored.

@@ -86,12 +86,8 @@ func procStat(pid int) (cpuSeconds float64, rssKB int64) {
 	if err != nil {
 		return 0, 0
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, 0
-	}
-	f := strings.Fields(s[i+1:])
+	s := string(b) // pid (comm) state ppid ...: the fields after comm, which may hold spaces
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 22 {
 		return 0, 0
 	}
