@@ -61,9 +61,9 @@ func (r *result) pct(p float64) float64 {
 // drive sends for d from conc connections, each request waiting for its
 // answer (and, after a 503, for its Retry-After, as field clients do); once
 // d passes no new request starts, and drive returns when the last answer is
-// in, so the confirmed count is exact. t's requests go round-robin; with keyed set,
-// every request carries a unique Idempotency-Key starting with it, as field
-// firmware sends.
+// in, so the confirmed count is exact. t's requests go round-robin; with
+// keyed set, every request carries a unique Idempotency-Key starting with it,
+// as field firmware sends.
 func drive(ctx context.Context, t target, conc int, d time.Duration, keyed string) (*result, error) {
 	conns := make([]*conn, conc)
 	for i := range conns {
