@@ -18,7 +18,7 @@ import (
 func driveOpen(ctx context.Context, t target, maxConns, rate int, d time.Duration, keyed string) (*result, error) {
 	n := int(float64(rate) * d.Seconds())
 	r := newResult()
-	var err error // a failed dial, which ends the level
+	var err error                      // a failed dial, which ends the level
 	idle := make(chan *conn, maxConns) // an open connection, or nil: a slot to dial again
 	var wg sync.WaitGroup
 	send := func(i int, due time.Time, c *conn) {
