@@ -32,7 +32,7 @@ func Inbox(program string) string { return "_INBOX." + program }
 // answer; no program may delete or purge a stream. The operator (the
 // dead-letters tool, the nats CLI) may do anything.
 func Users(n Names) []User {
-	work := []string{n.EventsStream, n.MappedStream, n.DeadLetterStream, n.ClaimsStream}
+	work := []string{n.EventsStream, n.MappedStream, n.DeadLetterStream, n.ClaimsStream, n.DiagStream}
 	streams := []string{"$JS.API.INFO"} // every program ensures the shared streams at start
 	for _, s := range work {
 		streams = append(streams, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s)
@@ -68,7 +68,7 @@ func Users(n Names) []User {
 	return []User{
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
 			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), []string{
-				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(),
+				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(), n.DiagSubject(),
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
 				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.UPDATE." + audit, "$JS.API.STREAM.INFO." + audit,
 				"$JS.API.STREAM.MSG.GET." + audit, "$JS.API.DIRECT.GET." + audit, "$JS.API.DIRECT.GET." + audit + ".>",
@@ -81,11 +81,11 @@ func Users(n Names) []User {
 			Subscribe: []string{n.ReplyPrefix() + ">", n.RateSubject(), Inbox("ingest-api") + ".>"}},
 		{Name: "mapper-worker", PasswordEnv: "NATS_MAPPER_PASSWORD",
 			Publish: slices.Concat(streams, readRegistry, consume(n.EventsStream, n.MapperConsumer), []string{
-				n.MappedSubject(), n.DeadLetterSubject(), n.ReplyPrefix() + "*",
+				n.MappedSubject(), n.DeadLetterSubject(), n.ReplyPrefix() + "*", n.DiagSubject(),
 			}),
 			Subscribe: []string{Inbox("mapper-worker") + ".>"}},
 		{Name: "writer-worker", PasswordEnv: "NATS_WRITER_PASSWORD",
-			Publish: slices.Concat(streams, consume(n.MappedStream, n.WriterConsumer), []string{
+			Publish: slices.Concat(streams, consume(n.MappedStream, n.WriterConsumer), consume(n.DiagStream, n.DiagConsumer), []string{
 				n.DeadLetterSubject(), n.ReplyPrefix() + "*",
 			}),
 			Subscribe: []string{n.QueryPrefix() + "*", Inbox("writer-worker") + ".>"}, Responds: true},

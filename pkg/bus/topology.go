@@ -19,6 +19,7 @@ import (
 //	either worker --p.deadletter--->  P_DEADLETTER (what they gave up on; operators replay it)
 //	ingest-api --p.query.<kind>--> writer-worker (workspace reads); ingest-api <--> ingest-api on p.ratelimit
 //	ingest-api --p.audit--> P_AUDIT; KV buckets p_registry (devices) and p_keys (workspace keys)
+//	ingest-api, mapper-worker --p.diag--> P_DIAG --consumer "diag"--> writer-worker (device diagnostics)
 //
 // Every name derives from the prefix, so two deployments share a NATS
 // account by taking different prefixes.
@@ -34,6 +35,13 @@ const PipelineWindow = 2 * time.Minute
 // read and replay.
 const deadLetterMaxAge = 14 * 24 * time.Hour
 
+// diagMaxAge and diagMaxBytes bound the diagnostics reports waiting for
+// writer-worker: a day of them, 256 MiB at most.
+const (
+	diagMaxAge   = 24 * time.Hour
+	diagMaxBytes = 256 << 20
+)
+
 // DefaultPrefix is NATS_PREFIX's default.
 const DefaultPrefix = "devices"
 
@@ -47,10 +55,12 @@ type Names struct {
 	DeadLetterStream string // what the workers gave up on
 	ClaimsStream     string // one message per keyed event in the pipeline
 	AuditStream      string // the workspace's audit trail (ingest-api's alone)
+	DiagStream       string // device diagnostics reports, consumed by writer-worker
 	RegistryBucket   string // the device registry
 	KeysBucket       string // the workspace API's keys
 	MapperConsumer   string // durable consumer of EventsStream
 	WriterConsumer   string // durable consumer of MappedStream
+	DiagConsumer     string // durable consumer of DiagStream
 }
 
 // NamesFor derives every name from prefix (dot-separated tokens of
@@ -65,10 +75,12 @@ func NamesFor(prefix string) Names {
 		DeadLetterStream: up + "_DEADLETTER",
 		ClaimsStream:     up + "_CLAIMS",
 		AuditStream:      up + "_AUDIT",
+		DiagStream:       up + "_DIAG",
 		RegistryBucket:   low + "_registry",
 		KeysBucket:       low + "_keys",
 		MapperConsumer:   "mapper",
 		WriterConsumer:   "writer",
+		DiagConsumer:     "diag",
 	}
 }
 
@@ -87,6 +99,10 @@ func (n Names) ClaimSubject(id string) string { return n.SubjectPrefix + ".claim
 
 // DeadLetterSubject is where the workers publish dead letters.
 func (n Names) DeadLetterSubject() string { return n.SubjectPrefix + ".deadletter" }
+
+// DiagSubject is where ingest-api and mapper-worker send diagnostics
+// reports (pkg/diag).
+func (n Names) DiagSubject() string { return n.SubjectPrefix + ".diag" }
 
 // QueryPrefix is where writer-worker answers read requests (any copy: they
 // share the queue group QueryQueue).
@@ -171,5 +187,9 @@ func streamConfigs(cfg Config) []jetstream.StreamConfig {
 	claims := stream(n.ClaimsStream, n.ClaimSubject("*"),
 		"one claim per keyed event in the pipeline: a retry with the same Idempotency-Key waits for the first attempt's outcome")
 	claims.Retention, claims.Discard, claims.MaxAge, claims.MaxMsgsPerSubject = jetstream.LimitsPolicy, jetstream.DiscardOld, PipelineWindow, 1
-	return []jetstream.StreamConfig{events, mapped, dead, claims}
+	// Diagnostics reports wait for writer-worker; when it is away for long
+	// the oldest go, never a device's request.
+	diag := stream(n.DiagStream, n.DiagSubject(), "device diagnostics reports (pkg/diag), awaiting the ClickHouse write")
+	diag.Retention, diag.Discard, diag.MaxAge, diag.MaxBytes = jetstream.WorkQueuePolicy, jetstream.DiscardOld, diagMaxAge, diagMaxBytes
+	return []jetstream.StreamConfig{events, mapped, dead, claims, diag}
 }
