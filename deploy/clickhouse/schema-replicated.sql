@@ -57,3 +57,61 @@ PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
 ORDER BY event_id
 SETTINGS index_granularity = 256;
 
+CREATE TABLE IF NOT EXISTS device_events.device_stats
+(
+    serial     String,
+    minute     Int64,
+    kind       String,
+    requests   UInt64,
+    readings   UInt64
+)
+ENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/device_events.device_stats', '{replica}', (requests, readings))
+PARTITION BY toYYYYMMDD(toDateTime(minute))
+ORDER BY (serial, minute, kind);
+
+CREATE TABLE IF NOT EXISTS device_events.device_stats_hourly
+(
+    serial     String,
+    hour       Int64,
+    kind       String,
+    requests   UInt64,
+    readings   UInt64
+)
+ENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/device_events.device_stats_hourly', '{replica}', (requests, readings))
+PARTITION BY toYYYYMM(toDateTime(hour))
+ORDER BY (serial, hour, kind);
+
+CREATE TABLE IF NOT EXISTS device_events.device_seen
+(
+    serial     String,
+    last_ns    Int64,
+    kind       String
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.device_seen', '{replica}', last_ns)
+ORDER BY serial;
+
+CREATE TABLE IF NOT EXISTS device_events.device_rejections
+(
+    serial     String,
+    ts_ns      Int64,
+    kind       String,
+    message    String,
+    error      String,
+    source     String
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/device_events.device_rejections', '{replica}')
+PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
+ORDER BY (serial, ts_ns);
+
+CREATE TABLE IF NOT EXISTS device_events.device_keys
+(
+    serial     String,
+    key        String,
+    ts_ns      Int64,
+    count      UInt64,
+    value      String
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/device_events.device_keys', '{replica}')
+PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
+ORDER BY (serial, key, ts_ns);
+

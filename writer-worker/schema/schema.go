@@ -51,12 +51,35 @@ func Replicated(db string) []string {
 		if strings.HasPrefix(st, "CREATE TABLE") {
 			f := strings.Fields(st)
 			// CREATE TABLE IF NOT EXISTS <db>.<table>
-			path := "/clickhouse/tables/{shard}/" + f[5]
-			st = strings.Replace(st, "ENGINE = ReplacingMergeTree()", "ENGINE = ReplicatedReplacingMergeTree('"+path+"', '{replica}')", 1)
+			st = replicatedEngine(st, "/clickhouse/tables/{shard}/"+f[5])
 		}
 		out = append(out, st)
 	}
 	return out
+}
+
+// replicatedEngine turns a statement's "ENGINE = <Kind>MergeTree(<args>)"
+// into "ENGINE = Replicated<Kind>MergeTree('<path>', '{replica}'[, <args>])".
+func replicatedEngine(st, path string) string {
+	const mark = "ENGINE = "
+	i := strings.Index(st, mark)
+	open := strings.IndexByte(st[i:], '(') + i
+	depth, end := 0, open
+	for ; end < len(st); end++ {
+		if st[end] == '(' {
+			depth++
+		} else if st[end] == ')' {
+			if depth--; depth == 0 {
+				break
+			}
+		}
+	}
+	engine, args := st[i+len(mark):open], st[open+1:end]
+	repl := "Replicated" + engine + "('" + path + "', '{replica}'"
+	if args != "" {
+		repl += ", " + args
+	}
+	return st[:i+len(mark)] + repl + st[end:]
 }
 
 // ReplicatedFile renders Replicated("device_events") as the file operators
@@ -80,9 +103,14 @@ func ReplicatedFile() string {
 // ShardKeys are the sharding keys of the tables: every copy of an event
 // lands on the shard of its first copy (see docs/sizing.md).
 var ShardKeys = map[string]string{
-	"input_values":    "cityHash64(entity)",
-	"device_messages": "cityHash64(serial)",
-	"event_keys":      "cityHash64(event_id)",
+	"input_values":        "cityHash64(entity)",
+	"device_messages":     "cityHash64(serial)",
+	"event_keys":          "cityHash64(event_id)",
+	"device_stats":        "cityHash64(serial)",
+	"device_stats_hourly": "cityHash64(serial)",
+	"device_seen":         "cityHash64(serial)",
+	"device_rejections":   "cityHash64(serial)",
+	"device_keys":         "cityHash64(serial)",
 }
 
 // Sharded returns the statements for sharded storage: each table as a

@@ -8,7 +8,7 @@ import (
 
 func TestStatements(t *testing.T) {
 	st := Statements("db1")
-	if len(st) != 4 || !strings.HasPrefix(st[0], "CREATE DATABASE IF NOT EXISTS db1") {
+	if len(st) != 9 || !strings.HasPrefix(st[0], "CREATE DATABASE IF NOT EXISTS db1") {
 		t.Fatalf("statements %q", st)
 	}
 	for _, s := range st {
@@ -34,17 +34,26 @@ func TestReplicated(t *testing.T) {
 			continue
 		}
 		tables++
-		if strings.Contains(repl[i], "ENGINE = ReplacingMergeTree()") || !strings.Contains(repl[i], "ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.") {
-			t.Errorf("table not replicated: %s", repl[i])
+		// CREATE TABLE IF NOT EXISTS device_events.<table>
+		table := strings.Fields(repl[i])[5]
+		line := func(st string) string {
+			e := st[strings.Index(st, "ENGINE = "):]
+			return e[:strings.Index(e, "\n")]
 		}
-		engine := repl[i][strings.Index(repl[i], "ENGINE = "):]
-		engine = engine[:strings.Index(engine, "\n")]
-		if strings.Replace(repl[i], engine, "ENGINE = ReplacingMergeTree()", 1) != single[i] {
+		engine := line(repl[i])
+		// Without "Replicated" and its path and replica, the engine is
+		// the single server's, arguments and all.
+		back := strings.Replace(strings.Replace(engine, "Replicated", "", 1), "'/clickhouse/tables/{shard}/"+table+"', '{replica}'", "", 1)
+		back = strings.Replace(back, "(, ", "(", 1)
+		if !strings.HasPrefix(engine, "ENGINE = Replicated") || back != line(single[i]) {
+			t.Errorf("table not replicated: %s", engine)
+		}
+		if strings.Replace(repl[i], engine, line(single[i]), 1) != single[i] {
 			t.Errorf("statement %d differs beyond its engine", i)
 		}
 	}
-	if tables != 3 {
-		t.Errorf("%d tables, want 3", tables)
+	if tables != 8 {
+		t.Errorf("%d tables, want 8", tables)
 	}
 	file, err := os.ReadFile("../../deploy/clickhouse/schema-replicated.sql")
 	if err != nil {
