@@ -16,6 +16,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/program"
 	"github.com/devicehub/eventservice/writer-worker/internal/batch"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/diagsink"
 	"github.com/devicehub/eventservice/writer-worker/internal/idem"
 	"github.com/devicehub/eventservice/writer-worker/internal/reads"
 )
@@ -70,6 +71,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	keys := idem.New(store, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
 	writer = batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
+	sink := diagsink.New(js, names, cfg.Batch.Limits, store, metrics.Writer, reg, log.With(zap.String("component", "diagnostics")))
 	queries := reads.New(nc, names.QueryPrefix(), store, keys.Lookup, log.With(zap.String("component", "reads")))
 
 	// The writer drains first; reads and health stop after it, so that
@@ -82,6 +84,6 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "key expiry", Run: func(ctx context.Context) error { return keys.Expire(ctx, time.Hour, cfg.Batch.InsertTimeout) }},
 			{Name: "health", Run: hs.Run},
 		},
-		program.Stage{{Name: "writer", Run: writer.Run}},
+		program.Stage{{Name: "writer", Run: writer.Run}, {Name: "diagnostics", Run: sink.Run}},
 	)
 }

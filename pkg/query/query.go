@@ -114,7 +114,9 @@ type Response struct {
 	// LastSeen maps a serial to its newest message's receive time.
 	LastSeen map[string]string `json:"lastSeen,omitempty"`
 	// Outcomes holds, for an Outcome query, the answered events' outcomes.
-	Outcomes map[string]outcome.Code `json:"outcomes,omitempty"`
+	Outcomes    map[string]outcome.Code `json:"outcomes,omitempty"`
+	Diagnostics *DeviceDiagnostics      `json:"diagnostics,omitempty"`
+	Fleet       *FleetView              `json:"fleet,omitempty"`
 }
 
 // TimeLayout renders timestamps: RFC 3339 in UTC with milliseconds.

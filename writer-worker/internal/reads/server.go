@@ -126,6 +126,14 @@ func (s *Server) answer(ctx context.Context, kind string, data []byte) (query.Re
 			return resp, fmt.Errorf("at most %d event ids per query", maxOutcomeIDs)
 		}
 		resp.Outcomes, err = s.outcomes(ctx, req.EventIDs)
+	case query.Diagnostics:
+		var d query.DeviceDiagnostics
+		d, err = s.store.Diagnostics(ctx, req.Serial, req.FromMs*1e6, req.ToMs*1e6)
+		resp.Diagnostics = &d
+	case query.Fleet:
+		var f query.FleetView
+		f, err = s.store.Fleet(ctx, req.FromMs*1e6, req.ToMs*1e6, time.Now())
+		resp.Fleet = &f
 	default:
 		err = fmt.Errorf("unknown query %q", kind)
 	}

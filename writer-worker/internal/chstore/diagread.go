@@ -1,0 +1,194 @@
+package chstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/query"
+)
+
+// Bounds on the lists of a diagnostics answer.
+const (
+	maxRejections = 20
+	maxKeys       = 100
+	maxNotes      = 20
+	maxFleet      = 100
+)
+
+func nsTime(ns int64) string { return time.Unix(0, ns).UTC().Format(query.TimeLayout) }
+
+// Diagnostics returns one device's diagnostics over [fromNs, toNs): its
+// answers by kind (counted to the minute), latest rejections, unmatched
+// keys, how late its readings arrive, and when it was last seen.
+func (s *Store) Diagnostics(ctx context.Context, serial string, fromNs, toNs int64) (d query.DeviceDiagnostics, err error) {
+	from, to := fromNs/1e9/60*60, toNs/1e9
+	db := s.db
+	d.Counts, err = collect(ctx, s.reads, "query counts", "scan count",
+		"SELECT kind, sum(requests), sum(readings) FROM "+db+".device_stats WHERE serial = ? AND minute >= ? AND minute < ? GROUP BY kind ORDER BY kind",
+		[]any{serial, from, to}, func(scan func(...any) error) (c query.KindCount, err error) {
+			return c, scan(&c.Kind, &c.Requests, &c.Readings)
+		})
+	if err != nil {
+		return d, err
+	}
+	var lastNs int64
+	err = scanRows(ctx, s.reads, "query last seen", "scan last seen",
+		"SELECT max(last_ns), argMax(kind, last_ns) FROM "+db+".device_seen WHERE serial = ?", []any{serial},
+		func(scan func(...any) error) error { return scan(&lastNs, &d.LastKind) })
+	if err != nil {
+		return d, err
+	}
+	if lastNs > 0 {
+		d.LastSeen = nsTime(lastNs)
+	}
+	d.Rejections, err = collect(ctx, s.reads, "query rejections", "scan rejection",
+		"SELECT ts_ns, kind, message, error, source FROM "+db+".device_rejections WHERE serial = ? AND ts_ns >= ? AND ts_ns < ? ORDER BY ts_ns DESC LIMIT ?",
+		[]any{serial, fromNs, toNs, maxRejections}, func(scan func(...any) error) (r query.Rejection, err error) {
+			var ns int64
+			err = scan(&ns, &r.Kind, &r.Message, &r.Error, &r.Source)
+			r.At = nsTime(ns)
+			return r, err
+		})
+	if err != nil {
+		return d, err
+	}
+	d.Keys, err = collect(ctx, s.reads, "query keys", "scan key",
+		"SELECT key, sum(count), max(ts_ns) AS last, argMax(value, ts_ns) FROM "+db+".device_keys WHERE serial = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY key ORDER BY last DESC LIMIT ?",
+		[]any{serial, fromNs, toNs, maxKeys}, func(scan func(...any) error) (k query.UnmatchedKey, err error) {
+			var ns int64
+			err = scan(&k.Key, &k.Count, &ns, &k.LastValue)
+			k.LastAt = nsTime(ns)
+			return k, err
+		})
+	if err != nil {
+		return d, err
+	}
+	d.ReadingTime, err = s.readingTime(ctx, serial, fromNs, toNs)
+	return d, err
+}
+
+// readingTime measures how late a device's readings arrive, over the
+// messages whose own time was used (a time note means it was refused; a
+// reading time equal to the receive time, that the device sent none).
+func (s *Store) readingTime(ctx context.Context, serial string, fromNs, toNs int64) (rt query.ReadingTime, err error) {
+	const timed = "time_note = '' AND reading_ns != ts_ns"
+	var qs []float64
+	var maxNs int64
+	err = scanRows(ctx, s.reads, "query reading times", "scan reading times",
+		"SELECT count(), countIf("+timed+"), quantilesExactIf(0.5, 0.99)(ts_ns - reading_ns, "+timed+"), maxIf(ts_ns - reading_ns, "+timed+") FROM "+
+			s.db+".device_messages WHERE serial = ? AND ts_ns >= ? AND ts_ns < ?",
+		[]any{serial, fromNs, toNs}, func(scan func(...any) error) error {
+			var late []int64
+			if err := scan(&rt.Messages, &rt.Timed, &late, &maxNs); err != nil {
+				return err
+			}
+			for _, v := range late {
+				qs = append(qs, float64(v))
+			}
+			return nil
+		})
+	if err != nil {
+		return rt, err
+	}
+	if rt.Timed > 0 && len(qs) == 2 {
+		rt.LateP50Ms, rt.LateP99Ms, rt.LateMaxMs = int64(qs[0])/1e6, int64(qs[1])/1e6, maxNs/1e6
+	}
+	rt.AtReceive, err = collect(ctx, s.reads, "query time notes", "scan time note",
+		"SELECT time_note, count() AS n FROM "+s.db+".device_messages WHERE serial = ? AND ts_ns >= ? AND ts_ns < ? AND time_note != '' GROUP BY time_note ORDER BY n DESC LIMIT ?",
+		[]any{serial, fromNs, toNs, maxNotes}, func(scan func(...any) error) (n query.NoteCount, err error) {
+			return n, scan(&n.Note, &n.Count)
+		})
+	return rt, err
+}
+
+// Silence: a device is silent when it sent nothing stored for longer than
+// silentIntervals of its usual interval, and at least silentMin.
+const (
+	silentIntervals = 5
+	silentMin       = 5 * time.Minute
+	silentLookback  = 7 * 24 * time.Hour
+)
+
+// Fleet returns the fleet view: devices silent now (by their last week),
+// and over [fromNs, toNs) the serials with the most rejections and the
+// serials not provisioned that posted.
+func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f query.FleetView, err error) {
+	last := map[string]int64{}
+	err = scanRows(ctx, s.reads, "query last seen", "scan last seen",
+		"SELECT serial, max(last_ns) FROM "+s.db+".device_seen WHERE serial != '' GROUP BY serial", nil,
+		func(scan func(...any) error) error {
+			var serial string
+			var ns int64
+			err := scan(&serial, &ns)
+			last[serial] = ns
+			return err
+		})
+	if err != nil {
+		return f, err
+	}
+	stored := "('" + outcome.Stored.String() + "', '" + outcome.PartlyStored.String() + "', '" + outcome.NoConnections.String() + "')"
+	err = scanRows(ctx, s.reads, "query fleet", "scan fleet",
+		"SELECT serial, sum(requests), min(hour) FROM "+s.db+".device_stats_hourly WHERE hour >= ? AND serial != '' AND kind IN "+stored+" GROUP BY serial",
+		[]any{now.Add(-silentLookback).Unix() / 3600 * 3600}, func(scan func(...any) error) error {
+			var d query.FleetSerial
+			var first int64
+			if err := scan(&d.Serial, &d.Requests, &first); err != nil {
+				return err
+			}
+			ns, ok := last[d.Serial]
+			if !ok || d.Requests < 3 {
+				return nil
+			}
+			d.IntervalS = float64(ns/1e9-first) / float64(d.Requests-1)
+			silence := now.Sub(time.Unix(0, ns))
+			if silence > silentMin && silence.Seconds() > silentIntervals*d.IntervalS && len(f.Silent) < maxFleet {
+				d.LastSeen = nsTime(ns)
+				f.Silent = append(f.Silent, d)
+			}
+			return nil
+		})
+	if err != nil {
+		return f, err
+	}
+	table, col, from := "device_stats", "minute", fromNs/1e9/60*60
+	if toNs-fromNs > int64(24*time.Hour) {
+		table, col, from = "device_stats_hourly", "hour", fromNs/1e9/3600*3600
+	}
+	rng := " FROM " + s.db + "." + table + " WHERE " + col + " >= ? AND " + col + " < ? AND "
+	notFound := "'" + outcome.DeviceNotFound.String() + "'"
+	f.MostRejected, err = collect(ctx, s.reads, "query most rejected", "scan most rejected",
+		"SELECT serial, sum(requests) AS n"+rng+"serial != '' AND kind NOT IN "+stored+" AND kind != "+notFound+" GROUP BY serial ORDER BY n DESC, serial LIMIT ?",
+		[]any{from, toNs / 1e9, maxFleet}, func(scan func(...any) error) (d query.FleetSerial, err error) {
+			err = scan(&d.Serial, &d.Requests)
+			if ns := last[d.Serial]; ns > 0 {
+				d.LastSeen = nsTime(ns)
+			}
+			return d, err
+		})
+	if err != nil {
+		return f, err
+	}
+	err = scanRows(ctx, s.reads, "query unknown serials", "scan unknown serial",
+		"SELECT serial, sum(requests) AS n, min("+col+")"+rng+"kind = "+notFound+" GROUP BY serial ORDER BY n DESC, serial LIMIT ?",
+		[]any{from, toNs / 1e9, maxFleet + 1}, func(scan func(...any) error) error {
+			var d query.FleetSerial
+			var first int64
+			if err := scan(&d.Serial, &d.Requests, &first); err != nil {
+				return err
+			}
+			if d.Serial == "" {
+				f.UnknownUntracked = d.Requests
+				return nil
+			}
+			d.FirstSeen = nsTime(first * 1e9)
+			if ns := last[d.Serial]; ns > 0 {
+				d.LastSeen = nsTime(ns)
+			}
+			if len(f.Unknown) < maxFleet {
+				f.Unknown = append(f.Unknown, d)
+			}
+			return nil
+		})
+	return f, err
+}
