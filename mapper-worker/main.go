@@ -10,6 +10,7 @@ import (
 
 	"github.com/devicehub/eventservice/mapper-worker/internal/mapping"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/program"
@@ -51,7 +52,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	metrics.WatchConsumer(reg, metrics.Mapper, js, names.EventsStream, names.MapperConsumer)
 	cfg.Mapping.Names = names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
-	worker = mapping.NewWorker(cfg.Mapping, nc, js, cache, reg, log.With(zap.String("component", "mapper")))
+	tally := diag.NewTally(diag.DefaultLimits, diag.Publisher(js, names.DiagSubject()), log.With(zap.String("component", "diagnostics")))
+	tally.Register(reg, metrics.Mapper)
+	worker = mapping.NewWorker(cfg.Mapping, nc, js, cache, tally, reg, log.With(zap.String("component", "mapper")))
 
 	// The registry watch and health server outlive the consumer, so that
 	// draining events still resolve against a live registry.
@@ -59,6 +62,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		program.Stage{
 			{Name: "registry", Run: store.Run, Ready: cache.Synced()},
 			{Name: "health", Run: hs.Run},
+			{Name: "diagnostics", Run: tally.Run},
 		},
 		program.Stage{{Name: "mapper", Run: func(ctx context.Context) error {
 			log.Info("mapper-worker consuming", zap.Int("devices", cache.Len()))

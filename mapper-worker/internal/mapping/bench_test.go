@@ -26,7 +26,7 @@ func BenchmarkResolve(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		m, err := Resolve(evs[0], dev)
+		m, err := Resolve(evs[0], dev, nil)
 		if err != nil || m.Outcome != outcome.Stored || len(m.Values) != 2 {
 			b.Fatalf("%+v %v", m, err)
 		}

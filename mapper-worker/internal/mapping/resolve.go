@@ -18,16 +18,20 @@ import (
 var errPayload = errors.New("unreadable payload")
 
 // Resolve maps ev's data onto dev's connected inputs. Keys that match no
-// connected input are ignored and null values are skipped. When no key
+// connected input are ignored (and, but for the device's timestamp input,
+// told to unmatched, if set) and null values are skipped. When no key
 // matches a connected input the outcome is NoConnections and no value is
 // kept; a match whose values are all null is still Stored (with nothing but
 // the raw message to write).
-func Resolve(ev event.Event, dev *registry.Entry) (event.Mapped, error) {
+func Resolve(ev event.Event, dev *registry.Entry, unmatched func(key string, value []byte)) (event.Mapped, error) {
 	m := event.Mapped{ID: ev.ID, Serial: ev.Serial, ReceivedNs: ev.ReceivedNs, ReadingNs: ev.ReadingNs, TimeNote: ev.TimeNote, Group: ev.Group, Token: ev.Token, Payload: ev.Payload, Outcome: outcome.NoConnections}
-	if !dev.Connected() {
+	if !dev.Connected() && unmatched == nil {
 		return m, nil
 	}
 	if !json.Valid(ev.Payload) {
+		if !dev.Connected() {
+			return m, nil
+		}
 		return m, fmt.Errorf("%w: not JSON", errPayload)
 	}
 	data := jsonobj.Value(ev.Payload, "data")
@@ -37,6 +41,9 @@ func Resolve(ev event.Event, dev *registry.Entry) (event.Mapped, error) {
 	var buf [16]jsonobj.Member
 	members, ok := jsonobj.Members(data, buf[:0])
 	if !ok {
+		if !dev.Connected() {
+			return m, nil
+		}
 		return m, fmt.Errorf("%w: data is not an object", errPayload)
 	}
 	// The last of repeated names counts, as in a map: walk backwards and
@@ -45,8 +52,14 @@ func Resolve(ev event.Event, dev *registry.Entry) (event.Mapped, error) {
 	matched := false
 	for i := len(members) - 1; i >= 0; i-- {
 		name := members[i].Name
+		if !seen.add(name) {
+			continue
+		}
 		route, ok := dev.Route(name)
-		if !ok || !seen.add(name) {
+		if !ok {
+			if unmatched != nil && name != dev.Device.TimestampInput {
+				unmatched(name, members[i].Value)
+			}
 			continue
 		}
 		matched = true

@@ -47,7 +47,7 @@ func TestResolve(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := event.Event{ID: "id", Serial: "s", ReceivedNs: 7, ReadingNs: 5, TimeNote: "n", Payload: json.RawMessage(`{"serial":"s","data":` + tc.data + `}`)}
-			m, err := Resolve(ev, dev)
+			m, err := Resolve(ev, dev, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,11 +69,11 @@ func TestResolve(t *testing.T) {
 			}
 		})
 	}
-	if m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":{}}`)}, entry(t, registry.Input{Name: "a"})); err != nil || m.Outcome != outcome.NoConnections {
+	if m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":{}}`)}, entry(t, registry.Input{Name: "a"}), nil); err != nil || m.Outcome != outcome.NoConnections {
 		t.Fatalf("device without connections: %+v %v", m, err)
 	}
 	for _, bad := range []string{`{"data":5}`, `{"data":{"temp":1}`, `{"data":["temp"]}`} {
-		if _, err := Resolve(event.Event{Payload: json.RawMessage(bad)}, dev); !errors.Is(err, errPayload) {
+		if _, err := Resolve(event.Event{Payload: json.RawMessage(bad)}, dev, nil); !errors.Is(err, errPayload) {
 			t.Fatalf("payload %s: err = %v", bad, err)
 		}
 	}
@@ -90,7 +90,7 @@ func TestResolveOrderAndManyInputs(t *testing.T) {
 		data = append(data, fmt.Sprintf("%q:%d", name, i))
 	}
 	data = append(data, `"in03":"last"`)
-	m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":{` + strings.Join(data, ",") + `}}`)}, entry(t, inputs...))
+	m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":{` + strings.Join(data, ",") + `}}`)}, entry(t, inputs...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,5 +107,34 @@ func TestResolveOrderAndManyInputs(t *testing.T) {
 	want = append(want, `in03="last"`)
 	if !slices.Equal(got, want) {
 		t.Fatalf("values\n%v\nwant\n%v", got, want)
+	}
+}
+
+// Keys that match no connected input are told, once each (the last of a
+// repeated name), with their values; the timestamp input is not one.
+func TestResolveReportsUnmatchedKeys(t *testing.T) {
+	connected := entry(t, registry.Input{Name: "temp", Entity: "boiler", EntityInput: "temperature"}, registry.Input{Name: "volt"})
+	c := registry.NewCache()
+	c.Put(registry.Device{Serial: "s", ConnectionType: registry.ConnectionAPI, AccessToken: "x", TimestampInput: "at",
+		Inputs: []registry.Input{{Name: "at"}}}, 1)
+	unconnected, _ := c.Lookup("s")
+	for _, tc := range []struct {
+		dev  *registry.Entry
+		data string
+		want string
+	}{
+		{connected, `{"temp":1,"temperature":2,"volt":3,"x":null,"temperature":4}`, "temperature=4 volt=3 x=null"},
+		{connected, `{"temp":1}`, ""},
+		{unconnected, `{"temp":1,"at":1700000000000}`, "temp=1"},
+		{unconnected, `[1]`, ""},
+	} {
+		var got []string
+		m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":` + tc.data + `}`)}, tc.dev, func(k string, v []byte) {
+			got = append(got, k+"="+string(v))
+		})
+		sort.Strings(got)
+		if err != nil || strings.Join(got, " ") != tc.want {
+			t.Errorf("%s: unmatched %v (err %v), want %s; outcome %v", tc.data, got, err, tc.want, m.Outcome)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/batcher"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/failure"
 	"github.com/devicehub/eventservice/pkg/metrics"
@@ -40,6 +41,7 @@ type Worker struct {
 	js     jetstream.JetStream
 	cache  *registry.Cache
 	settle *settle.Settler
+	tally  *diag.Tally // nil: unmatched keys are not counted
 	log    *zap.Logger
 	// consuming is set once this copy pulls from its consumer.
 	consuming atomic.Bool
@@ -48,11 +50,11 @@ type Worker struct {
 
 // NewWorker returns a worker; Run starts it. Its metrics go to reg (nil:
 // not exported).
-func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registry.Cache, reg prometheus.Registerer, log *zap.Logger) *Worker {
+func NewWorker(cfg Config, nc *nats.Conn, js jetstream.JetStream, cache *registry.Cache, tally *diag.Tally, reg prometheus.Registerer, log *zap.Logger) *Worker {
 	reg = metrics.Or(reg)
 	limits := cfg.Limits
 	limits.NotReadyDelay = cfg.StaleWait / staleRetries
-	return &Worker{cfg: cfg, nc: nc, js: js, cache: cache, log: log, m: newWorkerMetrics(reg),
+	return &Worker{cfg: cfg, nc: nc, js: js, cache: cache, tally: tally, log: log, m: newWorkerMetrics(reg),
 		settle: settle.New(js, cfg.Names, limits, metrics.Mapper, reg, log)}
 }
 
@@ -182,7 +184,12 @@ func (w *Worker) resolve(ev *event.Event, dev *registry.Entry, now *reply.Replie
 		now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.DeviceNotFound})
 		return event.Mapped{}, false, nil
 	}
-	mp, err := Resolve(*ev, dev)
+	var unmatched func(string, []byte)
+	if w.tally != nil {
+		at := time.Unix(0, ev.ReceivedNs)
+		unmatched = func(key string, value []byte) { w.tally.Key(ev.Serial, key, value, at) }
+	}
+	mp, err := Resolve(*ev, dev, unmatched)
 	if errors.Is(err, errPayload) {
 		w.m.events.WithLabelValues(outcome.ProcessingFailed.String()).Inc()
 		now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.ProcessingFailed, Detail: "unreadable event payload"})

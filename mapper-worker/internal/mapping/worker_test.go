@@ -45,7 +45,7 @@ func boilerRegistry() *registry.Cache {
 func startWorker(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, cfg bus.Config, cache *registry.Cache) <-chan error {
 	w := NewWorker(Config{Consumer: bus.ConsumerConfig{MaxAckPending: 100, PullBatch: 10, AckWait: 5 * time.Second}, EnvelopeMax: 100, Names: cfg.Names(),
 		StaleWait: time.Second, Limits: settle.Limits{MaxDeliver: 50, RetryDelay: 50 * time.Millisecond, RetryMaxDelay: 200 * time.Millisecond}},
-		nc, js, cache, nil, zap.NewNop())
+		nc, js, cache, nil, nil, zap.NewNop())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	return done
