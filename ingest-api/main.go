@@ -21,6 +21,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/redact"
 	"github.com/devicehub/eventservice/ingest-api/internal/submit"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/program"
@@ -84,6 +85,8 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	failures, budget := guard.NewFailures(cfg.Guard.AuthFailures, guard.AuthWindow), guard.NewBudget(cfg.Guard.BodyMemory)
 	limiter := ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst)
+	tally := diag.NewTally(diag.DefaultLimits, diag.Publisher(js, names.DiagSubject()), log.With(zap.String("component", "diagnostics")))
+	tally.Register(reg, metrics.Ingest)
 	e, srv := api.New(api.Deps{
 		Metrics: reg,
 		Log:     log.With(zap.String("component", "http")), JS: js, Registry: store, Submitter: sub, Replies: waiter.Subject(), Query: reads,
@@ -96,6 +99,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Keys:      keys,
 		AdminKeys: adminKeys,
 		Audit:     trail,
+		Tally:     tally,
 		Names:     names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: discardFactor * cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
 			ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,
@@ -123,6 +127,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "submitter", Run: sub.Run},
 			{Name: "ops", Run: ops.Run},
 			{Name: "readiness", Run: srv.WatchReady},
+			{Name: "diagnostics", Run: tally.Run},
 			{Name: "rate sharing", Run: limiter.Sharing(nc, names.RateSubject(), waiter.Subject(), log.With(zap.String("component", "ratelimit")))},
 		},
 		program.Stage{{Name: "registry upgrade", Run: store.KeepUpgraded(keys)}, {Name: "http", Run: func(ctx context.Context) error {

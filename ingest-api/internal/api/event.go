@@ -32,9 +32,9 @@ func (s *Server) publishEvent(c echo.Context, req request, a authorized) error {
 	ev := s.newEvent(eventID(req.Serial, key, ""), req.Serial, a, req.Payload, req.TS, req.Data)
 	got, err := s.Submitter.Submit(c.Request().Context(), []*event.Event{ev}, key != "")
 	if err != nil {
-		return s.failed(c, req.Serial, ev.ID, err)
+		return s.failed(c, a.devReq, ev.ID, err)
 	}
-	return s.respond(c, got[0].Code, req.Serial, ev.ID, got[0].Detail)
+	return s.answer(c, a.devReq, got[0].Code, ev.ID, got[0].Detail)
 }
 
 // newEvent is an accepted reading of a's device, with its reading time,
@@ -48,12 +48,12 @@ func (s *Server) newEvent(id, serial string, a authorized, payload, ts, data []b
 
 // failed answers a submission that has no outcome per event; a client
 // that went away is answered nothing.
-func (s *Server) failed(c echo.Context, serial, id string, err error) error {
+func (s *Server) failed(c echo.Context, k devReq, id string, err error) error {
 	var f *submit.Failure
 	if !errors.As(err, &f) {
 		return nil
 	}
-	return s.respond(c, f.Code, serial, id, f.Detail)
+	return s.answer(c, k, f.Code, id, f.Detail)
 }
 
 // HeaderIdempotencyKey names the header that makes retries of one reading

@@ -59,23 +59,26 @@ func (s *Server) publishBacklog(c echo.Context, req batchRequest, a authorized) 
 	if len(evs) > 0 {
 		got, err := s.Submitter.Submit(c.Request().Context(), evs, key != "")
 		if err != nil {
-			return s.failed(c, req.Serial, group, err)
+			return s.failed(c, a.devReq, group, err)
 		}
 		for j, r := range got {
 			results[at[j]] = r
 		}
 	}
-	return s.respondBatch(c, req.Serial, results)
+	return s.respondBatch(c, a.devReq, results)
 }
 
 // respondBatch answers a backlog whose messages all have an outcome: 503
 // when its insert failed (nothing of it is stored), 200 and success when
 // every message is stored, else 200, success false and how many were not.
-func (s *Server) respondBatch(c echo.Context, serial string, replies []event.Reply) error {
+func (s *Server) respondBatch(c echo.Context, k devReq, replies []event.Reply) error {
+	serial := k.serial
 	results := make([]Body, len(replies))
+	codes := make([]outcome.Code, len(replies))
 	notStored, failed := 0, -1
 	for i, r := range replies {
 		_, results[i] = BodyFor(r.Code, serial, r.Detail)
+		codes[i] = r.Code
 		if r.Code != outcome.Stored {
 			notStored++
 		}
@@ -91,6 +94,8 @@ func (s *Server) respondBatch(c echo.Context, serial string, replies []event.Rep
 		code, detail = outcome.PartlyStored, fmt.Sprintf("%d of %d messages were not stored", notStored, len(replies))
 	}
 	status, body := s.outcome(c, code, serial, detail)
+	s.count(k, code, detail, 0)
+	s.countReadings(k, codes)
 	if code != outcome.Stored {
 		s.Log.Info("backlog not stored whole", zap.String("outcome", code.String()), zap.Int("status", status), zap.String("serial", Clip(serial)),
 			zap.String("message", body.Message), zap.String("error", Clip(body.Error)), zap.String("remote", c.RealIP()))

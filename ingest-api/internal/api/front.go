@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -27,51 +28,57 @@ type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, 
 // a slow body never holds one. handle runs once all pass, while the body
 // is still held.
 func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized) error) error {
-	src := s.Proxies.Client(c.Request()) // the peer, or the client a trusted proxy names
-	if wait, refused := s.Failures.Refused(src); refused {
-		return s.refuseSource(c, wait)
+	k := devReq{source: s.Proxies.Client(c.Request())} // the peer, or the client a trusted proxy names
+	if wait, refused := s.Failures.Refused(k.source); refused {
+		s.refuseSource(c, wait)
+		return s.answer(c, k, outcome.SourceRefused, "", "")
 	}
 	b, code, err := s.readBody(c.Response(), c.Request())
 	if errors.Is(err, errBomb) || errors.Is(err, errSlowBody) {
 		// Bodies no honest client sends count as failures of the
 		// address, as wrong tokens do.
-		s.Failures.Fail(src)
+		s.Failures.Fail(k.source)
 	}
 	if err != nil {
 		// A body that stopped arriving is not waited for again.
 		if code == outcome.BodyTimeout || !discardRest(c.Request(), s.Limits.DiscardBytes) {
 			c.Response().Header().Set(echo.HeaderConnection, "close")
 		}
-		return s.respond(c, code, "", "", err.Error())
+		return s.answer(c, k, code, "", err.Error())
 	}
 	defer b.release()
 	headerToken := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
-	serial, bodyToken, readings, code, detail := check(b.b, headerToken)
+	var bodyToken, detail string
+	k.serial, bodyToken, k.readings, code, detail = check(b.b, headerToken)
 	b.endWork()
+	dev, ok := s.cache.Lookup(k.serial)
+	k.known = ok
 	if code != outcome.Stored {
-		return s.respond(c, code, serial, "", detail)
+		return s.answer(c, k, code, "", detail)
 	}
-	dev, ok := s.cache.Lookup(serial)
 	if !ok {
-		s.Failures.Fail(src)
-		return s.respond(c, outcome.DeviceNotFound, serial, "", "")
+		s.Failures.Fail(k.source)
+		return s.answer(c, k, outcome.DeviceNotFound, "", "")
 	}
 	token, ok := dev.Authenticate(s.Keys, headerToken, bodyToken)
 	if !ok || !dev.AcceptsAPI() {
-		s.Failures.Fail(src)
-		return s.respond(c, outcome.InvalidToken, serial, "", "")
+		s.Failures.Fail(k.source)
+		if ok {
+			k.kind = diag.KindMQTT
+		}
+		return s.answer(c, k, outcome.InvalidToken, "", "")
 	}
-	if ok, wait := s.Limiter.AllowN(serial, cost(readings, len(b.b))); !ok {
+	if ok, wait := s.Limiter.AllowN(k.serial, cost(k.readings, len(b.b))); !ok {
 		setRetryAfter(c, wait)
-		return s.respond(c, outcome.RateLimited, serial, "", "")
+		return s.answer(c, k, outcome.RateLimited, "", "")
 	}
 	select {
 	case s.inflight <- struct{}{}:
 		defer func() { <-s.inflight }()
 	default:
-		return s.respond(c, outcome.Overloaded, serial, "", "too many requests in flight, retry later")
+		return s.answer(c, k, outcome.Overloaded, "", "too many requests in flight, retry later")
 	}
-	return handle(authorized{dev: dev, token: token, secrets: []string{headerToken, bodyToken}})
+	return handle(authorized{devReq: k, dev: dev, token: token, secrets: []string{headerToken, bodyToken}})
 }
 
 // authorized is a device request that passed the front door: its device,
@@ -79,6 +86,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 // secrets it carried, which are removed from whatever is kept of it
 // (internal/redact).
 type authorized struct {
+	devReq
 	dev     *registry.Entry
 	token   string
 	secrets []string
@@ -100,17 +108,16 @@ func cost(readings, bodyBytes int) int {
 // no more (an address refused is not owed the bandwidth).
 const refuseDiscard = 64 << 10
 
-// refuseSource answers a client address that failed too often, before its
-// body is read (a small body is dropped first, so that a client writing
-// before it reads still gets the answer; with a larger one the connection
-// is closed).
-func (s *Server) refuseSource(c echo.Context, wait time.Duration) error {
+// refuseSource readies the answer to a client address that failed too
+// often, before its body is read (a small body is dropped first, so that
+// a client writing before it reads still gets the answer; with a larger
+// one the connection is closed); the caller answers SourceRefused.
+func (s *Server) refuseSource(c echo.Context, wait time.Duration) {
 	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(bodyGrace))
 	if c.Request().ContentLength > refuseDiscard || !discardRest(c.Request(), refuseDiscard) {
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 	}
 	setRetryAfter(c, wait)
-	return s.respond(c, outcome.SourceRefused, "", "", "")
 }
 
 // setRetryAfter tells the client when to come back: wait in whole seconds,

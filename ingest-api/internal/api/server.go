@@ -25,6 +25,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/submit"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
@@ -65,6 +66,7 @@ type Deps struct {
 	Keys      *registry.Keyring  // TOKEN_KEY: device tokens' digests and sealed copies
 	AdminKeys *adminkeys.Store   // the workspace API's keys (ADMIN_TOKEN the bootstrap one)
 	Audit     *audit.Log         // nil: changes are not recorded
+	Tally     *diag.Tally        // nil: device diagnostics are not counted
 	Names     bus.Names          // streams and subjects shared with the workers
 	Limits    Limits
 	Metrics   prometheus.Registerer // nil: not exported

@@ -37,6 +37,8 @@ func (s *Server) workspaceRoutes() []WorkspaceRoute {
 		{http.MethodGet, "/entities", v, s.listEntities},
 		{http.MethodGet, "/devices/:serial", v, s.getDevice},
 		{http.MethodGet, "/devices/:serial/messages", v, s.deviceMessages},
+		{http.MethodGet, "/devices/:serial/diagnostics", v, s.deviceDiagnostics},
+		{http.MethodGet, "/fleet", v, s.fleet},
 		{http.MethodGet, "/entities/:entity/inputs/:input/latest", v, s.latest},
 		{http.MethodGet, "/entities/:entity/inputs/:input/series", v, s.series},
 		{http.MethodPut, "/devices/:serial", o, s.putDevice},
@@ -88,7 +90,8 @@ func (s *Server) authenticateAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		src := s.Proxies.Client(c.Request())
 		if wait, refused := s.Failures.Refused(src); refused {
-			return s.refuseSource(c, wait)
+			s.refuseSource(c, wait)
+			return s.respond(c, outcome.SourceRefused, "", "", "")
 		}
 		id, ok := s.AdminKeys.Authenticate(bearer(c.Request().Header.Get(echo.HeaderAuthorization)), time.Now())
 		if !ok {
