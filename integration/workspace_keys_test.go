@@ -78,9 +78,9 @@ func TestWorkspaceRoles(t *testing.T) {
 			}
 		}
 	}
-	// 19 operations x 3 roles; viewers are refused the 8 operator routes
+	// 21 operations x 3 roles; viewers are refused the 8 operator routes
 	// and the 4 admin routes, operators the 4 admin routes.
-	if calls != 57 || forbidden != 8+4+4 {
+	if calls != 63 || forbidden != 8+4+4 {
 		t.Fatalf("%d calls, %d forbidden", calls, forbidden)
 	}
 	// A viewer sees devices without tokens.

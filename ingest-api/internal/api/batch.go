@@ -37,15 +37,15 @@ func parseBatch(body []byte, headerToken string, max int) (batchRequest, outcome
 	var buf [8]jsonobj.Member
 	ms, serial, bodyToken, code := head(body, buf[:0], headerToken)
 	if code != outcome.Stored {
-		return batchRequest{}, code, ""
+		return batchRequest{Serial: serial}, code, ""
 	}
 	r := batchRequest{Serial: serial, BodyToken: bodyToken}
 	items := jsonobj.Elements(member(ms, "messages"))
 	if len(items) == 0 {
-		return batchRequest{}, outcome.EmptyMessages, ""
+		return batchRequest{Serial: serial}, outcome.EmptyMessages, ""
 	}
 	if len(items) > max {
-		return batchRequest{}, outcome.TooManyMessages, fmt.Sprintf("Too many messages in one request (at most %d)", max)
+		return batchRequest{Serial: serial}, outcome.TooManyMessages, fmt.Sprintf("Too many messages in one request (at most %d)", max)
 	}
 	quoted, _ := json.Marshal(r.Serial)
 	r.Messages = make([]batchMessage, len(items))

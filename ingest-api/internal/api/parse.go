@@ -26,11 +26,11 @@ func parse(body []byte, headerToken string) (request, outcome.Code) {
 	var buf [8]jsonobj.Member
 	ms, serial, bodyToken, code := head(body, buf[:0], headerToken)
 	if code != outcome.Stored {
-		return request{}, code
+		return request{Serial: serial}, code
 	}
 	data := member(ms, "data")
 	if len(data) == 0 || data[0] != '{' {
-		return request{}, outcome.InvalidData
+		return request{Serial: serial}, outcome.InvalidData
 	}
 	var out bytes.Buffer
 	out.Grow(len(body))
@@ -45,6 +45,7 @@ func parse(body []byte, headerToken string) (request, outcome.Code) {
 // object), a non-empty string serial, then a token in the header or the
 // body (a non-string body token counts as absent). The body is validated
 // once and its top-level members are sliced out of it, without a map.
+// The serial is returned once read, also when the token is missing.
 func head(body []byte, buf []jsonobj.Member, headerToken string) (ms []jsonobj.Member, serial, bodyToken string, _ outcome.Code) {
 	if !json.Valid(body) {
 		return nil, "", "", outcome.InvalidFormat
@@ -57,7 +58,7 @@ func head(body []byte, buf []jsonobj.Member, headerToken string) (ms []jsonobj.M
 		return nil, "", "", outcome.MissingSerial
 	}
 	if bodyToken, _ = jsonobj.String(member(ms, "accessToken")); headerToken == "" && bodyToken == "" {
-		return nil, "", "", outcome.MissingToken
+		return nil, serial, "", outcome.MissingToken
 	}
 	return ms, serial, bodyToken, outcome.Stored
 }

@@ -1,0 +1,208 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// diagView is the part of GET /devices/{serial}/diagnostics the tests read.
+type diagView struct {
+	LastSeen string `json:"lastSeen"`
+	LastKind string `json:"lastKind"`
+	Counts   []struct {
+		Kind               string
+		Requests, Readings uint64
+	} `json:"counts"`
+	Rejections []struct {
+		At, Kind, Message, Error, Source string
+	} `json:"rejections"`
+	Keys []struct {
+		Key       string `json:"key"`
+		Count     uint64 `json:"count"`
+		LastAt    string `json:"lastAt"`
+		LastValue string `json:"lastValue"`
+	} `json:"unmatchedKeys"`
+	ReadingTime struct {
+		Messages, Timed                 uint64
+		LateP50Ms, LateP99Ms, LateMaxMs int64
+		AtReceive                       []struct {
+			Note  string
+			Count uint64
+		}
+	} `json:"readingTime"`
+}
+
+func (s *stack) diagnostics(t *testing.T, serial string) diagView {
+	t.Helper()
+	r := s.admin(t, http.MethodGet, "/devices/"+serial+"/diagnostics?range=1h", "")
+	if r.Status != http.StatusOK {
+		t.Fatalf("diagnostics of %s: %d %s", serial, r.Status, r.Raw)
+	}
+	var d diagView
+	if err := json.Unmarshal(r.Raw, &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// counts renders a view's counts as "kind=requests/readings" in kind order.
+func (d diagView) counts() string {
+	var parts []string
+	for _, c := range d.Counts {
+		parts = append(parts, fmt.Sprintf("%s=%d/%d", c.Kind, c.Requests, c.Readings))
+	}
+	return strings.Join(parts, " ")
+}
+
+// Every number the diagnostics show is checked against what the test sent
+// and was answered: stored readings, rejections that never reached storage
+// (wrong token, MQTT-type device, rate limited, not accepted), a backlog's
+// messages by their own outcomes, keys that match no connected input, how
+// late the readings arrived, and the fleet view's unknown serials and most
+// rejected devices.
+func TestDeviceDiagnostics(t *testing.T) {
+	s := startStack(t, "DEVICE_RATE=1", "DEVICE_BURST=12")
+	for serial, body := range map[string]string{
+		"diag-1": `{"accessToken":"tok-d1","timestampInput":"at","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
+		"diag-m": `{"connectionType":"MQTT","accessToken":"tok-dm","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
+		"diag-b": `{"accessToken":"tok-db","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
+	} {
+		if r := s.admin(t, http.MethodPut, "/devices/"+serial, body); r.Status != http.StatusOK {
+			t.Fatalf("PUT %s: %d %s", serial, r.Status, r.Raw)
+		}
+	}
+	bearer := func(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }
+	want := func(r reply, status int) {
+		t.Helper()
+		if r.Status != status {
+			t.Fatalf("status %d, want %d: %s", r.Status, status, r.Raw)
+		}
+	}
+	// diag-1: five readings whose time (data.at) is k seconds old, each
+	// with a key the mapping does not know.
+	for k := 1; k <= 5; k++ {
+		at := time.Now().Add(-time.Duration(k) * time.Second).UnixMilli()
+		want(s.post(t, fmt.Sprintf(`{"serial":"diag-1","data":{"at":%d,"temp":%d,"humidity":%d}}`, at, 20+k, 40+k), bearer("tok-d1")), 200)
+	}
+	// One whose time lies a day ahead: stored at its receive time.
+	want(s.post(t, fmt.Sprintf(`{"serial":"diag-1","data":{"at":%d,"temp":1}}`, time.Now().Add(24*time.Hour).UnixMilli()), bearer("tok-d1")), 200)
+	for range 3 {
+		want(s.post(t, `{"serial":"diag-1","data":{"temp":1}}`, bearer("wrong-token")), 401)
+	}
+	for range 2 {
+		want(s.post(t, `{"serial":"diag-1","data":[1]}`, bearer("tok-d1")), 400)
+	}
+	// A backlog: two messages stored (under a renamed key as well), one
+	// not an object.
+	want(s.postBacklog(t, `{"serial":"diag-1","messages":[{"data":{"temp":2,"temperature":7}},{"data":{"temp":3,"temperature":8}},5]}`, bearer("tok-d1")), 200)
+	// An MQTT-type device, with its right token.
+	for range 2 {
+		want(s.post(t, `{"serial":"diag-m","data":{"temp":1}}`, bearer("tok-dm")), 401)
+	}
+	// An unknown serial that keeps knocking.
+	for range 4 {
+		want(s.post(t, `{"serial":"ghost-7","data":{"temp":1}}`, bearer("tok-x")), 404)
+	}
+	// diag-b: its burst of 12 readings, then rate limited.
+	stored, limited := 0, 0
+	for range 16 {
+		switch r := s.post(t, `{"serial":"diag-b","data":{"temp":1}}`, bearer("tok-db")); r.Status {
+		case 200:
+			stored++
+		case 429:
+			limited++
+		default:
+			t.Fatalf("diag-b: %d %s", r.Status, r.Raw)
+		}
+	}
+	if limited == 0 {
+		t.Fatalf("diag-b was never rate limited (%d stored)", stored)
+	}
+
+	wantCounts := "invalid_data=2/2 invalid_format=0/1 invalid_token=3/3 partly_stored=1/0 stored=6/8"
+	var d diagView
+	deadline := time.Now().Add(45 * time.Second) // reports go every 10 s
+	for {
+		if d = s.diagnostics(t, "diag-1"); d.counts() == wantCounts && len(d.Keys) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("diag-1 counts %q, want %q; keys %+v", d.counts(), wantCounts, d.Keys)
+		}
+		time.Sleep(time.Second)
+	}
+	if d.LastKind != "partly_stored" || d.LastSeen == "" {
+		t.Errorf("last seen %q kind %q, want the backlog", d.LastSeen, d.LastKind)
+	}
+	// The latest three rejections of the 10 s report they fell in; the
+	// newest is the second invalid data.
+	if len(d.Rejections) == 0 || len(d.Rejections) > 5 {
+		t.Fatalf("rejections %+v", d.Rejections)
+	}
+	if r := d.Rejections[0]; r.Kind != "invalid_data" || r.Message != "Invalid data format" || r.Error != "Message data must be a valid object" || r.Source != "127.0.0.1" {
+		t.Errorf("newest rejection %+v", r)
+	}
+	keys := map[string]string{}
+	for _, k := range d.Keys {
+		keys[k.Key] = fmt.Sprintf("%d:%s", k.Count, k.LastValue)
+	}
+	if keys["humidity"] != "5:45" || keys["temperature"] != "2:8" {
+		t.Errorf("unmatched keys %v, want humidity 5 times (last 45) and temperature twice (last 8)", keys)
+	}
+	rt := d.ReadingTime
+	if rt.Messages != 8 || rt.Timed != 5 {
+		t.Errorf("reading time over %d messages, %d timed; want 8 and 5", rt.Messages, rt.Timed)
+	}
+	// Lateness is k seconds plus the time to the receive: exact quantiles
+	// of 1..5 s are the 3rd and 5th.
+	for name, got := range map[string][2]int64{"p50": {rt.LateP50Ms, 3000}, "p99": {rt.LateP99Ms, 5000}, "max": {rt.LateMaxMs, 5000}} {
+		if got[0] < got[1] || got[0] > got[1]+2000 {
+			t.Errorf("lateness %s %d ms, want %d ms and a little", name, got[0], got[1])
+		}
+	}
+	if len(rt.AtReceive) != 1 || rt.AtReceive[0].Count != 1 || !strings.Contains(rt.AtReceive[0].Note, "ahead of the receive time") {
+		t.Errorf("stored at receive time: %+v", rt.AtReceive)
+	}
+
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		m, b := s.diagnostics(t, "diag-m").counts(), s.diagnostics(t, "diag-b").counts()
+		wantB := fmt.Sprintf("rate_limited=%d/%d stored=%d/%d", limited, limited, stored, stored)
+		if m == "mqtt_device=2/2" && b == wantB {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("diag-m %q, want mqtt_device=2/2; diag-b %q, want %q", m, b, wantB)
+		}
+		time.Sleep(time.Second)
+	}
+
+	r := s.admin(t, http.MethodGet, "/fleet?range=1h", "")
+	var f struct {
+		MostRejected, Unknown []struct {
+			Serial   string
+			Requests uint64
+		}
+		UnknownUntracked uint64
+	}
+	if err := json.Unmarshal(r.Raw, &f); r.Status != http.StatusOK || err != nil {
+		t.Fatalf("fleet: %d %s", r.Status, r.Raw)
+	}
+	if fmt.Sprint(f.Unknown) != "[{ghost-7 4}]" || f.UnknownUntracked != 0 {
+		t.Errorf("unknown serials %v (+%d untracked), want ghost-7 four times", f.Unknown, f.UnknownUntracked)
+	}
+	if got := fmt.Sprint(f.MostRejected); got != fmt.Sprintf("[{diag-b %d} {diag-1 5} {diag-m 2}]", limited) &&
+		got != fmt.Sprintf("[{diag-1 5} {diag-b %d} {diag-m 2}]", limited) {
+		t.Errorf("most rejected %s", got)
+	}
+	if r := s.admin(t, http.MethodGet, "/devices/nope/diagnostics", ""); r.Status != http.StatusNotFound {
+		t.Errorf("diagnostics of an unknown device: %d", r.Status)
+	}
+	if r := s.admin(t, http.MethodGet, "/fleet?range=2y", ""); r.Status != http.StatusBadRequest {
+		t.Errorf("fleet over a bad range: %d", r.Status)
+	}
+}
