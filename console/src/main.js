@@ -7,6 +7,7 @@ import './app.css';
 import { h, replace } from './dom.js';
 import { api, session, whenUnauthorized, ApiError } from './api.js';
 import { devicesPage } from './pages/devices.js';
+import { fleetPage } from './pages/fleet.js';
 import { devicePage } from './pages/device.js';
 import { entitiesPage } from './pages/entities.js';
 import { entityPage } from './pages/entity.js';
@@ -19,6 +20,7 @@ const BASE = '/console';
 const routes = [
   [/^\/?$/, () => { navigate(`${BASE}/devices`, { replace: true }); return null; }],
   [/^\/devices\/?$/, () => devicesPage],
+  [/^\/fleet\/?$/, () => fleetPage],
   [/^\/devices\/([^/]+)\/?$/, (m) => (ctx) => devicePage(ctx, decodeURIComponent(m[1]))],
   [/^\/entities\/?$/, () => entitiesPage],
   [/^\/entities\/([^/]+)\/inputs\/([^/]+)\/?$/, (m) => (ctx) => entityPage(ctx, decodeURIComponent(m[1]), decodeURIComponent(m[2]))],
@@ -75,7 +77,7 @@ function header() {
   };
   return h('header', { class: 'top' },
     h('span', { class: 'brand' }, 'Device Event Service'),
-    h('nav', null, nav(`${BASE}/devices`, 'Devices'), nav(`${BASE}/entities`, 'Entities'),
+    h('nav', null, nav(`${BASE}/devices`, 'Devices'), nav(`${BASE}/fleet`, 'Fleet'), nav(`${BASE}/entities`, 'Entities'),
       session.may('admin') ? [nav(`${BASE}/keys`, 'Keys'), nav(`${BASE}/audit`, 'Audit')] : null),
     h('span', { class: 'muted', id: 'who' }, `${session.who.name || ''} (${session.who.role || '?'})`),
     h('button', { type: 'button', class: 'secondary', onclick: signOut }, 'Sign out'));

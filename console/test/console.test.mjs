@@ -194,6 +194,48 @@ try {
   const shownText = await page.locator('#messages').textContent();
   assert.ok(!shownText.includes(token) && !shownText.includes(second), 'no token value in the Messages tab');
 
+  step('the Diagnostics tab: answers by kind, the rejection, keys no input takes (as text), and mapping one');
+  await post('/api/v1/deviceapi/event', { serial, data: { temp: 29, humidity: 55, [SCRIPT]: SCRIPT } }, second, `live-${serial}-keys`);
+  await page.goto(`${base}/console/devices/${encodeURIComponent(serial)}?tab=diagnostics`);
+  // Reports reach storage within about 12 s.
+  for (let i = 0; i < 40 && await page.locator('#diag-keys tr[data-key="humidity"]').count() === 0; i++) {
+    await page.waitForTimeout(1000);
+    await page.getByRole('button', { name: 'Refresh' }).click();
+  }
+  const keyRow = page.locator('#diag-keys tr[data-key="humidity"]');
+  await keyRow.waitFor();
+  assert.equal((await keyRow.locator('td').nth(2).textContent()).trim(), '55');
+  await page.locator(`#diag-keys tr[data-key="${SCRIPT.replace(/"/g, '\\"')}"]`).waitFor();
+  assert.ok((await page.locator('#diag-keys').textContent()).includes(SCRIPT), 'a script-looking key and value, as text');
+  assert.equal(await page.locator('main img').count(), 0, 'and no element is made of them');
+  await page.locator('#diag-counts tr[data-kind="invalid_token"]').waitFor();
+  assert.equal((await page.locator('#diag-counts tr[data-kind="invalid_token"] td').nth(1).textContent()).trim(), '1', 'the retired token, refused once');
+  assert.ok((await page.locator('#diag-rejections').textContent()).includes(`Invalid access token for device with serial ${serial}`));
+  await shot('diagnostics');
+  await keyRow.getByRole('button', { name: 'Map this key' }).click();
+  await keyRow.getByLabel('Entity', { exact: true }).fill('greenhouse');
+  await keyRow.getByRole('button', { name: 'Connect' }).click();
+  await page.locator('#diag-keys tr[data-key="humidity"]').waitFor({ state: 'detached' });
+  const mapped = await (await fetch(`${base}/api/v1/admin/devices/${encodeURIComponent(serial)}`, { headers: { Authorization: `Bearer ${adminToken}` } })).json();
+  assert.ok(mapped.inputs.some((i) => i.name === 'humidity' && i.entity === 'greenhouse' && i.entityInput === 'humidity'), JSON.stringify(mapped.inputs));
+
+  step('the fleet view: the most rejected device and a serial not provisioned, as text');
+  const ghost = `ghost-${SCRIPT}`;
+  const knock = await fetch(`${base}/api/v1/deviceapi/event`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: 'Bearer nope' }, body: JSON.stringify({ serial: ghost, data: { temp: 1 } }),
+  });
+  assert.equal(knock.status, 404);
+  await page.goto(`${base}/console/fleet`);
+  for (let i = 0; i < 40 && !(await page.locator('#fleet').textContent()).includes(ghost); i++) {
+    await page.waitForTimeout(1000);
+    await page.reload();
+    await page.locator('#fleet h2').first().waitFor();
+  }
+  await page.locator('#fleet-unknown').getByText(ghost, { exact: true }).waitFor();
+  await page.locator('#fleet-rejected').getByRole('link', { name: serial }).waitFor();
+  assert.equal(await page.locator('main img').count(), 0);
+  await shot('fleet');
+
   step('the entity page shows the latest value and draws the chart');
   await page.goto(`${base}/console/entities/greenhouse/inputs/temperature`);
   await page.locator('#latest-value').filter({ hasText: '28.5' }).waitFor();
@@ -235,6 +277,8 @@ try {
     ['/console/devices', () => page.locator('#devices').getByText(serial).waitFor()],
     [`/console/devices/${encodeURIComponent(serial)}`, () => page.getByRole('heading', { name: serial }).waitFor()],
     [`/console/devices/${encodeURIComponent(serial)}?tab=messages`, () => page.locator('#messages li.message').first().waitFor()],
+    [`/console/devices/${encodeURIComponent(serial)}?tab=diagnostics`, () => page.locator('#diag-counts').waitFor()],
+    ['/console/fleet', () => page.locator('#fleet-unknown').waitFor()],
     ['/console/entities', () => page.locator('#entities').getByText('heating').waitFor()],
     ['/console/entities/greenhouse/inputs/temperature?range=7d', () => page.locator('#chart[data-kind="number"] canvas').first().waitFor()],
   ]) {

@@ -1,8 +1,10 @@
 // /console/devices/{serial}: the device's overview (tokens, inputs, edit,
-// delete) and its Messages tab, refreshed every few seconds.
+// delete), its Diagnostics tab and its Messages tab, refreshed every few
+// seconds.
 import { h, replace, time } from '../dom.js';
 import { api, enc, session } from '../api.js';
 import { deviceForm } from './deviceform.js';
+import { diagnosticsPanel } from './diagnostics.js';
 
 const REFRESH_MS = 3000;
 const MESSAGES = 50;
@@ -22,21 +24,22 @@ export async function devicePage({ el, signal, navigate, link, params }, serial)
   render(device);
 
   function render(d) {
-    const tab = params.get('tab') === 'messages' ? 'messages' : 'overview';
+    const tab = ['messages', 'diagnostics'].includes(params.get('tab')) ? params.get('tab') : 'overview';
     const panel = h('section', { id: `panel-${tab}`, role: 'tabpanel' });
     const tabButton = (name, label) => h('button', {
       type: 'button', role: 'tab', id: `tab-${name}`, 'aria-selected': String(tab === name),
       onclick: () => {
-        const q = name === 'messages' ? '?tab=messages' : '';
+        const q = name === 'overview' ? '' : `?tab=${name}`;
         navigate(`/console/devices/${enc(d.serial)}${q}`, { replace: true });
       },
     }, label);
     replace(el,
       h('p', { class: 'crumbs' }, link('/console/devices', 'Devices'), ' / '),
       h('h1', { class: 'serial' }, d.serial),
-      h('div', { role: 'tablist', class: 'tabs' }, tabButton('overview', 'Overview'), tabButton('messages', 'Messages')),
+      h('div', { role: 'tablist', class: 'tabs' }, tabButton('overview', 'Overview'), tabButton('diagnostics', 'Diagnostics'), tabButton('messages', 'Messages')),
       panel);
     if (tab === 'messages') messages(panel, d);
+    else if (tab === 'diagnostics') diagnosticsPanel(panel, d, { signal, onDevice: (saved) => { device = saved; render(saved); } });
     else overview(panel, d);
   }
 
