@@ -24,6 +24,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 	"github.com/devicehub/eventservice/pkg/reply"
+	"github.com/devicehub/eventservice/pkg/resolve"
 	"github.com/devicehub/eventservice/pkg/settle"
 )
 
@@ -145,7 +146,7 @@ func (w *Worker) process(msgs []jetstream.Msg, queue chan<- *envelope) {
 		}
 		// The unreadable events are kept for operators and the rest of the
 		// message goes on, unless the letter failed: then it is retried whole.
-		if unreadable != nil && m.DeadLetterPart(unreadable, failure.AsPermanent(errPayload)) != nil {
+		if unreadable != nil && m.DeadLetterPart(unreadable, failure.AsPermanent(resolve.ErrPayload)) != nil {
 			continue
 		}
 		if len(mapped) == 0 {
@@ -189,8 +190,8 @@ func (w *Worker) resolve(ev *event.Event, dev *registry.Entry, now *reply.Replie
 		at := time.Unix(0, ev.ReceivedNs)
 		unmatched = func(key string, value []byte) { w.tally.Key(ev.Serial, key, value, at) }
 	}
-	mp, err := Resolve(*ev, dev, unmatched)
-	if errors.Is(err, errPayload) {
+	mp, err := resolve.Event(*ev, dev, unmatched)
+	if errors.Is(err, resolve.ErrPayload) {
 		w.m.events.WithLabelValues(outcome.ProcessingFailed.String()).Inc()
 		now.Add(ev.Reply, event.Reply{ID: ev.ID, Code: outcome.ProcessingFailed, Detail: "unreadable event payload"})
 		return event.Mapped{}, false, err

@@ -1,4 +1,4 @@
-package mapping
+package resolve
 
 import (
 	"encoding/json"
@@ -47,7 +47,7 @@ func TestResolve(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := event.Event{ID: "id", Serial: "s", ReceivedNs: 7, ReadingNs: 5, TimeNote: "n", Payload: json.RawMessage(`{"serial":"s","data":` + tc.data + `}`)}
-			m, err := Resolve(ev, dev, nil)
+			m, err := Event(ev, dev, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -69,11 +69,11 @@ func TestResolve(t *testing.T) {
 			}
 		})
 	}
-	if m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":{}}`)}, entry(t, registry.Input{Name: "a"}), nil); err != nil || m.Outcome != outcome.NoConnections {
+	if m, err := Event(event.Event{Payload: json.RawMessage(`{"data":{}}`)}, entry(t, registry.Input{Name: "a"}), nil); err != nil || m.Outcome != outcome.NoConnections {
 		t.Fatalf("device without connections: %+v %v", m, err)
 	}
 	for _, bad := range []string{`{"data":5}`, `{"data":{"temp":1}`, `{"data":["temp"]}`} {
-		if _, err := Resolve(event.Event{Payload: json.RawMessage(bad)}, dev, nil); !errors.Is(err, errPayload) {
+		if _, err := Event(event.Event{Payload: json.RawMessage(bad)}, dev, nil); !errors.Is(err, ErrPayload) {
 			t.Fatalf("payload %s: err = %v", bad, err)
 		}
 	}
@@ -90,7 +90,7 @@ func TestResolveOrderAndManyInputs(t *testing.T) {
 		data = append(data, fmt.Sprintf("%q:%d", name, i))
 	}
 	data = append(data, `"in03":"last"`)
-	m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":{` + strings.Join(data, ",") + `}}`)}, entry(t, inputs...), nil)
+	m, err := Event(event.Event{Payload: json.RawMessage(`{"data":{` + strings.Join(data, ",") + `}}`)}, entry(t, inputs...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestResolveReportsUnmatchedKeys(t *testing.T) {
 		{unconnected, `[1]`, ""},
 	} {
 		var got []string
-		m, err := Resolve(event.Event{Payload: json.RawMessage(`{"data":` + tc.data + `}`)}, tc.dev, func(k string, v []byte) {
+		m, err := Event(event.Event{Payload: json.RawMessage(`{"data":` + tc.data + `}`)}, tc.dev, func(k string, v []byte) {
 			got = append(got, k+"="+string(v))
 		})
 		sort.Strings(got)

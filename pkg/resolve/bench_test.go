@@ -1,4 +1,4 @@
-package mapping
+package resolve
 
 import (
 	"testing"
@@ -26,7 +26,7 @@ func BenchmarkResolve(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		m, err := Resolve(evs[0], dev, nil)
+		m, err := Event(evs[0], dev, nil)
 		if err != nil || m.Outcome != outcome.Stored || len(m.Values) != 2 {
 			b.Fatalf("%+v %v", m, err)
 		}

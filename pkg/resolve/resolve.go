@@ -1,6 +1,7 @@
-// Package mapping resolves the keys of an event's data to the entity inputs
-// they are connected to, and runs the consumer that does so for every event.
-package mapping
+// Package resolve maps the keys of an event's data onto the entity inputs
+// they are connected to: mapper-worker does it for every event, and
+// writer-worker's backfill for kept raw messages under a newer mapping.
+package resolve
 
 import (
 	"encoding/json"
@@ -14,16 +15,16 @@ import (
 	"github.com/devicehub/eventservice/pkg/registry"
 )
 
-// errPayload marks an event whose payload cannot be read; it is dropped.
-var errPayload = errors.New("unreadable payload")
+// ErrPayload marks an event whose payload cannot be read.
+var ErrPayload = errors.New("unreadable payload")
 
-// Resolve maps ev's data onto dev's connected inputs. Keys that match no
+// Event maps ev's data onto dev's connected inputs. Keys that match no
 // connected input are ignored (and, but for the device's timestamp input,
 // told to unmatched, if set) and null values are skipped. When no key
 // matches a connected input the outcome is NoConnections and no value is
 // kept; a match whose values are all null is still Stored (with nothing but
 // the raw message to write).
-func Resolve(ev event.Event, dev *registry.Entry, unmatched func(key string, value []byte)) (event.Mapped, error) {
+func Event(ev event.Event, dev *registry.Entry, unmatched func(key string, value []byte)) (event.Mapped, error) {
 	m := event.Mapped{ID: ev.ID, Serial: ev.Serial, ReceivedNs: ev.ReceivedNs, ReadingNs: ev.ReadingNs, TimeNote: ev.TimeNote, Group: ev.Group, Token: ev.Token, Payload: ev.Payload, Outcome: outcome.NoConnections}
 	if !dev.Connected() && unmatched == nil {
 		return m, nil
@@ -32,7 +33,7 @@ func Resolve(ev event.Event, dev *registry.Entry, unmatched func(key string, val
 		if !dev.Connected() {
 			return m, nil
 		}
-		return m, fmt.Errorf("%w: not JSON", errPayload)
+		return m, fmt.Errorf("%w: not JSON", ErrPayload)
 	}
 	data := jsonobj.Value(ev.Payload, "data")
 	if jsonobj.IsNull(data) {
@@ -44,7 +45,7 @@ func Resolve(ev event.Event, dev *registry.Entry, unmatched func(key string, val
 		if !dev.Connected() {
 			return m, nil
 		}
-		return m, fmt.Errorf("%w: data is not an object", errPayload)
+		return m, fmt.Errorf("%w: data is not an object", ErrPayload)
 	}
 	// The last of repeated names counts, as in a map: walk backwards and
 	// skip a name already seen.
