@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -100,6 +101,9 @@ type publisher struct {
 	log     *zap.Logger
 	plain   *batcher.Batcher[*submission]
 	keyed   *batcher.Batcher[*submission]
+	acks    chan pending
+	// keyedOut counts keyed messages being claimed and published.
+	keyedOut sync.WaitGroup
 }
 
 // part is a submission's events in a message.
@@ -108,11 +112,21 @@ type part struct {
 	evs []*event.Event
 }
 
+// pending is a message awaiting its stream ack: its submissions' events
+// in it, the claims to release if it is refused, and its slot.
+type pending struct {
+	fut     jetstream.PubAckFuture
+	sent    []part
+	held    []claim.Claim
+	release func(time.Duration)
+}
+
 func newPublisher(subject string, l limits, js jetstream.JetStream, claims *claim.Claims, observe func(int), log *zap.Logger) *publisher {
 	if observe == nil {
 		observe = func(int) {}
 	}
-	p := &publisher{subject: subject, ackWait: l.ackWait, js: js, claims: claims, observe: observe, log: log}
+	p := &publisher{subject: subject, ackWait: l.ackWait, js: js, claims: claims, observe: observe, log: log,
+		acks: make(chan pending, 2*l.Slots)}
 	p.plain = batcher.New(l.Config, (*submission).cost, p.publishPlain)
 	p.keyed = batcher.New(l.Config, (*submission).cost, p.publishKeyed)
 	return p
@@ -128,12 +142,21 @@ func (p *publisher) add(s *submission) error {
 
 // run publishes until ctx ends; then it refuses new submissions, publishes
 // what it holds, and returns once those messages are acked (or ackWait
-// passed): each batcher returns once every slot is given back.
+// passed).
 func (p *publisher) run(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.settle()
+	}()
 	keyed := make(chan error, 1)
 	go func() { keyed <- p.keyed.Run(ctx) }()
 	err := p.plain.Run(ctx)
-	return errors.Join(err, <-keyed)
+	err = errors.Join(err, <-keyed)
+	p.keyedOut.Wait() // every message is sent
+	close(p.acks)
+	<-done
+	return err
 }
 
 // publishPlain sends b's events as one message; its slot is given back
@@ -149,7 +172,9 @@ func (p *publisher) publishPlain(b *batcher.Batch[*submission], release func(tim
 // publishKeyed claims b's events and publishes those it claimed as one
 // message, from a goroutine of its own (the claims take a round trip).
 func (p *publisher) publishKeyed(b *batcher.Batch[*submission], release func(time.Duration)) {
+	p.keyedOut.Add(1)
 	go func() {
+		defer p.keyedOut.Done()
 		sent, held := p.claim(b.Items)
 		p.send(sent, held, release)
 	}()
@@ -198,9 +223,8 @@ func (p *publisher) claim(subs []*submission) ([]part, []claim.Claim) {
 	return sent, held
 }
 
-// send publishes the events of sent as one message and, from a goroutine
-// of its own, waits for its ack, tells the submissions if it is refused,
-// and gives the slot back; nothing to send gives the slot back at once.
+// send publishes the events of sent as one message and hands it to
+// settle; nothing to send gives the slot back at once.
 func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Duration)) {
 	var data []byte
 	n := 0
@@ -215,40 +239,49 @@ func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Dura
 		return
 	}
 	p.observe(n)
+	a := pending{sent: sent, held: held, release: release}
 	fut, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Data: data})
 	if err != nil {
-		p.refused(sent, held, fmt.Errorf("%w: %w", errNotSent, err))
+		p.refused(a, fmt.Errorf("%w: %w", errNotSent, err))
 		release(0)
 		return
 	}
-	go func() {
-		defer release(0)
-		timer := time.NewTimer(p.ackWait)
-		defer timer.Stop()
+	a.fut = fut
+	p.acks <- a
+}
+
+// settle waits for the acks in publishing order, tells the submissions of
+// a refused message, and gives slots back.
+func (p *publisher) settle() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for a := range p.acks {
+		timer.Reset(p.ackWait)
 		select {
-		case <-fut.Ok():
-		case err := <-fut.Err():
-			p.refused(sent, held, err)
+		case <-a.fut.Ok():
+		case err := <-a.fut.Err():
+			p.refused(a, err)
 		case <-timer.C:
 			// No answer (a lost connection): the requests' own
 			// deadlines decide; the slot must not be lost.
 		}
-	}()
+		a.release(0)
+	}
 }
 
 // refused tells the submissions of a message the stream did not take why.
 // Only claims on events certainly not in the stream go (a message whose ack
 // was lost with the connection may be stored), so that the devices'
 // retries are processed anew.
-func (p *publisher) refused(sent []part, held []claim.Claim, err error) {
-	if len(held) > 0 && NotStored(err) {
+func (p *publisher) refused(a pending, err error) {
+	if len(a.held) > 0 && NotStored(err) {
 		ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
-		if rerr := p.claims.Release(ctx, held...); rerr != nil {
-			p.log.Warn("claims not released: retries wait for the pipeline window", zap.Int("events", len(held)), zap.Error(rerr))
+		if rerr := p.claims.Release(ctx, a.held...); rerr != nil {
+			p.log.Warn("claims not released: retries wait for the pipeline window", zap.Int("events", len(a.held)), zap.Error(rerr))
 		}
 		cancel()
 	}
-	for _, pt := range sent {
+	for _, pt := range a.sent {
 		pt.s.refuse(pt.evs, err)
 	}
 }
