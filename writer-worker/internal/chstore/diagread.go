@@ -1,7 +1,9 @@
 package chstore
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -110,6 +112,46 @@ const (
 	silentLookback  = 7 * 24 * time.Hour
 )
 
+// maxSilentCandidates bounds the serials whose usual interval is read:
+// those seen last most recently, past silentMin and within the lookback.
+const maxSilentCandidates = 1000
+
+// silent returns the devices silent now, from each serial's last request
+// (last) and the week before it: its stored requests and the first minute
+// they span.
+func (s *Store) silent(ctx context.Context, last map[string]int64, stored string, now time.Time) ([]query.FleetSerial, error) {
+	var cands []string
+	for serial, ns := range last {
+		if quiet := now.Sub(time.Unix(0, ns)); quiet > silentMin && quiet < silentLookback {
+			cands = append(cands, serial)
+		}
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(cands, func(a, b string) int { return cmp.Compare(last[b], last[a]) })
+	cands = cands[:min(len(cands), maxSilentCandidates)]
+	out, err := collect(ctx, s.reads, "query silent devices", "scan silent device",
+		"SELECT serial, sum(requests), min(minute) FROM "+s.db+".device_stats WHERE serial IN ? AND minute >= ? AND kind IN "+stored+" GROUP BY serial",
+		[]any{set(cands), now.Add(-silentLookback).Unix()}, func(scan func(...any) error) (d query.FleetSerial, err error) {
+			var first int64
+			err = scan(&d.Serial, &d.Requests, &first)
+			if d.Requests > 1 {
+				d.IntervalS = float64(last[d.Serial]/1e9-first) / float64(d.Requests-1)
+			}
+			d.LastSeen = nsTime(last[d.Serial])
+			return d, err
+		})
+	silent := out[:0]
+	for _, d := range out {
+		if d.Requests >= 3 && now.Sub(time.Unix(0, last[d.Serial])).Seconds() > silentIntervals*d.IntervalS {
+			silent = append(silent, d)
+		}
+	}
+	slices.SortFunc(silent, func(a, b query.FleetSerial) int { return cmp.Compare(last[b.Serial], last[a.Serial]) })
+	return silent[:min(len(silent), maxFleet)], err
+}
+
 // Fleet returns the fleet view: devices silent now (by their last week),
 // and over [fromNs, toNs) the serials with the most rejections and the
 // serials not provisioned that posted.
@@ -128,27 +170,7 @@ func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f
 		return f, err
 	}
 	stored := "('" + outcome.Stored.String() + "', '" + outcome.PartlyStored.String() + "', '" + outcome.NoConnections.String() + "')"
-	err = scanRows(ctx, s.reads, "query fleet", "scan fleet",
-		"SELECT serial, sum(requests), min(hour) FROM "+s.db+".device_stats_hourly WHERE hour >= ? AND serial != '' AND kind IN "+stored+" GROUP BY serial",
-		[]any{now.Add(-silentLookback).Unix() / 3600 * 3600}, func(scan func(...any) error) error {
-			var d query.FleetSerial
-			var first int64
-			if err := scan(&d.Serial, &d.Requests, &first); err != nil {
-				return err
-			}
-			ns, ok := last[d.Serial]
-			if !ok || d.Requests < 3 {
-				return nil
-			}
-			d.IntervalS = float64(ns/1e9-first) / float64(d.Requests-1)
-			silence := now.Sub(time.Unix(0, ns))
-			if silence > silentMin && silence.Seconds() > silentIntervals*d.IntervalS && len(f.Silent) < maxFleet {
-				d.LastSeen = nsTime(ns)
-				f.Silent = append(f.Silent, d)
-			}
-			return nil
-		})
-	if err != nil {
+	if f.Silent, err = s.silent(ctx, last, stored, now); err != nil {
 		return f, err
 	}
 	table, col, from := "device_stats", "minute", fromNs/1e9/60*60
