@@ -229,7 +229,8 @@ try {
   for (let i = 0; i < 40 && !(await page.locator('#fleet').textContent()).includes(ghost); i++) {
     await page.waitForTimeout(1000);
     await page.reload();
-    await page.locator('#fleet h2').first().waitFor();
+    await page.locator('#fleet h2, #fleet .error').first().waitFor();
+    if (await page.locator('#fleet .error').count() > 0) throw new Error(await page.locator('#fleet').textContent());
   }
   await page.locator('#fleet-unknown').getByText(ghost, { exact: true }).waitFor();
   await page.locator('#fleet-rejected').getByRole('link', { name: serial }).waitFor();
@@ -238,7 +239,7 @@ try {
 
   step('the entity page shows the latest value and draws the chart');
   await page.goto(`${base}/console/entities/greenhouse/inputs/temperature`);
-  await page.locator('#latest-value').filter({ hasText: '28.5' }).waitFor();
+  await page.locator('#latest-value').filter({ hasText: '29' }).waitFor(); // the reading the Diagnostics step sent
   await page.locator('#chart[data-kind="number"] canvas').first().waitFor();
   const drawn = async () => page.locator('#chart canvas').first().evaluate((c) => {
     const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -303,7 +304,7 @@ try {
   await page.goto(`${base}/console/audit?target=${encodeURIComponent(serial)}`);
   await page.locator('#audit tbody tr').first().waitFor();
   const auditActions = await page.locator('#audit td.audit-action').allTextContents();
-  assert.deepEqual(auditActions, ['token.retired', 'token.promoted', 'token.added', 'token.revealed', 'device.created'], `audit: ${auditActions}`);
+  assert.deepEqual(auditActions, ['device.updated', 'token.retired', 'token.promoted', 'token.added', 'token.revealed', 'device.created'], `audit: ${auditActions}`); // updated: Map this key
   assert.ok(!(await page.locator('#audit').textContent()).includes(token), 'no token in the audit trail');
   await shot('audit');
   await page.goto(`${base}/console/audit?action=key.`);

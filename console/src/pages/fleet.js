@@ -12,7 +12,6 @@ export async function fleetPage({ el, signal, link }) {
   const body = h('div', { id: 'fleet' }, h('p', { class: 'muted' }, 'Loading…'));
   select.addEventListener('change', load);
   replace(el, h('h1', null, 'Fleet'), h('div', { class: 'actions' }, select), body);
-  await load();
 
   async function load() {
     try {
@@ -42,4 +41,6 @@ export async function fleetPage({ el, signal, link }) {
       f.unknownUntracked > 0 ? h('p', { class: 'muted', id: 'fleet-untracked' },
         `${f.unknownUntracked} more requests from serials not tracked by name (each ingest-api copy tracks 256 a minute).`) : null);
   }
+
+  await load();
 }

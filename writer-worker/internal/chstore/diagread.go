@@ -174,7 +174,7 @@ func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f
 		return f, err
 	}
 	table, col, from := "device_stats", "minute", fromNs/1e9/60*60
-	if toNs-fromNs > int64(24*time.Hour) {
+	if toNs-fromNs > int64(25*time.Hour) { // a week: the hourly table
 		table, col, from = "device_stats_hourly", "hour", fromNs/1e9/3600*3600
 	}
 	rng := " FROM " + s.db + "." + table + " WHERE " + col + " >= ? AND " + col + " < ? AND "
