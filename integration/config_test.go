@@ -114,7 +114,7 @@ func TestCustomNATSNames(t *testing.T) {
 		streams = append(streams, n)
 	}
 	sort.Strings(streams)
-	if want := []string{"FLEET_EU_AUDIT", "FLEET_EU_CLAIMS", "FLEET_EU_DEADLETTER", "FLEET_EU_EVENTS", "FLEET_EU_MAPPED", "KV_fleet_eu_keys", "KV_fleet_eu_registry"}; !slices.Equal(streams, want) {
+	if want := []string{"FLEET_EU_AUDIT", "FLEET_EU_CLAIMS", "FLEET_EU_DEADLETTER", "FLEET_EU_DIAG", "FLEET_EU_EVENTS", "FLEET_EU_MAPPED", "KV_fleet_eu_keys", "KV_fleet_eu_registry"}; !slices.Equal(streams, want) {
 		t.Fatalf("streams %v, want %v", streams, want)
 	}
 	// The keyed reading's claim is in the renamed stream, under the prefix.
@@ -125,7 +125,7 @@ func TestCustomNATSNames(t *testing.T) {
 	if info := claims.CachedInfo(); info.State.Msgs != 1 || !slices.Equal(info.Config.Subjects, []string{"fleet.eu.claims.*"}) {
 		t.Fatalf("claims stream holds %d messages on %v, want 1 on [fleet.eu.claims.*]", info.State.Msgs, info.Config.Subjects)
 	}
-	for stream, consumer := range map[string]string{"FLEET_EU_EVENTS": "mapper", "FLEET_EU_MAPPED": "writer"} {
+	for stream, consumer := range map[string]string{"FLEET_EU_EVENTS": "mapper", "FLEET_EU_MAPPED": "writer", "FLEET_EU_DIAG": "diag"} {
 		var got []string
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
