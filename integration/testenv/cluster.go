@@ -49,19 +49,29 @@ func startCluster(t testing.TB, shards []int) *ClickHouseCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &ClickHouseCluster{t: t, dir: t.TempDir(),
-		script: filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "deploy", "clickhouse", "cluster.sh")}
-	args := []string{"start", c.dir, fmt.Sprint(FreePort(t))}
-	for _, shard := range shards {
-		tcp := FreePort(t)
-		args = append(args, fmt.Sprintf("%d,%d,%d,%d", tcp, FreePort(t), FreePort(t), shard+1))
-		c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.1:%d", tcp))
+	c := &ClickHouseCluster{t: t, script: filepath.Join(filepath.Dir(strings.TrimSpace(string(gomod))), "deploy", "clickhouse", "cluster.sh")}
+	// A port found free may be taken by another test process before the
+	// server binds it (go test runs packages at once): then start again on
+	// fresh ports, in a fresh directory.
+	for attempt := 1; ; attempt++ {
+		c.dir, c.Addrs = t.TempDir(), nil
+		args := []string{"start", c.dir, fmt.Sprint(FreePort(t))}
+		for _, shard := range shards {
+			tcp := FreePort(t)
+			args = append(args, fmt.Sprintf("%d,%d,%d,%d", tcp, FreePort(t), FreePort(t), shard+1))
+			c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.1:%d", tcp))
+		}
+		dir := c.dir
+		t.Cleanup(func() { _ = c.run("stop", dir) })
+		err := c.run(args...)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			t.Fatalf("start replicated ClickHouse: %v", err)
+		}
+		_ = c.run("stop", dir)
 	}
-	t.Cleanup(func() { _ = c.run("stop", c.dir) })
-	if err := c.run(args...); err != nil {
-		t.Fatalf("start replicated ClickHouse: %v", err)
-	}
-	return c
 }
 
 func (c *ClickHouseCluster) run(args ...string) error {

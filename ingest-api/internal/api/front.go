@@ -57,16 +57,14 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 		return s.answer(c, k, code, "", detail)
 	}
 	if !ok {
-		s.Failures.Fail(k.source)
-		return s.answer(c, k, outcome.DeviceNotFound, "", "")
+		return s.authFailed(c, k, outcome.DeviceNotFound)
 	}
 	token, ok := dev.Authenticate(s.Keys, headerToken, bodyToken)
 	if !ok || !dev.AcceptsAPI() {
-		s.Failures.Fail(k.source)
 		if ok {
 			k.kind = diag.KindMQTT
 		}
-		return s.answer(c, k, outcome.InvalidToken, "", "")
+		return s.authFailed(c, k, outcome.InvalidToken)
 	}
 	if ok, wait := s.Limiter.AllowN(k.serial, cost(k.readings, len(b.b))); !ok {
 		setRetryAfter(c, wait)
@@ -79,6 +77,20 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 		return s.answer(c, k, outcome.Overloaded, "", "too many requests in flight, retry later")
 	}
 	return handle(authorized{devReq: k, dev: dev, token: token, secrets: []string{headerToken, bodyToken}})
+}
+
+// authFailed answers a failed authentication with code, or, when it is
+// past its address's limit (it got by the door while others used the limit
+// up), as the refusal it would have met.
+func (s *Server) authFailed(c echo.Context, k devReq, code outcome.Code) error {
+	if _, over := s.Failures.Fail(k.source); over {
+		if wait, refused := s.Failures.Refused(k.source); refused {
+			setRetryAfter(c, wait)
+			k.kind = ""
+			return s.answer(c, k, outcome.SourceRefused, "", "")
+		}
+	}
+	return s.answer(c, k, code, "", "")
 }
 
 // authorized is a device request that passed the front door: its device,

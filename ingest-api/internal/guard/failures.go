@@ -56,10 +56,13 @@ func (f *Failures) Refused(a netip.Addr) (time.Duration, bool) {
 }
 
 // Fail notes a failed authentication from a. It reports whether a is now
-// refused.
-func (f *Failures) Fail(a netip.Addr) bool {
+// refused, and whether this failure is past the limit: a request that got
+// by the door while others from a used up the limit, to be answered as the
+// refusal it would have met, so that no address has more than the limit
+// of failures answered in a window.
+func (f *Failures) Fail(a netip.Addr) (refused, over bool) {
 	if f == nil {
-		return false
+		return false, false
 	}
 	now := f.now()
 	key := Source(a)
@@ -69,7 +72,7 @@ func (f *Failures) Fail(a netip.Addr) bool {
 	if w == nil {
 		if len(f.sources) >= maxSources && !f.sweep(now) {
 			f.untracked++
-			return false
+			return false, false
 		}
 		w = &window{start: now}
 		f.sources[key] = w
@@ -84,7 +87,7 @@ func (f *Failures) Fail(a netip.Addr) bool {
 			w.blocked = now.Add(time.Second)
 		}
 	}
-	return w.count >= f.limit
+	return w.count >= f.limit, w.count > f.limit
 }
 
 // sweep drops the addresses whose window and refusal are over, at most

@@ -12,13 +12,19 @@ import (
 	"time"
 )
 
+// refusedBy is Fail's first answer: whether the address is now refused.
+func refusedBy(f *Failures, a netip.Addr) bool {
+	refused, _ := f.Fail(a)
+	return refused
+}
+
 func TestFailuresRefuseAnAddressForTheRestOfItsWindow(t *testing.T) {
 	now := time.Unix(1000, 0)
 	f := NewFailures(20, time.Minute)
 	f.now = func() time.Time { return now }
 	attacker, device := netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("127.0.0.1")
 	for i := 1; i < 20; i++ {
-		if f.Fail(attacker) {
+		if refusedBy(f, attacker) {
 			t.Fatalf("refused after %d failures, want after 20", i)
 		}
 		now = now.Add(time.Second)
@@ -26,11 +32,18 @@ func TestFailuresRefuseAnAddressForTheRestOfItsWindow(t *testing.T) {
 	if _, refused := f.Refused(attacker); refused {
 		t.Fatal("refused before the 20th failure")
 	}
-	if !f.Fail(attacker) {
+	if !refusedBy(f, attacker) {
 		t.Fatal("the 20th failure in a minute does not refuse the address")
 	}
 	wait, refused := f.Refused(attacker)
 	if !refused || wait != 41*time.Second {
+		t.Fatalf("refused %v for %v, want 41s (the rest of the minute that began with the first failure)", refused, wait)
+	}
+	// A request that got by the door meanwhile is past the limit.
+	if _, over := f.Fail(attacker); !over {
+		t.Fatal("the 21st failure is not past the limit")
+	}
+	if wait, refused = f.Refused(attacker); !refused || wait != 41*time.Second {
 		t.Fatalf("refused %v for %v, want 41s (the rest of the minute that began with the first failure)", refused, wait)
 	}
 	if _, refused := f.Refused(device); refused {
@@ -40,7 +53,7 @@ func TestFailuresRefuseAnAddressForTheRestOfItsWindow(t *testing.T) {
 	if _, refused := f.Refused(attacker); refused {
 		t.Fatal("still refused once the window ended")
 	}
-	if f.Fail(attacker) {
+	if refusedBy(f, attacker) {
 		t.Fatal("a new window starts with one failure")
 	}
 }
@@ -48,7 +61,7 @@ func TestFailuresRefuseAnAddressForTheRestOfItsWindow(t *testing.T) {
 func TestFailuresKeyIPv6ByItsSlash64(t *testing.T) {
 	f := NewFailures(2, time.Minute)
 	f.Fail(netip.MustParseAddr("2001:db8:1:2::1"))
-	if !f.Fail(netip.MustParseAddr("2001:db8:1:2:ffff::9")) {
+	if !refusedBy(f, netip.MustParseAddr("2001:db8:1:2:ffff::9")) {
 		t.Fatal("two addresses of one /64 count as one source")
 	}
 	if _, refused := f.Refused(netip.MustParseAddr("2001:db8:1:3::1")); refused {
