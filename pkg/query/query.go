@@ -4,6 +4,7 @@ package query
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
@@ -121,3 +122,6 @@ type Response struct {
 
 // TimeLayout renders timestamps: RFC 3339 in UTC with milliseconds.
 const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatNs renders epoch nanoseconds in TimeLayout.
+func FormatNs(ns int64) string { return time.Unix(0, ns).UTC().Format(TimeLayout) }

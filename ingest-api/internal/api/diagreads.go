@@ -56,7 +56,7 @@ func (s *Server) deviceDiagnostics(c echo.Context) error {
 		From   string `json:"from"`
 		To     string `json:"to"`
 		query.DeviceDiagnostics
-	}{serial, name, msRFC(req.FromMs), msRFC(req.ToMs), d})
+	}{serial, name, query.FormatNs(req.FromMs * 1e6), query.FormatNs(req.ToMs * 1e6), d})
 }
 
 // fleet: GET /fleet?range=1h|24h|7d: devices silent now, and over the
@@ -87,8 +87,6 @@ func (s *Server) fleet(c echo.Context) error {
 		query.FleetView
 	}{name, f})
 }
-
-func msRFC(ms int64) string { return time.UnixMilli(ms).UTC().Format(query.TimeLayout) }
 
 // failedRead is the outcome of a read that failed (err) or answered
 // nothing it should have.

@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"time"
 
@@ -83,14 +84,22 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 // past its address's limit (it got by the door while others used the limit
 // up), as the refusal it would have met.
 func (s *Server) authFailed(c echo.Context, k devReq, code outcome.Code) error {
-	if _, over := s.Failures.Fail(k.source); over {
-		if wait, refused := s.Failures.Refused(k.source); refused {
-			setRetryAfter(c, wait)
-			k.kind = ""
-			return s.answer(c, k, outcome.SourceRefused, "", "")
-		}
+	if wait, over := s.pastLimit(k.source); over {
+		setRetryAfter(c, wait)
+		k.kind = ""
+		return s.answer(c, k, outcome.SourceRefused, "", "")
 	}
 	return s.answer(c, k, code, "", "")
+}
+
+// pastLimit notes a failed authentication from src and reports whether it
+// is past the address's limit, and for how long the address is refused:
+// the caller answers it as SourceRefused.
+func (s *Server) pastLimit(src netip.Addr) (time.Duration, bool) {
+	if _, over := s.Failures.Fail(src); over {
+		return s.Failures.Refused(src)
+	}
+	return 0, false
 }
 
 // authorized is a device request that passed the front door: its device,

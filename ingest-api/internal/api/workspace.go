@@ -95,11 +95,9 @@ func (s *Server) authenticateAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		id, ok := s.AdminKeys.Authenticate(bearer(c.Request().Header.Get(echo.HeaderAuthorization)), time.Now())
 		if !ok {
-			if _, over := s.Failures.Fail(src); over {
-				if wait, refused := s.Failures.Refused(src); refused {
-					s.refuseSource(c, wait)
-					return s.respond(c, outcome.SourceRefused, "", "", "")
-				}
+			if wait, over := s.pastLimit(src); over {
+				s.refuseSource(c, wait)
+				return s.respond(c, outcome.SourceRefused, "", "", "")
 			}
 			return s.respond(c, outcome.Unauthorized, Clip(c.Param("serial")), "", "")
 		}

@@ -18,8 +18,6 @@ const (
 	maxFleet      = 100
 )
 
-func nsTime(ns int64) string { return time.Unix(0, ns).UTC().Format(query.TimeLayout) }
-
 // Diagnostics returns one device's diagnostics over [fromNs, toNs): its
 // answers by kind (counted to the minute), latest rejections, unmatched
 // keys, how late its readings arrive, and when it was last seen.
@@ -42,14 +40,14 @@ func (s *Store) Diagnostics(ctx context.Context, serial string, fromNs, toNs int
 		return d, err
 	}
 	if lastNs > 0 {
-		d.LastSeen = nsTime(lastNs)
+		d.LastSeen = query.FormatNs(lastNs)
 	}
 	d.Rejections, err = collect(ctx, s.reads, "query rejections", "scan rejection",
 		"SELECT ts_ns, kind, message, error, source FROM "+db+".device_rejections WHERE serial = ? AND ts_ns >= ? AND ts_ns < ? ORDER BY ts_ns DESC LIMIT ?",
 		[]any{serial, fromNs, toNs, maxRejections}, func(scan func(...any) error) (r query.Rejection, err error) {
 			var ns int64
 			err = scan(&ns, &r.Kind, &r.Message, &r.Error, &r.Source)
-			r.At = nsTime(ns)
+			r.At = query.FormatNs(ns)
 			return r, err
 		})
 	if err != nil {
@@ -60,7 +58,7 @@ func (s *Store) Diagnostics(ctx context.Context, serial string, fromNs, toNs int
 		[]any{serial, fromNs, toNs, maxKeys}, func(scan func(...any) error) (k query.UnmatchedKey, err error) {
 			var ns int64
 			err = scan(&k.Key, &k.Count, &ns, &k.LastValue)
-			k.LastAt = nsTime(ns)
+			k.LastAt = query.FormatNs(ns)
 			return k, err
 		})
 	if err != nil {
@@ -139,7 +137,7 @@ func (s *Store) silent(ctx context.Context, last map[string]int64, stored string
 			if d.Requests > 1 {
 				d.IntervalS = float64(last[d.Serial]/1e9-first) / float64(d.Requests-1)
 			}
-			d.LastSeen = nsTime(last[d.Serial])
+			d.LastSeen = query.FormatNs(last[d.Serial])
 			return d, err
 		})
 	silent := out[:0]
@@ -184,7 +182,7 @@ func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f
 		[]any{from, toNs / 1e9, maxFleet}, func(scan func(...any) error) (d query.FleetSerial, err error) {
 			err = scan(&d.Serial, &d.Requests)
 			if ns := last[d.Serial]; ns > 0 {
-				d.LastSeen = nsTime(ns)
+				d.LastSeen = query.FormatNs(ns)
 			}
 			return d, err
 		})
@@ -203,9 +201,9 @@ func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f
 				f.UnknownUntracked = d.Requests
 				return nil
 			}
-			d.FirstSeen = nsTime(first * 1e9)
+			d.FirstSeen = query.FormatNs(first * 1e9)
 			if ns := last[d.Serial]; ns > 0 {
-				d.LastSeen = nsTime(ns)
+				d.LastSeen = query.FormatNs(ns)
 			}
 			if len(f.Unknown) < maxFleet {
 				f.Unknown = append(f.Unknown, d)

@@ -5,12 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/devicehub/eventservice/pkg/query"
 )
 
-func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(query.TimeLayout) }
+func msTime(ms int64) string { return query.FormatNs(ms * 1e6) }
 
 // Messages returns a device's newest raw messages first, received before
 // beforeNs (0: any), at most limit of them and no more than query.MaxBytes
