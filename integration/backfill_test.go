@@ -160,7 +160,32 @@ func TestBackfill(t *testing.T) {
 		s.startBackfill(t, serial, bad, http.StatusBadRequest)
 	}
 	s.startBackfill(t, "no-such-device", body, http.StatusNotFound)
+
+	// Deleting the device cancels its backfill.
+	fourth := s.startBackfill(t, serial, body, http.StatusAccepted)
+	if r := s.admin(t, http.MethodDelete, "/devices/"+serial, ""); r.Status != http.StatusNoContent {
+		t.Fatalf("delete device: %d %s", r.Status, r.Raw)
+	}
+	if v := s.waitBackfill(t, serial, fourth.ID); v.State != "cancelled" {
+		t.Fatalf("the deleted device's backfill: %+v", v)
+	}
 	if rows, distinct := stored(); rows != 14 || distinct != 14 {
 		t.Fatalf("at the end %d values (%d distinct), want 14", rows, distinct)
+	}
+	r := s.admin(t, http.MethodGet, "/audit?action=backfill.", "")
+	var trail struct{ Records []struct{ Action, Target, Actor string } }
+	if err := json.Unmarshal(r.Raw, &trail); err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, rec := range trail.Records {
+		if rec.Target != serial {
+			t.Errorf("audit record %+v", rec)
+		}
+		actions = append(actions, rec.Action)
+	}
+	want := []string{"backfill.cancelled", "backfill.started", "backfill.cancelled", "backfill.started", "backfill.started", "backfill.started"}
+	if !slices.Equal(actions, want) {
+		t.Fatalf("audit trail %v, want %v", actions, want)
 	}
 }

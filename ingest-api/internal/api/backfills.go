@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/nats-io/nuid"
+	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -112,17 +114,7 @@ func (s *Server) cancelBackfill(c echo.Context) error {
 	if !backfill.ValidID(id) {
 		return s.respond(c, outcome.NotFound, Clip(serial), "", "the device has no backfill "+Clip(id))
 	}
-	var before backfill.View
-	j, err := s.Backfills.Update(c.Request().Context(), serial, id, func(j *backfill.Job) error {
-		before = j.View()
-		switch j.State {
-		case backfill.Queued:
-			j.State, j.FinishedNs = backfill.Cancelled, time.Now().UnixNano()
-		case backfill.Running:
-			j.CancelRequested = true
-		}
-		return nil
-	})
+	before, j, err := s.cancel(c.Request().Context(), serial, id)
 	switch {
 	case errors.Is(err, backfill.ErrNotFound):
 		return s.respond(c, outcome.NotFound, Clip(serial), "", "the device has no backfill "+Clip(id))
@@ -132,4 +124,37 @@ func (s *Server) cancelBackfill(c echo.Context) error {
 	v := j.View()
 	s.record(c, "backfill.cancelled", serial, before, v)
 	return c.JSON(http.StatusOK, v)
+}
+
+// cancel cancels a backfill: a queued one at once, a running one by
+// request (writer-worker stops it after its current page).
+func (s *Server) cancel(ctx context.Context, serial, id string) (before backfill.View, _ backfill.Job, _ error) {
+	j, err := s.Backfills.Update(ctx, serial, id, func(j *backfill.Job) error {
+		before = j.View()
+		switch j.State {
+		case backfill.Queued:
+			j.State, j.FinishedNs = backfill.Cancelled, time.Now().UnixNano()
+		case backfill.Running:
+			j.CancelRequested = true
+		}
+		return nil
+	})
+	return before, j, err
+}
+
+// cancelBackfillsOf cancels a deleted device's unfinished backfills.
+func (s *Server) cancelBackfillsOf(c echo.Context, serial string) {
+	jobs, err := s.Backfills.List(c.Request().Context(), serial)
+	if err != nil {
+		s.Log.Warn("backfills of a deleted device not cancelled", zap.String("serial", Clip(serial)), zap.Error(err))
+		return
+	}
+	for _, j := range jobs {
+		if j.Finished() {
+			continue
+		}
+		if before, after, err := s.cancel(c.Request().Context(), serial, j.ID); err == nil {
+			s.record(c, "backfill.cancelled", serial, before, after.View())
+		}
+	}
 }
