@@ -176,7 +176,9 @@ func TestBackfill(t *testing.T) {
 		t.Fatalf("at the end %d values (%d distinct), want 14", rows, distinct)
 	}
 	r := s.admin(t, http.MethodGet, "/audit?action=backfill.", "")
-	var trail struct{ Records []struct{ Action, Target, Actor string } }
+	var trail struct {
+		Records []struct{ Action, Target, Actor string }
+	}
 	if err := json.Unmarshal(r.Raw, &trail); err != nil {
 		t.Fatal(err)
 	}
