@@ -41,6 +41,12 @@ const (
 	// that took d it waits d×(1-duty)/duty, leaving ClickHouse to live
 	// ingestion.
 	duty = 0.5
+	// While live ingestion runs (this copy stored more than liveThreshold a
+	// second since the last page), a backfill stores at most busyRate
+	// readings a second: ~10 us of CPU each (docs/performance.md,
+	// "Backfill"), a fifth of a core.
+	liveThreshold = 10
+	busyRate      = 25_000
 	// retryWait is the pause after a page that failed for a while.
 	retryWait = 5 * time.Second
 )
@@ -49,13 +55,18 @@ const (
 type Runner struct {
 	jobs  *backfill.Store
 	store *chstore.Store
+	live  func() uint64 // live events stored by this copy so far
 	owner string
 	log   *zap.Logger
 }
 
-// New returns a runner; Run starts it.
-func New(jobs *backfill.Store, store *chstore.Store, log *zap.Logger) *Runner {
-	return &Runner{jobs: jobs, store: store, owner: nuid.Next(), log: log}
+// New returns a runner; Run starts it. live counts the events this copy's
+// live ingestion has stored (nil: none).
+func New(jobs *backfill.Store, store *chstore.Store, live func() uint64, log *zap.Logger) *Runner {
+	if live == nil {
+		live = func() uint64 { return 0 }
+	}
+	return &Runner{jobs: jobs, store: store, live: live, owner: nuid.Next(), log: log}
 }
 
 // Run follows the jobs and, while any is unfinished, takes the lease
@@ -143,7 +154,7 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 		if held, err := r.jobs.Lease(ctx, r.owner, time.Now(), leaseTTL); err != nil || !held {
 			return cmpErr(err, errLeaseLost)
 		}
-		start := time.Now()
+		start, liveBefore := time.Now(), r.live()
 		upto := min(j.ToNs, start.Add(-Settle).UnixNano())
 		pctx, cancel := context.WithTimeout(ctx, pageTimeout)
 		done, counts, err := p.next(pctx, upto)
@@ -185,7 +196,7 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 				zap.Int64("readings", j.Readings), zap.Int64("skipped", j.Skipped))
 			return nil
 		}
-		wait := time.Duration(float64(time.Since(start)) * (1 - duty) / duty)
+		wait := pause(time.Since(start), counts.Readings, r.live()-liveBefore)
 		switch {
 		case failing > 0:
 			wait = retryWait
@@ -198,6 +209,16 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// pause is the wait after a page that took took and stored readings
+// while live ingestion stored live events.
+func pause(took time.Duration, readings int64, live uint64) time.Duration {
+	wait := time.Duration(float64(took) * (1 - duty) / duty)
+	if float64(live) > liveThreshold*took.Seconds() {
+		wait = max(wait, time.Duration(float64(readings)/busyRate*float64(time.Second))-took)
+	}
+	return wait
 }
 
 // errFinished: the job was finished (cancelled) before it ran.

@@ -35,6 +35,8 @@ type Writer struct {
 	log    *zap.Logger
 	// consuming is set once this copy pulls from its consumer.
 	consuming atomic.Bool
+	// events counts the events this copy has flushed.
+	events atomic.Uint64
 	m         *writerMetrics
 }
 
@@ -48,6 +50,10 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store *chstore.Store
 
 // Consuming reports whether this copy pulls from its consumer yet.
 func (w *Writer) Consuming() bool { return w.consuming.Load() }
+
+// Events is how many events this copy has flushed: how busy live ingestion
+// is, for the backfills that make way for it.
+func (w *Writer) Events() uint64 { return w.events.Load() }
 
 // Run consumes until ctx ends, then stops pulling, flushes what it holds and
 // settles it before returning.
@@ -67,6 +73,7 @@ func (w *Writer) Run(ctx context.Context) error {
 		Consuming: func() { w.consuming.Store(true) },
 	}, w.log, batcher.Config{MaxItems: w.cfg.MaxBatch, Linger: w.cfg.Linger}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
 		rb, events := w.flush(b.Items)
+		w.events.Add(uint64(events))
 		if len(rb.rows) > 0 || len(rb.keys) > 0 || len(rb.acks) > 0 {
 			_ = raw.Add(rb) // unbounded, and stopped only after this
 		}
