@@ -78,7 +78,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	backfills := backfiller.New(jobs, store, writer.Events, log.With(zap.String("component", "backfill")))
+	backfills := backfiller.New(jobs, store, writer.Events, reg, log.With(zap.String("component", "backfill")))
 	queries := reads.New(nc, names.QueryPrefix(), store, keys.Lookup, log.With(zap.String("component", "reads")))
 
 	// The writer drains first; reads and health stop after it, so that

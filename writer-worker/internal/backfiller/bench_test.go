@@ -42,7 +42,7 @@ func BenchmarkBackfillMonth(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	r := New(jobs, store, nil, zap.NewNop())
+	r := New(jobs, store, nil, nil, zap.NewNop())
 	inputs := []registry.Input{{Name: "temp", Entity: "boiler", EntityInput: "temp"}, {Name: "hum", Entity: "boiler", EntityInput: "hum"}}
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()

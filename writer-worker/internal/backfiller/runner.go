@@ -14,10 +14,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/failure"
+	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
 
@@ -53,20 +55,32 @@ const (
 
 // Runner runs jobs while it holds the lease.
 type Runner struct {
-	jobs  *backfill.Store
-	store *chstore.Store
-	live  func() uint64 // live events stored by this copy so far
-	owner string
-	log   *zap.Logger
+	jobs     *backfill.Store
+	store    *chstore.Store
+	live     func() uint64 // live events stored by this copy so far
+	owner    string
+	log      *zap.Logger
+	readings *prometheus.CounterVec
+	running  prometheus.Gauge
 }
 
 // New returns a runner; Run starts it. live counts the events this copy's
-// live ingestion has stored (nil: none).
-func New(jobs *backfill.Store, store *chstore.Store, live func() uint64, log *zap.Logger) *Runner {
+// live ingestion has stored (nil: none). Its metrics go to reg (nil: not
+// exported).
+func New(jobs *backfill.Store, store *chstore.Store, live func() uint64, reg prometheus.Registerer, log *zap.Logger) *Runner {
 	if live == nil {
 		live = func() uint64 { return 0 }
 	}
-	return &Runner{jobs: jobs, store: store, live: live, owner: nuid.Next(), log: log}
+	r := &Runner{jobs: jobs, store: store, live: live, owner: nuid.Next(), log: log,
+		readings: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: metrics.Writer, Name: "backfill_readings_total",
+			Help: "Readings backfills found in raw messages: stored, or skipped as already stored."}, []string{"result"}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: metrics.Writer, Name: "backfill_running",
+			Help: "1 while this copy runs a backfill (one copy at a time does)."}),
+	}
+	r.readings.WithLabelValues("stored")
+	r.readings.WithLabelValues("skipped")
+	metrics.Or(reg).MustRegister(r.readings, r.running)
+	return r
 }
 
 // Run follows the jobs and, while any is unfinished, takes the lease
@@ -148,6 +162,8 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 		return ignoreFinished(err)
 	}
 	log.Info("backfill running", zap.Int64("from_ns", j.FromNs), zap.Int64("to_ns", j.ToNs), zap.Int64("cursor_ns", j.CursorNs))
+	r.running.Set(1)
+	defer r.running.Set(0)
 	p := newPager(j, r.store)
 	failing := 0
 	for {
@@ -159,6 +175,8 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 		pctx, cancel := context.WithTimeout(ctx, pageTimeout)
 		done, counts, err := p.next(pctx, upto)
 		cancel()
+		r.readings.WithLabelValues("stored").Add(float64(counts.Readings))
+		r.readings.WithLabelValues("skipped").Add(float64(counts.Skipped))
 		if ctx.Err() != nil {
 			return nil
 		}
