@@ -37,7 +37,7 @@ type Writer struct {
 	consuming atomic.Bool
 	// events counts the events this copy has flushed.
 	events atomic.Uint64
-	m         *writerMetrics
+	m      *writerMetrics
 }
 
 // New returns a writer; Run starts it. keys is the record of keyed
