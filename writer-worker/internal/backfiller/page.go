@@ -65,18 +65,18 @@ func (p *pager) next(ctx context.Context, upto int64) (done bool, c backfill.Cou
 		return true, c, nil
 	}
 	hi := min(upto, p.cursorNs+p.windowNs)
-	msgs, err := p.store.RawMessages(ctx, p.serial, p.cursorNs, p.cursorID, hi, 2*pageMessages)
+	msgs, more, err := p.store.RawMessages(ctx, p.serial, p.cursorNs, p.cursorID, hi, 2*pageMessages, pageBytes)
 	if err != nil {
 		return false, c, err
 	}
 	if c, err = p.apply(ctx, msgs); err != nil {
 		return false, backfill.Counts{}, err
 	}
-	// A full answer ends inside the window: go on from its last message in
-	// a smaller one. Otherwise the window is done: the next starts at its
-	// end, sized for about a page.
+	// An answer the bounds cut ends inside the window: go on from its last
+	// message in a smaller one. Otherwise the window is done: the next
+	// starts at its end, sized for about a page.
 	switch got := int64(len(msgs)); {
-	case got == 2*pageMessages:
+	case more:
 		last := msgs[len(msgs)-1]
 		p.cursorNs, p.cursorID = last.TsNs, last.EventID
 		p.windowNs = max(1, p.windowNs/4)

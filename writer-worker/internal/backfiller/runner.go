@@ -32,9 +32,11 @@ const (
 	// an insert has given up before another takes over.
 	leaseTTL    = 2 * time.Minute
 	pageTimeout = 30 * time.Second
-	// pageMessages is how many raw messages a page reads (~1 MB of
-	// payloads; one insert of up to pageMessages × inputs rows).
+	// pageMessages is how many raw messages a page holds, about (at most
+	// twice as many; one insert of their values), and pageBytes the most
+	// payload bytes it holds.
 	pageMessages = 5000
+	pageBytes    = 8 << 20
 	// Settle is how old a raw message must be before a job reads it: the
 	// raw log is written within a second of the values, so by then every
 	// message the pipeline handled under the old mapping is in it.
