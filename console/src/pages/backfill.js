@@ -62,7 +62,7 @@ export function backfillPanel(panel, d, { signal }) {
         b.error ? h('div', { class: 'error bf-error' }, b.error) : null),
       h('td', null, time(b.from), ' – ', time(b.to)),
       h('td', { class: 'bf-progress' }, h('progress', { max: 1, value: share, 'aria-label': 'Progress' }), ` ${Math.floor(share * 100)}%`),
-      h('td', { class: 'num bf-messages' }, b.messages ?? 0),
+      h('td', { class: 'num bf-messages' }, b.messages ?? 0, b.unreadable > 0 ? h('div', { class: 'muted' }, `${b.unreadable} not JSON objects`) : null),
       h('td', { class: 'num bf-readings' }, b.readings ?? 0),
       h('td', { class: 'num bf-skipped' }, b.skipped ?? 0),
       h('td', null, b.createdBy || '', h('div', { class: 'muted' }, time(b.created))),
