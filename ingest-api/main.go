@@ -20,6 +20,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/redact"
 	"github.com/devicehub/eventservice/ingest-api/internal/submit"
+	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/health"
@@ -85,6 +86,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	failures, budget := guard.NewFailures(cfg.Guard.AuthFailures, guard.AuthWindow), guard.NewBudget(cfg.Guard.BodyMemory)
 	limiter := ratelimit.New(cfg.DeviceRate, cfg.DeviceBurst)
+	backfills, err := backfill.Open(ctx, js, names.BackfillBucket, cfg.NATS.Replicas, log.With(zap.String("component", "nats")))
+	if err != nil {
+		return err
+	}
 	tally := diag.NewTally(diag.DefaultLimits, diag.Publisher(js, names.DiagSubject()), log.With(zap.String("component", "diagnostics")))
 	tally.Register(reg, metrics.Ingest)
 	e, srv := api.New(api.Deps{
@@ -100,6 +105,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		AdminKeys: adminKeys,
 		Audit:     trail,
 		Tally:     tally,
+		Backfills: backfills,
 		Names:     names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: discardFactor * cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
 			ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,

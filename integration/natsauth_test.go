@@ -109,6 +109,10 @@ func TestNATSLeastPrivilege(t *testing.T) {
 	defer cancel7()
 	_, err = mapJS.CreateOrUpdateConsumer(c7, names.MappedStream, jetstream.ConsumerConfig{Durable: names.WriterConsumer})
 	denied("mapper-worker consuming the writer's stream", err)
+	c11, cancel11 := short()
+	defer cancel11()
+	_, err = mapJS.KeyValue(c11, names.BackfillBucket)
+	denied("mapper-worker reading the backfill jobs", err)
 
 	// The writer cannot read the registry or publish events.
 	_, wrJS := as("writer-worker")

@@ -45,7 +45,7 @@ func TestWorkspaceRoles(t *testing.T) {
 	if err := json.Unmarshal(r.Raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	fill := strings.NewReplacer("{serial}", "roles-dev", "{name}", "no-such", "{entity}", "e", "{input}", "i")
+	fill := strings.NewReplacer("{serial}", "roles-dev", "{name}", "no-such", "{entity}", "e", "{input}", "i", "{id}", "no-such")
 	calls, forbidden := 0, 0
 	for path, ops := range doc.Paths {
 		rest, ok := strings.CutPrefix(path, "/api/v1/admin")
@@ -78,9 +78,9 @@ func TestWorkspaceRoles(t *testing.T) {
 			}
 		}
 	}
-	// 21 operations x 3 roles; viewers are refused the 8 operator routes
+	// 24 operations x 3 roles; viewers are refused the 10 operator routes
 	// and the 4 admin routes, operators the 4 admin routes.
-	if calls != 63 || forbidden != 8+4+4 {
+	if calls != 72 || forbidden != 10+4+4 {
 		t.Fatalf("%d calls, %d forbidden", calls, forbidden)
 	}
 	// A viewer sees devices without tokens.

@@ -10,10 +10,12 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/program"
+	"github.com/devicehub/eventservice/writer-worker/internal/backfiller"
 	"github.com/devicehub/eventservice/writer-worker/internal/batch"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 	"github.com/devicehub/eventservice/writer-worker/internal/diagsink"
@@ -72,6 +74,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	keys := idem.New(store, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
 	writer = batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
 	sink := diagsink.New(js, names, cfg.Batch.Limits, store, metrics.Writer, reg, log.With(zap.String("component", "diagnostics")))
+	jobs, err := backfill.Open(ctx, js, names.BackfillBucket, cfg.NATS.Replicas, log.With(zap.String("component", "nats")))
+	if err != nil {
+		return err
+	}
+	backfills := backfiller.New(jobs, store, log.With(zap.String("component", "backfill")))
 	queries := reads.New(nc, names.QueryPrefix(), store, keys.Lookup, log.With(zap.String("component", "reads")))
 
 	// The writer drains first; reads and health stop after it, so that
@@ -84,6 +91,6 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "key expiry", Run: func(ctx context.Context) error { return keys.Expire(ctx, time.Hour, cfg.Batch.InsertTimeout) }},
 			{Name: "health", Run: hs.Run},
 		},
-		program.Stage{{Name: "writer", Run: writer.Run}, {Name: "diagnostics", Run: sink.Run}},
+		program.Stage{{Name: "writer", Run: writer.Run}, {Name: "diagnostics", Run: sink.Run}, {Name: "backfills", Run: backfills.Run}},
 	)
 }

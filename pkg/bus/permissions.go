@@ -29,7 +29,8 @@ func Inbox(program string) string { return "_INBOX." + program }
 // keys and the audit trail, and replays dead letters (for operators, so
 // it may also publish to the mapped stream); the workers
 // consume their own durable consumer, read the registry (the mapper) and
-// answer; no program may delete or purge a stream. The operator (the
+// answer; both ingest-api and writer-worker write the backfill jobs (one
+// creates and cancels them, the other runs them); no program may delete or purge a stream. The operator (the
 // dead-letters tool, the nats CLI) may do anything.
 func Users(n Names) []User {
 	work := []string{n.EventsStream, n.MappedStream, n.DeadLetterStream, n.ClaimsStream, n.DiagStream}
@@ -67,7 +68,7 @@ func Users(n Names) []User {
 	}
 	return []User{
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
-			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), []string{
+			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), writeKV(n.BackfillBucket), []string{
 				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(), n.DiagSubject(),
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
 				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.UPDATE." + audit, "$JS.API.STREAM.INFO." + audit,
@@ -85,7 +86,7 @@ func Users(n Names) []User {
 			}),
 			Subscribe: []string{Inbox("mapper-worker") + ".>"}},
 		{Name: "writer-worker", PasswordEnv: "NATS_WRITER_PASSWORD",
-			Publish: slices.Concat(streams, consume(n.MappedStream, n.WriterConsumer), consume(n.DiagStream, n.DiagConsumer), []string{
+			Publish: slices.Concat(streams, consume(n.MappedStream, n.WriterConsumer), consume(n.DiagStream, n.DiagConsumer), writeKV(n.BackfillBucket), []string{
 				n.DeadLetterSubject(), n.ReplyPrefix() + "*",
 			}),
 			Subscribe: []string{n.QueryPrefix() + "*", Inbox("writer-worker") + ".>"}, Responds: true},

@@ -20,6 +20,7 @@ import (
 //	ingest-api --p.query.<kind>--> writer-worker (workspace reads); ingest-api <--> ingest-api on p.ratelimit
 //	ingest-api --p.audit--> P_AUDIT; KV buckets p_registry (devices) and p_keys (workspace keys)
 //	ingest-api, mapper-worker --p.diag--> P_DIAG --consumer "diag"--> writer-worker (device diagnostics)
+//	ingest-api <--KV p_backfills--> writer-worker (backfill jobs: created and cancelled, run)
 //
 // Every name derives from the prefix, so two deployments share a NATS
 // account by taking different prefixes.
@@ -58,6 +59,7 @@ type Names struct {
 	DiagStream       string // device diagnostics reports, consumed by writer-worker
 	RegistryBucket   string // the device registry
 	KeysBucket       string // the workspace API's keys
+	BackfillBucket   string // backfill jobs (pkg/backfill) and the lease of who runs them
 	MapperConsumer   string // durable consumer of EventsStream
 	WriterConsumer   string // durable consumer of MappedStream
 	DiagConsumer     string // durable consumer of DiagStream
@@ -78,6 +80,7 @@ func NamesFor(prefix string) Names {
 		DiagStream:       up + "_DIAG",
 		RegistryBucket:   low + "_registry",
 		KeysBucket:       low + "_keys",
+		BackfillBucket:   low + "_backfills",
 		MapperConsumer:   "mapper",
 		WriterConsumer:   "writer",
 		DiagConsumer:     "diag",

@@ -35,7 +35,9 @@ type entryToken struct {
 	digest    [sha256.Size]byte
 }
 
-func newEntry(d Device, rev uint64) *Entry {
+// NewEntry derives the entry of record d at revision rev (writer-worker's
+// backfill makes one from a job's snapshot of the mapping).
+func NewEntry(d Device, rev uint64) *Entry {
 	e := &Entry{Device: d, Rev: rev}
 	if d.AccessToken != "" {
 		e.tokens = append(e.tokens, entryToken{name: "token-1", digest: sha256.Sum256([]byte(d.AccessToken))})
@@ -119,7 +121,7 @@ type Cache struct {
 func NewCache() *Cache { return &Cache{kvmap.New[*Entry]()} }
 
 // Put applies a device record at revision rev.
-func (c *Cache) Put(d Device, rev uint64) { c.Map.Put(d.Serial, newEntry(d, rev), rev) }
+func (c *Cache) Put(d Device, rev uint64) { c.Map.Put(d.Serial, NewEntry(d, rev), rev) }
 
 // Devices returns, in serial order, up to limit devices whose serial starts
 // with prefix and sorts after after; more reports whether others follow.

@@ -241,7 +241,7 @@ func (s *Store) Run(ctx context.Context) error {
 				s.log.Warn("registry record unreadable", zap.String("serial", serial), zap.Error(err))
 				return nil, false
 			}
-			return newEntry(d, rev), true
+			return NewEntry(d, rev), true
 		},
 		BadKey: func(key string) { s.log.Warn("registry key is not a serial", zap.String("key", key)) },
 		Synced: func() { s.log.Info("registry synced", zap.Int("devices", s.cache.Len())) },

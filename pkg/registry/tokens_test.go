@@ -78,7 +78,7 @@ func TestTokenRotation(t *testing.T) {
 	if _, err := d.AddToken(k, "", "", time.Now()); !errors.Is(err, ErrConflict) {
 		t.Fatalf("third token: %v", err)
 	}
-	e := newEntry(d, 1)
+	e := NewEntry(d, 1)
 	for secret, want := range map[string]string{first: "token-1", second: "fw-2"} {
 		if name, ok := e.Authenticate(k, "wrong", secret); !ok || name != want {
 			t.Fatalf("%s: authenticated as %q %v", want, name, ok)
@@ -107,7 +107,7 @@ func TestTokenRotation(t *testing.T) {
 			t.Fatalf("unknown name: %v", err)
 		}
 	}
-	if _, ok := newEntry(d, 2).Authenticate(k, first); ok {
+	if _, ok := NewEntry(d, 2).Authenticate(k, first); ok {
 		t.Fatal("a retired token still authenticates")
 	}
 	if got, err := d.Reveal(k, "fw-2"); err != nil || got != second {

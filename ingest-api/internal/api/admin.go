@@ -151,6 +151,7 @@ func (s *Server) deleteDevice(c echo.Context) error {
 		return s.changeError(c, serial, err)
 	}
 	s.record(c, "device.deleted", serial, d.View(), nil)
+	s.cancelBackfillsOf(c, serial)
 	s.Limiter.Forget(serial)
 	return c.NoContent(http.StatusNoContent)
 }

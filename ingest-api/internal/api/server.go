@@ -24,6 +24,7 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/openapi"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/submit"
+	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/metrics"
@@ -67,6 +68,7 @@ type Deps struct {
 	AdminKeys *adminkeys.Store   // the workspace API's keys (ADMIN_TOKEN the bootstrap one)
 	Audit     *audit.Log         // nil: changes are not recorded
 	Tally     *diag.Tally        // nil: device diagnostics are not counted
+	Backfills *backfill.Store    // backfill jobs, run by writer-worker
 	Names     bus.Names          // streams and subjects shared with the workers
 	Limits    Limits
 	Metrics   prometheus.Registerer // nil: not exported

@@ -28,7 +28,7 @@ type WorkspaceRoute struct {
 
 // workspaceRoutes is the one table of the workspace API's routes and
 // roles: viewers read, operators change devices, mappings and tokens and
-// replay dead letters, admins manage keys and read the audit trail.
+// replay dead letters and start backfills, admins manage keys and read the audit trail.
 func (s *Server) workspaceRoutes() []WorkspaceRoute {
 	const v, o, a = adminkeys.Viewer, adminkeys.Operator, adminkeys.Admin
 	return []WorkspaceRoute{
@@ -38,11 +38,14 @@ func (s *Server) workspaceRoutes() []WorkspaceRoute {
 		{http.MethodGet, "/devices/:serial", v, s.getDevice},
 		{http.MethodGet, "/devices/:serial/messages", v, s.deviceMessages},
 		{http.MethodGet, "/devices/:serial/diagnostics", v, s.deviceDiagnostics},
+		{http.MethodGet, "/devices/:serial/backfills", v, s.listBackfills},
 		{http.MethodGet, "/fleet", v, s.fleet},
 		{http.MethodGet, "/entities/:entity/inputs/:input/latest", v, s.latest},
 		{http.MethodGet, "/entities/:entity/inputs/:input/series", v, s.series},
 		{http.MethodPut, "/devices/:serial", o, s.putDevice},
 		{http.MethodDelete, "/devices/:serial", o, s.deleteDevice},
+		{http.MethodPost, "/devices/:serial/backfills", o, s.startBackfill},
+		{http.MethodDelete, "/devices/:serial/backfills/:id", o, s.cancelBackfill},
 		{http.MethodPost, "/devices/:serial/tokens", o, s.addToken},
 		{http.MethodPost, "/devices/:serial/tokens/:name/promote", o, s.promoteToken},
 		{http.MethodDelete, "/devices/:serial/tokens/:name", o, s.retireToken},

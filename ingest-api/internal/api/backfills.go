@@ -1,0 +1,160 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/nats-io/nuid"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/backfill"
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
+
+// maxListedBackfills is how many of a device's backfills are listed.
+const maxListedBackfills = 20
+
+// startBackfill: POST /devices/{serial}/backfills {from, to?}: the device's
+// current mapping applied to its raw messages received in [from, to) (to:
+// now). A device runs one backfill at a time; writer-worker runs them.
+func (s *Server) startBackfill(c echo.Context) error {
+	serial := c.Param("serial")
+	var req struct {
+		From string `json:"from"`
+		To   string `json:"to"`
+	}
+	if err := decodeStrict(c, &req); err != nil {
+		return s.respond(c, outcome.BadRequest, Clip(serial), "", "body must be {\"from\": RFC 3339, \"to\"?: RFC 3339}")
+	}
+	now := time.Now()
+	from, to, err := backfillRange(req.From, req.To, now)
+	if err != nil {
+		return s.respond(c, outcome.BadRequest, Clip(serial), "", err.Error())
+	}
+	dev, ok := s.cache.Lookup(serial)
+	if !ok {
+		return s.respond(c, outcome.DeviceNotFound, Clip(serial), "", "")
+	}
+	if !dev.Connected() {
+		return s.respond(c, outcome.BadRequest, Clip(serial), "", "the device has no connected input: connect one, then backfill")
+	}
+	ctx := c.Request().Context()
+	jobs, err := s.Backfills.List(ctx, serial)
+	if err != nil {
+		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
+	}
+	for _, j := range jobs {
+		if !j.Finished() {
+			return s.respond(c, outcome.Conflict, Clip(serial), "", fmt.Sprintf("backfill %s of this device is %s: cancel it or wait for it", j.ID, j.State))
+		}
+	}
+	j := backfill.Job{ID: nuid.Next(), Serial: serial, FromNs: from.UnixNano(), ToNs: to.UnixNano(), State: backfill.Queued,
+		CreatedBy: caller(c).Name, CreatedNs: now.UnixNano(), TimestampInput: dev.Device.TimestampInput}
+	for _, in := range dev.Device.Inputs {
+		if in.Entity != "" {
+			j.Inputs = append(j.Inputs, in)
+		}
+	}
+	if err := s.Backfills.Create(ctx, j); err != nil {
+		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
+	}
+	v := j.View()
+	s.record(c, "backfill.started", serial, nil, v)
+	return c.JSON(http.StatusAccepted, v)
+}
+
+// backfillRange reads a backfill's range; to defaults to now, and a range
+// reaching past now ends now.
+func backfillRange(fromText, toText string, now time.Time) (from, to time.Time, err error) {
+	const want = "from and to must be RFC 3339 times, from before to and before now"
+	from, err = time.Parse(time.RFC3339Nano, fromText)
+	if err != nil {
+		return from, to, errors.New(want)
+	}
+	to = now
+	if toText != "" {
+		if to, err = time.Parse(time.RFC3339Nano, toText); err != nil {
+			return from, to, errors.New(want)
+		}
+		if to.After(now) {
+			to = now
+		}
+	}
+	if !from.Before(to) {
+		return from, to, errors.New(want)
+	}
+	return from, to, nil
+}
+
+// listBackfills: GET /devices/{serial}/backfills: the device's latest
+// backfills, newest first.
+func (s *Server) listBackfills(c echo.Context) error {
+	jobs, err := s.Backfills.List(c.Request().Context(), c.Param("serial"))
+	if err != nil {
+		return s.respond(c, outcome.ProcessingFailed, Clip(c.Param("serial")), "", err.Error())
+	}
+	views := make([]backfill.View, 0, min(len(jobs), maxListedBackfills))
+	for _, j := range jobs[:min(len(jobs), maxListedBackfills)] {
+		views = append(views, j.View())
+	}
+	return c.JSON(http.StatusOK, struct {
+		Backfills []backfill.View `json:"backfills"`
+	}{views})
+}
+
+// cancelBackfill: DELETE /devices/{serial}/backfills/{id}: a queued
+// backfill is cancelled at once, a running one after its current page; a
+// finished one stays as it is.
+func (s *Server) cancelBackfill(c echo.Context) error {
+	serial, id := c.Param("serial"), c.Param("id")
+	if !backfill.ValidID(id) {
+		return s.respond(c, outcome.NotFound, Clip(serial), "", "the device has no backfill "+Clip(id))
+	}
+	before, j, err := s.cancel(c.Request().Context(), serial, id)
+	switch {
+	case errors.Is(err, backfill.ErrNotFound):
+		return s.respond(c, outcome.NotFound, Clip(serial), "", "the device has no backfill "+Clip(id))
+	case err != nil:
+		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
+	}
+	v := j.View()
+	s.record(c, "backfill.cancelled", serial, before, v)
+	return c.JSON(http.StatusOK, v)
+}
+
+// cancel cancels a backfill: a queued one at once, a running one by
+// request (writer-worker stops it after its current page).
+func (s *Server) cancel(ctx context.Context, serial, id string) (before backfill.View, _ backfill.Job, _ error) {
+	j, err := s.Backfills.Update(ctx, serial, id, func(j *backfill.Job) error {
+		before = j.View()
+		switch j.State {
+		case backfill.Queued:
+			j.State, j.FinishedNs = backfill.Cancelled, time.Now().UnixNano()
+		case backfill.Running:
+			j.CancelRequested = true
+		}
+		return nil
+	})
+	return before, j, err
+}
+
+// cancelBackfillsOf cancels a deleted device's unfinished backfills.
+func (s *Server) cancelBackfillsOf(c echo.Context, serial string) {
+	jobs, err := s.Backfills.List(c.Request().Context(), serial)
+	if err != nil {
+		s.Log.Warn("backfills of a deleted device not cancelled", zap.String("serial", Clip(serial)), zap.Error(err))
+		return
+	}
+	for _, j := range jobs {
+		if j.Finished() {
+			continue
+		}
+		if before, after, err := s.cancel(c.Request().Context(), serial, j.ID); err == nil {
+			s.record(c, "backfill.cancelled", serial, before, after.View())
+		}
+	}
+}

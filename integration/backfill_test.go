@@ -1,0 +1,191 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+)
+
+// backfillView is a backfill as the workspace API shows it.
+type backfillView struct {
+	ID, State, Error                             string
+	CancelRequested                              bool
+	Progress                                     float64
+	Messages, Readings, Skipped, Unreadable      int64
+	From, To, Created, Started, Finished, Serial string
+}
+
+func (s *stack) startBackfill(t *testing.T, serial, body string, status int) backfillView {
+	t.Helper()
+	r := s.admin(t, http.MethodPost, "/devices/"+serial+"/backfills", body)
+	if r.Status != status {
+		t.Fatalf("start backfill: %d %s, want %d", r.Status, r.Raw, status)
+	}
+	var v backfillView
+	_ = json.Unmarshal(r.Raw, &v)
+	return v
+}
+
+// waitBackfill polls the device's backfills until id is finished.
+func (s *stack) waitBackfill(t *testing.T, serial, id string) backfillView {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		r := s.admin(t, http.MethodGet, "/devices/"+serial+"/backfills", "")
+		var list struct{ Backfills []backfillView }
+		if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &list) != nil {
+			t.Fatalf("list backfills: %d %s", r.Status, r.Raw)
+		}
+		for _, v := range list.Backfills {
+			if v.ID == id && v.State != "queued" && v.State != "running" {
+				return v
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backfill %s not finished in 90 s: %s", id, r.Raw)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// A firmware update renames temp to temperature mid-stream: the renamed
+// readings are answered "No connections configured" and only their raw
+// messages are kept. The mapping is fixed and a backfill over the whole
+// stream stores each renamed reading once, in its reading time, and skips
+// what was stored live before and after; a second backfill stores nothing;
+// a cancelled one stops.
+func TestBackfill(t *testing.T) {
+	s := startStack(t)
+	const serial = "bf-1"
+	device := func(inputs string) string {
+		return `{"accessToken":"tok-bf","timestampInput":"datetime","inputs":[` + inputs + `]}`
+	}
+	if r := s.admin(t, http.MethodPut, "/devices/"+serial, device(`{"name":"temp","entity":"boiler","entityInput":"temperature"}`)); r.Status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", r.Status, r.Raw)
+	}
+	bearer := map[string]string{"Authorization": "Bearer tok-bf"}
+	start := time.Now().Add(-time.Second)
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	var readingMs []int64
+	send := func(i int, key string, value any, status int) {
+		t.Helper()
+		at := base.Add(time.Duration(i) * time.Minute)
+		v, _ := json.Marshal(value)
+		r := s.post(t, fmt.Sprintf(`{"serial":%q,"data":{"datetime":%q,%q:%s}}`, serial, at.Format(time.RFC3339Nano), key, v), bearer)
+		if r.Status != status {
+			t.Fatalf("reading %d: %d %s, want %d", i, r.Status, r.Raw, status)
+		}
+		if value != nil {
+			readingMs = append(readingMs, at.UnixMilli())
+		}
+	}
+	for i := range 5 {
+		send(i, "temp", 20+i, http.StatusOK)
+	}
+	for i := 5; i < 11; i++ {
+		send(i, "temperature", 20+i, http.StatusUnprocessableEntity)
+	}
+	send(11, "temperature", nil, http.StatusUnprocessableEntity) // a null: nothing to store
+	if r := s.admin(t, http.MethodPut, "/devices/"+serial, device(`{"name":"temp","entity":"boiler","entityInput":"temperature"},{"name":"temperature","entity":"boiler","entityInput":"temperature"}`)); r.Status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", r.Status, r.Raw)
+	}
+	for i := 12; i < 15; i++ {
+		send(i, "temperature", 20+i, http.StatusOK)
+	}
+	stored := func() (rows, distinct uint64) {
+		q := "SELECT count(), uniqExact(event_id, device_input) FROM " + s.db + ".input_values WHERE entity = 'boiler' AND input = 'temperature' AND serial = ?"
+		if err := s.ch.QueryRow(t.Context(), q, serial).Scan(&rows, &distinct); err != nil {
+			t.Fatal(err)
+		}
+		return rows, distinct
+	}
+	if rows, _ := stored(); rows != 8 {
+		t.Fatalf("%d values stored live, want 8", rows)
+	}
+
+	body := fmt.Sprintf(`{"from":%q}`, start.Format(time.RFC3339Nano))
+	first := s.startBackfill(t, serial, body, http.StatusAccepted)
+	if first.State != "queued" || first.Serial != serial {
+		t.Fatalf("a new backfill: %+v", first)
+	}
+	s.startBackfill(t, serial, body, http.StatusConflict) // one at a time per device
+	done := s.waitBackfill(t, serial, first.ID)
+	if done.State != "done" || done.Messages != 15 || done.Readings != 6 || done.Skipped != 8 || done.Unreadable != 0 || done.Progress != 1 {
+		t.Fatalf("first backfill: %+v, want done with 15 messages, 6 readings, 8 skipped", done)
+	}
+	if rows, distinct := stored(); rows != 14 || distinct != 14 {
+		t.Fatalf("after the backfill %d values (%d distinct), want 14", rows, distinct)
+	}
+	// Every reading is stored in its reading time (the device's datetime).
+	var got []int64
+	rows, err := s.ch.Query(t.Context(), "SELECT ts_ms FROM "+s.db+".input_values WHERE serial = ? ORDER BY ts_ms", serial)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var ms int64
+		if err := rows.Scan(&ms); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ms)
+	}
+	rows.Close()
+	slices.Sort(readingMs)
+	if !slices.Equal(got, readingMs) {
+		t.Fatalf("reading times stored %v, want %v", got, readingMs)
+	}
+
+	again := s.waitBackfill(t, serial, s.startBackfill(t, serial, body, http.StatusAccepted).ID)
+	if again.State != "done" || again.Messages != 15 || again.Readings != 0 || again.Skipped != 14 {
+		t.Fatalf("second backfill: %+v, want 0 readings stored and 14 skipped", again)
+	}
+	if rows, distinct := stored(); rows != 14 || distinct != 14 {
+		t.Fatalf("after the second backfill %d values (%d distinct), want 14", rows, distinct)
+	}
+
+	third := s.startBackfill(t, serial, body, http.StatusAccepted)
+	if r := s.admin(t, http.MethodDelete, "/devices/"+serial+"/backfills/"+third.ID, ""); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Raw)
+	}
+	if v := s.waitBackfill(t, serial, third.ID); v.State != "cancelled" || v.Finished == "" {
+		t.Fatalf("cancelled backfill: %+v", v)
+	}
+	if r := s.admin(t, http.MethodDelete, "/devices/"+serial+"/backfills/nope", ""); r.Status != http.StatusNotFound {
+		t.Fatalf("cancel of an unknown backfill: %d %s", r.Status, r.Raw)
+	}
+	for _, bad := range []string{`{}`, `{"from":"yesterday"}`, fmt.Sprintf(`{"from":%q}`, time.Now().Add(time.Hour).Format(time.RFC3339))} {
+		s.startBackfill(t, serial, bad, http.StatusBadRequest)
+	}
+	s.startBackfill(t, "no-such-device", body, http.StatusNotFound)
+
+	// Deleting the device cancels its backfill.
+	fourth := s.startBackfill(t, serial, body, http.StatusAccepted)
+	if r := s.admin(t, http.MethodDelete, "/devices/"+serial, ""); r.Status != http.StatusNoContent {
+		t.Fatalf("delete device: %d %s", r.Status, r.Raw)
+	}
+	if v := s.waitBackfill(t, serial, fourth.ID); v.State != "cancelled" {
+		t.Fatalf("the deleted device's backfill: %+v", v)
+	}
+	if rows, distinct := stored(); rows != 14 || distinct != 14 {
+		t.Fatalf("at the end %d values (%d distinct), want 14", rows, distinct)
+	}
+	r := s.admin(t, http.MethodGet, "/audit?action=backfill.", "")
+	var trail struct{ Records []struct{ Action, Target, Actor string } }
+	if err := json.Unmarshal(r.Raw, &trail); err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, rec := range trail.Records {
+		if rec.Target != serial {
+			t.Errorf("audit record %+v", rec)
+		}
+		actions = append(actions, rec.Action)
+	}
+	want := []string{"backfill.cancelled", "backfill.started", "backfill.cancelled", "backfill.started", "backfill.started", "backfill.started"}
+	if !slices.Equal(actions, want) {
+		t.Fatalf("audit trail %v, want %v", actions, want)
+	}
+}

@@ -1,0 +1,208 @@
+package backfill
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/kvmap"
+)
+
+// ErrNotFound is returned for a job that is not in the bucket.
+var ErrNotFound = errors.New("backfill not found")
+
+// MaxAge is how long a job is kept after its last change: the console shows
+// a month of a device's backfills.
+const MaxAge = 30 * 24 * time.Hour
+
+// maxBytes bounds the bucket: a job is ~1 KiB (its inputs at most ~300 KiB).
+const maxBytes = 64 << 20
+
+// leaseKey is the key of the runner's lease; job keys hold a dot, it none.
+const leaseKey = "runner"
+
+// Store keeps the jobs in a KV bucket: key <serial in base64>.<id>.
+type Store struct {
+	kv jetstream.KeyValue
+}
+
+// Open creates the bucket if it is missing and returns a Store over it.
+func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas int, log *zap.Logger) (*Store, error) {
+	var kv jetstream.KeyValue
+	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      bucket,
+			Description: "backfills: a device's mapping applied to its kept raw messages (ingest-api creates, writer-worker runs)",
+			History:     1,
+			TTL:         MaxAge,
+			MaxBytes:    maxBytes,
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open backfill bucket %q: %w", bucket, err)
+	}
+	return &Store{kv: kv}, nil
+}
+
+// ValidID reports whether id may be a job's id (a NUID: letters and
+// digits), and so part of a key.
+func ValidID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func key(serial, id string) string { return kvmap.Key(serial) + "." + id }
+
+// Create stores a new job.
+func (s *Store) Create(ctx context.Context, j Job) error {
+	b, err := json.Marshal(j)
+	if err != nil {
+		return fmt.Errorf("encode backfill: %w", err)
+	}
+	if _, err := s.kv.Create(ctx, key(j.Serial, j.ID), b); err != nil {
+		return fmt.Errorf("store backfill: %w", err)
+	}
+	return nil
+}
+
+// List returns serial's jobs, newest first; All every job, oldest first.
+func (s *Store) List(ctx context.Context, serial string) ([]Job, error) {
+	jobs, err := s.watch(ctx, kvmap.Key(serial)+".*")
+	slices.Reverse(jobs)
+	return jobs, err
+}
+
+// All returns every job, oldest first.
+func (s *Store) All(ctx context.Context) ([]Job, error) { return s.watch(ctx, "*.*") }
+
+func (s *Store) watch(ctx context.Context, keys string) ([]Job, error) {
+	w, err := s.kv.Watch(ctx, keys, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("list backfills: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	var jobs []Job
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list backfills: %w", ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok || e == nil {
+				slices.SortFunc(jobs, compareJobs)
+				return jobs, nil
+			}
+			var j Job
+			if json.Unmarshal(e.Value(), &j) == nil {
+				jobs = append(jobs, j)
+			}
+		}
+	}
+}
+
+func compareJobs(a, b Job) int {
+	return cmp.Or(cmp.Compare(a.CreatedNs, b.CreatedNs), cmp.Compare(a.ID, b.ID))
+}
+
+// maxConflicts bounds an Update's retries while others change the job.
+const maxConflicts = 16
+
+// Update reads a job, lets change alter it and stores the result if nobody
+// changed the job meanwhile, else reads it again (ingest-api cancels while
+// writer-worker records progress).
+func (s *Store) Update(ctx context.Context, serial, id string, change func(j *Job) error) (Job, error) {
+	k := key(serial, id)
+	for range maxConflicts {
+		e, err := s.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return Job{}, ErrNotFound
+		}
+		if err != nil {
+			return Job{}, fmt.Errorf("read backfill: %w", err)
+		}
+		var j Job
+		if err := json.Unmarshal(e.Value(), &j); err != nil {
+			return Job{}, fmt.Errorf("read backfill: %w", err)
+		}
+		if err := change(&j); err != nil {
+			return j, err
+		}
+		b, err := json.Marshal(j)
+		if err != nil {
+			return Job{}, fmt.Errorf("encode backfill: %w", err)
+		}
+		_, err = s.kv.Update(ctx, k, b, e.Revision())
+		if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyExists) {
+			continue
+		}
+		if err != nil {
+			return Job{}, fmt.Errorf("store backfill: %w", err)
+		}
+		return j, nil
+	}
+	return Job{}, fmt.Errorf("store backfill: changed by others %d times in a row", maxConflicts)
+}
+
+// lease is who runs backfills, until when (a holder renews it before each
+// page).
+type lease struct {
+	Owner   string `json:"owner"`
+	UntilNs int64  `json:"untilNs"`
+}
+
+// Lease takes or renews the runner's lease for owner until now+ttl; false:
+// another runner holds it. The lease is what keeps two writer-worker copies
+// from running backfills at once (two runs over one device could both find
+// a value missing and both store it).
+func (s *Store) Lease(ctx context.Context, owner string, now time.Time, ttl time.Duration) (bool, error) {
+	b, _ := json.Marshal(lease{Owner: owner, UntilNs: now.Add(ttl).UnixNano()})
+	e, err := s.kv.Get(ctx, leaseKey)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		_, err = s.kv.Create(ctx, leaseKey, b)
+	case err != nil:
+		return false, fmt.Errorf("read backfill lease: %w", err)
+	default:
+		var l lease
+		if json.Unmarshal(e.Value(), &l) == nil && l.Owner != owner && l.UntilNs > now.UnixNano() {
+			return false, nil
+		}
+		_, err = s.kv.Update(ctx, leaseKey, b, e.Revision())
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("take backfill lease: %w", err)
+	}
+	return true, nil
+}
+
+// Release gives up owner's lease, if it holds it.
+func (s *Store) Release(ctx context.Context, owner string) {
+	e, err := s.kv.Get(ctx, leaseKey)
+	if err != nil {
+		return
+	}
+	var l lease
+	if json.Unmarshal(e.Value(), &l) == nil && l.Owner == owner {
+		_ = s.kv.Delete(ctx, leaseKey, jetstream.LastRevision(e.Revision()))
+	}
+}

@@ -1,0 +1,208 @@
+// Package backfiller runs backfill jobs (pkg/backfill): a device's kept raw
+// messages read in receive order, page by page, mapped with the job's
+// snapshot of the mapping (pkg/resolve, as mapper-worker maps), and the
+// values not yet stored inserted in reading time. One writer-worker copy at
+// a time runs jobs, one job at a time, holding the bucket's lease.
+package backfiller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nuid"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/backfill"
+	"github.com/devicehub/eventservice/pkg/failure"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+const (
+	// poll is how often an idle copy looks for queued jobs.
+	poll = 2 * time.Second
+	// leaseTTL is how long a runner that stopped renewing keeps the lease:
+	// longer than a page may take (pageTimeout), so a copy that stalls in
+	// an insert has given up before another takes over.
+	leaseTTL    = 2 * time.Minute
+	pageTimeout = 30 * time.Second
+	// pageMessages is how many raw messages a page reads (~1 MB of
+	// payloads; one insert of up to pageMessages × inputs rows).
+	pageMessages = 5000
+	// Settle is how old a raw message must be before a job reads it: the
+	// raw log is written within a second of the values, so by then every
+	// message the pipeline handled under the old mapping is in it.
+	Settle = 10 * time.Second
+	// duty is the share of time a runner spends on pages: after a page
+	// that took d it waits d×(1-duty)/duty, leaving ClickHouse to live
+	// ingestion.
+	duty = 0.5
+	// retryWait is the pause after a page that failed for a while.
+	retryWait = 5 * time.Second
+)
+
+// Runner runs jobs while it holds the lease.
+type Runner struct {
+	jobs  *backfill.Store
+	store *chstore.Store
+	owner string
+	log   *zap.Logger
+}
+
+// New returns a runner; Run starts it.
+func New(jobs *backfill.Store, store *chstore.Store, log *zap.Logger) *Runner {
+	return &Runner{jobs: jobs, store: store, owner: nuid.Next(), log: log}
+}
+
+// Run takes the lease whenever it is free and there are jobs, and runs
+// them, oldest first, until ctx ends; then it gives the lease up, so that
+// another copy resumes a job at once.
+func (r *Runner) Run(ctx context.Context) error {
+	defer r.jobs.Release(context.WithoutCancel(ctx), r.owner)
+	for {
+		if err := r.runQueued(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("backfills", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(poll):
+		}
+	}
+}
+
+// errLeaseLost ends a job's run when another copy holds the lease.
+var errLeaseLost = errors.New("backfill lease held by another copy")
+
+// runQueued runs unfinished jobs while this copy holds the lease.
+func (r *Runner) runQueued(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if held, err := r.jobs.Lease(ctx, r.owner, time.Now(), leaseTTL); err != nil || !held {
+			return err
+		}
+		all, err := r.jobs.All(ctx)
+		if err != nil {
+			return err
+		}
+		var next *backfill.Job
+		for i := range all {
+			if !all[i].Finished() {
+				next = &all[i]
+				break
+			}
+		}
+		if next == nil {
+			r.jobs.Release(ctx, r.owner)
+			return nil
+		}
+		if err := r.run(ctx, *next); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run runs job j until it is finished, ctx ends or the lease is lost.
+func (r *Runner) run(ctx context.Context, j backfill.Job) error {
+	log := r.log.With(zap.String("backfill", j.ID))
+	j, err := r.jobs.Update(ctx, j.Serial, j.ID, func(j *backfill.Job) error {
+		if j.Finished() {
+			return errFinished
+		}
+		if j.CancelRequested {
+			finish(j, backfill.Cancelled, "")
+			return nil
+		}
+		if j.State == backfill.Queued {
+			j.State, j.StartedNs = backfill.Running, time.Now().UnixNano()
+		}
+		return nil
+	})
+	if err != nil || j.Finished() {
+		return ignoreFinished(err)
+	}
+	log.Info("backfill running", zap.Int64("from_ns", j.FromNs), zap.Int64("to_ns", j.ToNs), zap.Int64("cursor_ns", j.CursorNs))
+	p := newPager(j, r.store)
+	failing := 0
+	for {
+		if held, err := r.jobs.Lease(ctx, r.owner, time.Now(), leaseTTL); err != nil || !held {
+			return cmpErr(err, errLeaseLost)
+		}
+		start := time.Now()
+		upto := min(j.ToNs, start.Add(-Settle).UnixNano())
+		pctx, cancel := context.WithTimeout(ctx, pageTimeout)
+		done, counts, err := p.next(pctx, upto)
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		state, errText := "", ""
+		switch {
+		case err != nil && failure.KindOf(err) == failure.Permanent:
+			state, errText = backfill.Failed, err.Error()
+		case err != nil:
+			failing++
+			errText = err.Error()
+			log.Warn("backfill page failed, retrying", zap.Int("failures", failing), zap.Error(err))
+		case done && upto >= j.ToNs:
+			state = backfill.Done
+		}
+		if err == nil {
+			failing = 0
+		}
+		j, err = r.jobs.Update(ctx, j.Serial, j.ID, func(job *backfill.Job) error {
+			job.Counts.Add(counts)
+			job.CursorNs, job.CursorID, job.Error = p.cursorNs, p.cursorID, errText
+			switch {
+			case state != "":
+				finish(job, state, errText)
+			case job.CancelRequested:
+				finish(job, backfill.Cancelled, "")
+			}
+			return nil
+		})
+		if err != nil {
+			// The page is stored; a later run finds its values and skips them.
+			return fmt.Errorf("record backfill progress: %w", err)
+		}
+		if j.Finished() {
+			log.Info("backfill finished", zap.String("state", j.State), zap.Int64("messages", j.Messages),
+				zap.Int64("readings", j.Readings), zap.Int64("skipped", j.Skipped))
+			return nil
+		}
+		wait := time.Duration(float64(time.Since(start)) * (1 - duty) / duty)
+		switch {
+		case failing > 0:
+			wait = retryWait
+		case done:
+			wait = max(wait, time.Second) // waiting for the range's last messages to settle
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// errFinished: the job was finished (cancelled) before it ran.
+var errFinished = errors.New("finished")
+
+func ignoreFinished(err error) error {
+	if errors.Is(err, errFinished) {
+		return nil
+	}
+	return err
+}
+
+func cmpErr(err, otherwise error) error {
+	if err != nil {
+		return err
+	}
+	return otherwise
+}
+
+func finish(j *backfill.Job, state, errText string) {
+	j.State, j.FinishedNs, j.Error = state, time.Now().UnixNano(), errText
+}
