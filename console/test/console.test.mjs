@@ -14,6 +14,7 @@ import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { bfSerial, sendUnmapped, backfillSteps } from './backfill.mjs';
 
 const base = process.env.CONSOLE_BASE;
 const adminToken = process.env.ADMIN_TOKEN;
@@ -23,10 +24,6 @@ mkdirSync(shots, { recursive: true });
 
 const SCRIPT = '<img src=x onerror=alert(1)>';
 const serial = `console-dev-${Date.now().toString(36)}`;
-// The backfill step's device: a serial that is markup (no '/' or '=', which
-// a path would not carry as they are), and the entity it feeds.
-const bfSerial = `bf-${Date.now().toString(36)}-<b>bold`;
-const bfEntity = `backfill-${Date.now().toString(36)}`;
 const step = (what) => console.log(`console test: ${what}`);
 
 // send posts as field clients do: a 429 is retried after its Retry-After
@@ -65,10 +62,6 @@ async function admin(method, path, body) {
   assert.ok(res.ok, `${method} ${path}: ${res.status} ${JSON.stringify(answer)}`);
   return answer;
 }
-
-// localInput is what a datetime-local input holds for epoch ms in the
-// browser's time zone.
-const localInput = (page, ms) => page.evaluate((t) => new Date(t - new Date(t).getTimezoneOffset() * 60e3).toISOString().slice(0, 19), ms);
 
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
@@ -223,17 +216,7 @@ try {
   assert.ok(!shownText.includes(token) && !shownText.includes(second), 'no token value in the Messages tab');
 
   step('backfill, before: a device sends a key no input takes (422), its raw messages are kept');
-  // Its diagnostics reach storage while the next steps run.
-  const bfDevice = await admin('PUT', `/devices/${encodeURIComponent(bfSerial)}`, { inputs: [{ name: 'temp', entity: bfEntity }] });
-  const bfToken = bfDevice.accessToken;
-  assert.match(bfToken, /^[0-9a-f]{32}$/);
-  const bfSince = Date.now();
-  const unmapped = [20.5, 21.5, 22.5];
-  for (const temperature of unmapped) {
-    const { status, answer } = await send('/api/v1/deviceapi/event', { serial: bfSerial, data: { temperature } }, bfToken);
-    assert.equal(status, 422, JSON.stringify(answer));
-    assert.equal(answer.message, 'No connections configured');
-  }
+  const bfSince = await sendUnmapped({ admin, send });
 
   step('the Diagnostics tab: answers by kind, the rejection, keys no input takes (as text), and mapping one');
   await post('/api/v1/deviceapi/event', { serial, data: { temp: 29, humidity: 55, [SCRIPT]: SCRIPT } }, second, `live-${serial}-keys`);
@@ -279,76 +262,7 @@ try {
   await shot('fleet');
 
   step('backfill: map the key in the console, apply it to the kept messages, a second backfill stores nothing twice');
-  const bfPath = `/console/devices/${encodeURIComponent(bfSerial)}`;
-  for (let i = 0; i < 40; i++) { // the raw message log is a downstream stage
-    const { messages } = await admin('GET', `/devices/${encodeURIComponent(bfSerial)}/messages?limit=10`);
-    if (messages.length >= unmapped.length) {
-      assert.ok(messages.every((m) => m.outcome === 'No connections configured'), JSON.stringify(messages));
-      break;
-    }
-    assert.ok(i < 39, `raw messages kept: ${messages.length}`);
-    await page.waitForTimeout(500);
-  }
-  await page.goto(`${base}${bfPath}?tab=diagnostics`);
-  await page.getByRole('heading', { name: bfSerial, exact: true }).waitFor();
-  const bfKey = page.locator('#diag-keys tr[data-key="temperature"]');
-  for (let i = 0; i < 40 && await bfKey.count() === 0; i++) {
-    await page.waitForTimeout(1000);
-    await page.getByRole('button', { name: 'Refresh' }).click();
-  }
-  await bfKey.getByRole('button', { name: 'Map this key' }).click();
-  await bfKey.getByLabel('Entity', { exact: true }).fill(bfEntity);
-  await bfKey.getByRole('button', { name: 'Connect' }).click();
-  await page.locator('#mapped-note').getByRole('button', { name: 'Backfill them' }).click();
-  await page.locator('#backfill-form').waitFor();
-  assert.equal(new URL(page.url()).searchParams.get('tab'), 'backfill');
-  assert.ok((await page.locator('#backfill-mapping').textContent()).includes(`temperature → ${bfEntity} / temperature`));
-  assert.equal(await page.locator('main b').count(), 0, 'the serial is text, no element is made of it');
-  assert.equal((await page.locator('h1.serial').textContent()), bfSerial);
-  // A preset fills the start and empties the end (now).
-  await page.getByRole('button', { name: 'Last 7 days' }).click();
-  const presetFrom = await page.locator('#backfill-from').evaluate((e) => new Date(e.value).getTime());
-  assert.ok(Math.abs(presetFrom - (Date.now() - 7 * 86400e3)) < 60e3, `Last 7 days starts ${new Date(presetFrom).toISOString()}`);
-  assert.equal(await page.locator('#backfill-to').inputValue(), '');
-  // The service's refusal is shown as text: a range starting tomorrow.
-  await page.locator('#backfill-from').fill(await localInput(page, Date.now() + 86400e3 + 30e3));
-  const refusal = page.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith('/backfills'));
-  await page.getByRole('button', { name: 'Start backfill' }).click();
-  assert.equal((await refusal).status(), 400);
-  await page.locator('#backfill-error').filter({ hasText: /^Not started: \S/ }).waitFor();
-  // The range: from before the readings (seconds set: a datetime-local
-  // input drops :00) to a moment after them.
-  const bfFrom = Math.floor((bfSince - 120e3) / 60e3) * 60e3 + 30e3;
-  let bfTo = Math.floor(Date.now() / 1000) * 1000 - 1000;
-  if (new Date(bfTo).getSeconds() === 0) bfTo -= 1000;
-  await page.locator('#backfill-from').fill(await localInput(page, bfFrom));
-  await page.locator('#backfill-to').fill(await localInput(page, bfTo));
-  const backfillRows = page.locator('#backfills tbody tr');
-  const cell = (row, name) => row.locator(`td.bf-${name}`).textContent().then((t) => t.trim());
-  const finished = async (n) => {
-    await page.waitForFunction((k) => {
-      const trs = document.querySelectorAll('#backfills tbody tr');
-      return trs.length === k && !['queued', 'running'].includes(trs[0].dataset.state);
-    }, n, { timeout: 60000 });
-    const row = backfillRows.first();
-    assert.equal(await row.getAttribute('data-state'), 'done', `backfill: ${await row.textContent()}`);
-    assert.equal(await row.locator('.bf-error').count(), 0);
-    assert.equal(await cell(row, 'progress'), '100%');
-    return { messages: await cell(row, 'messages'), readings: await cell(row, 'readings'), skipped: await cell(row, 'skipped') };
-  };
-  await page.getByRole('button', { name: 'Start backfill' }).click();
-  assert.deepEqual(await finished(1), { messages: '3', readings: '3', skipped: '0' }, 'the three unmapped readings stored');
-  assert.equal(await page.locator('#backfill-error').textContent(), '', 'the refusal is cleared');
-  assert.ok((await backfillRows.first().locator('td.bf-inputs').textContent()).includes(`temperature → ${bfEntity} / temperature`));
-  const q = new URLSearchParams({ from: new Date(bfFrom).toISOString(), to: new Date(bfTo).toISOString(), limit: '100' });
-  const storedValues = async () => (await admin('GET', `/entities/${bfEntity}/inputs/temperature/series?${q}`)).points.map((p) => p.value).sort((x, y) => x - y);
-  assert.deepEqual(await storedValues(), unmapped, 'the entity input holds the backfilled values');
-  await page.getByRole('button', { name: 'Start backfill' }).click();
-  assert.deepEqual(await finished(2), { messages: '3', readings: '0', skipped: '3' }, 'the same range again stores nothing twice');
-  assert.deepEqual(await storedValues(), unmapped, 'still three values');
-  assert.equal(await page.getByRole('button', { name: 'Cancel', exact: true }).count(), 0, 'nothing left to cancel');
-  assert.equal(await page.locator('main b').count(), 0);
-  await shot('backfill');
+  await backfillSteps({ page, base, admin, shot }, bfSince);
 
   step('the entity page shows the latest value and draws the chart');
   await page.goto(`${base}/console/entities/greenhouse/inputs/temperature`);
