@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -173,7 +176,9 @@ func TestBackfill(t *testing.T) {
 		t.Fatalf("at the end %d values (%d distinct), want 14", rows, distinct)
 	}
 	r := s.admin(t, http.MethodGet, "/audit?action=backfill.", "")
-	var trail struct{ Records []struct{ Action, Target, Actor string } }
+	var trail struct {
+		Records []struct{ Action, Target, Actor string }
+	}
 	if err := json.Unmarshal(r.Raw, &trail); err != nil {
 		t.Fatal(err)
 	}
@@ -188,4 +193,58 @@ func TestBackfill(t *testing.T) {
 	if !slices.Equal(actions, want) {
 		t.Fatalf("audit trail %v, want %v", actions, want)
 	}
+}
+
+// A writer-worker copy stopped mid-backfill (a rolling restart) gives the
+// lease up; the other copy resumes the job from its last recorded page and
+// every reading ends up stored once.
+func TestBackfillMovesToAnotherCopy(t *testing.T) {
+	s := startStack(t)
+	s.start("writer-worker.2")
+	const serial, n = "bf-move", 300_000
+	if r := s.admin(t, http.MethodPut, "/devices/"+serial, `{"inputs":[{"name":"temp","entity":"boiler-m","entityInput":"temp"}]}`); r.Status != http.StatusOK {
+		t.Fatalf("PUT: %d %s", r.Status, r.Raw)
+	}
+	// The raw log of n messages (one a second, two hours ago), written as
+	// the writer keeps it, answered before the key was connected.
+	start := time.Now().Add(-2 * time.Hour).Add(-n * time.Second).Truncate(time.Second)
+	if err := s.ch.Exec(t.Context(), "INSERT INTO "+s.db+".device_messages (serial, ts_ns, event_id, payload, outcome, reading_ns, time_note, token) "+
+		"SELECT ?, toInt64(? + number * 1000000000), toString(generateUUIDv4()), concat('{\"serial\":\"bf-move\",\"data\":{\"temp\":', toString(number), '}}'), "+
+		"'No connections configured', toInt64(? + number * 1000000000), '', 'token-1' FROM system.numbers LIMIT ?", serial, start.UnixNano(), start.UnixNano(), n); err != nil {
+		t.Fatal(err)
+	}
+	bf := s.startBackfill(t, serial, fmt.Sprintf(`{"from":%q}`, start.Format(time.RFC3339)), http.StatusAccepted)
+	// Stop the copy that runs it once it is under way.
+	deadline := time.Now().Add(60 * time.Second)
+	running := ""
+	for running == "" {
+		r := s.admin(t, http.MethodGet, "/devices/"+serial+"/backfills", "")
+		var list struct{ Backfills []backfillView }
+		_ = json.Unmarshal(r.Raw, &list)
+		if len(list.Backfills) == 1 && list.Backfills[0].State == "running" && list.Backfills[0].Messages > 0 {
+			for _, name := range []string{"writer-worker", "writer-worker.2"} {
+				if b, _ := os.ReadFile(filepath.Join(s.logDir, name+".log")); strings.Contains(string(b), "backfill running") {
+					running = name
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the backfill did not get under way: %s", r.Raw)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.kill(t, running, os.Interrupt)
+	other := map[string]string{"writer-worker": "writer-worker.2", "writer-worker.2": "writer-worker"}[running]
+	done := s.waitBackfill(t, serial, bf.ID)
+	if b, _ := os.ReadFile(filepath.Join(s.logDir, other+".log")); !strings.Contains(string(b), "backfill running") {
+		t.Fatalf("%s did not resume the backfill", other)
+	}
+	var rows, distinct uint64
+	if err := s.ch.QueryRow(t.Context(), "SELECT count(), uniqExact(event_id) FROM "+s.db+".input_values WHERE serial = ?", serial).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if done.State != "done" || done.Messages != n || done.Readings+done.Skipped != n || rows != n || distinct != n {
+		t.Fatalf("backfill %+v; %d values stored (%d distinct), want done with %d messages and every reading stored once", done, rows, distinct, n)
+	}
+	t.Logf("stopped %s mid-backfill; the other copy finished it: %d readings stored by the two, %d found already stored", running, done.Readings, done.Skipped)
 }

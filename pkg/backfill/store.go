@@ -117,6 +117,37 @@ func (s *Store) watch(ctx context.Context, keys string) ([]Job, error) {
 	}
 }
 
+// Follow tells unfinished how many jobs are queued or running, at first
+// and whenever that changes, until ctx ends: writer-worker copies look for
+// the lease only while there is work.
+func (s *Store) Follow(ctx context.Context, unfinished func(n int)) error {
+	w, err := s.kv.Watch(ctx, "*.*")
+	if err != nil {
+		return fmt.Errorf("watch backfills: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	open := make(map[string]bool)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("watch backfills: ended")
+			}
+			if e != nil {
+				var j Job
+				if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &j) == nil && !j.Finished() {
+					open[e.Key()] = true
+				} else {
+					delete(open, e.Key())
+				}
+			}
+			unfinished(len(open))
+		}
+	}
+}
+
 func compareJobs(a, b Job) int {
 	return cmp.Or(cmp.Compare(a.CreatedNs, b.CreatedNs), cmp.Compare(a.ID, b.ID))
 }

@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nuid"
@@ -20,7 +22,8 @@ import (
 )
 
 const (
-	// poll is how often an idle copy looks for queued jobs.
+	// poll is how often a copy that knows of unfinished jobs tries the
+	// lease.
 	poll = 2 * time.Second
 	// leaseTTL is how long a runner that stopped renewing keeps the lease:
 	// longer than a page may take (pageTimeout), so a copy that stalls in
@@ -55,18 +58,29 @@ func New(jobs *backfill.Store, store *chstore.Store, log *zap.Logger) *Runner {
 	return &Runner{jobs: jobs, store: store, owner: nuid.Next(), log: log}
 }
 
-// Run takes the lease whenever it is free and there are jobs, and runs
-// them, oldest first, until ctx ends; then it gives the lease up, so that
-// another copy resumes a job at once.
+// Run follows the jobs and, while any is unfinished, takes the lease
+// whenever it is free and runs them, oldest first, until ctx ends; then it
+// gives the lease up, so that another copy resumes a job at once.
 func (r *Runner) Run(ctx context.Context) error {
+	var open atomic.Int64
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	followed := make(chan error, 1)
+	wg.Go(func() { followed <- r.jobs.Follow(ctx, func(n int) { open.Store(int64(n)) }) })
 	defer r.jobs.Release(context.WithoutCancel(ctx), r.owner)
 	for {
-		if err := r.runQueued(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("backfills", zap.Error(err))
+		if open.Load() > 0 {
+			if err := r.runQueued(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("backfills", zap.Error(err))
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-followed:
+			return err
 		case <-time.After(poll):
 		}
 	}
