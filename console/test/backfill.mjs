@@ -4,7 +4,8 @@
 // mapped with "Map this key", "Backfill them" opens the Backfill tab, a
 // range starting tomorrow is refused with the service's text shown, and a
 // backfill over the readings stores them (checked in the entity input); a
-// second over the same range stores none and skips them all.
+// second over the same range stores none and skips them all; a third, up to
+// now, is cancelled while it runs, and a fourth refused meanwhile (409).
 import assert from 'node:assert/strict';
 
 const id = Date.now().toString(36);
@@ -103,6 +104,23 @@ export async function backfillSteps({ page, base, admin, shot }, bfSince) {
   assert.deepEqual(await finished(2), { messages: '3', readings: '0', skipped: '3' }, 'the same range again stores nothing twice');
   assert.deepEqual(await storedValues(), unmapped, 'still three values');
   assert.equal(await page.getByRole('button', { name: 'Cancel', exact: true }).count(), 0, 'nothing left to cancel');
+
+  // A backfill up to now runs for 10 s at least (the service reads a
+  // message once it is 10 s old): meanwhile a second is refused (409, its
+  // text shown), and Cancel stops the first.
+  await page.getByRole('button', { name: 'Last 24 h' }).click();
+  await page.getByRole('button', { name: 'Start backfill' }).click();
+  await backfillRows.nth(2).waitFor();
+  const conflict = page.waitForResponse((r) => r.request().method() === 'POST' && r.url().endsWith('/backfills'));
+  await page.getByRole('button', { name: 'Start backfill' }).click();
+  assert.equal((await conflict).status(), 409);
+  await page.locator('#backfill-error').filter({ hasText: /^Not started: .*cancel it or wait for it/ }).waitFor();
+  await backfillRows.first().getByRole('button', { name: 'Cancel', exact: true }).click();
+  await page.locator('#backfills tbody tr[data-state="cancelled"]').waitFor({ timeout: 15000 });
+  assert.equal(await backfillRows.first().getAttribute('data-state'), 'cancelled');
+  assert.equal(await cell(backfillRows.first(), 'readings'), '0', 'everything in range was stored already');
+  assert.equal(await page.getByRole('button', { name: 'Cancel', exact: true }).count(), 0);
+  assert.deepEqual(await storedValues(), unmapped, 'still three values');
   assert.equal(await page.locator('main b').count(), 0);
   await shot('backfill');
 }

@@ -82,12 +82,13 @@ try {
     if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console: ${m.text()}`);
   });
   // Expected refusals: the wrong token's 401, the 404 by which the create
-  // form checks that the serial is free, and a backfill from the future.
+  // form checks that the serial is free, a backfill from the future and one
+  // while another runs.
   page.on('response', (r) => {
     const u = new URL(r.url());
     const expected = (r.status() === 401 && u.pathname === '/api/v1/admin/whoami')
       || (r.status() === 404 && u.pathname === `/api/v1/admin/devices/${serial}`)
-      || (r.status() === 400 && r.request().method() === 'POST' && u.pathname === `/api/v1/admin/devices/${encodeURIComponent(bfSerial)}/backfills`);
+      || ([400, 409].includes(r.status()) && r.request().method() === 'POST' && u.pathname === `/api/v1/admin/devices/${encodeURIComponent(bfSerial)}/backfills`);
     if (r.status() >= 400 && !expected) problems.push(`${r.status()} for ${u.pathname}`);
   });
   const shot = (name, fullPage = true) => page.screenshot({ path: join(shots, `${name}.png`), fullPage });
