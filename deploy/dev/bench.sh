@@ -61,6 +61,11 @@ if [ "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" != 0 ]; then
     done
   done
 fi
+# Backfill under load: a month of one device's raw messages backfilled
+# beside an open-loop 2,000/s, paired with the same level without it.
+if [ "${BENCH_BACKFILL_PAIRS:-2}" != 0 ]; then
+  PIDS="${pids%,}" deploy/dev/bench-backfill.sh
+fi
 # A week of one reading per second, aggregated for a 7-day chart, in a
 # database of its own on the stack's ClickHouse (target: 200 ms).
 CLICKHOUSE_TEST_ADDR=127.0.0.1:$CLICKHOUSE_PORT go test -run '^$' -bench SeriesWeek -count 5 ./writer-worker/internal/chstore/ | tee bench/series.txt

@@ -10,13 +10,14 @@ type RawMessage struct {
 	ReadingNs int64
 }
 
-// RawMessages returns at most limit of serial's raw messages received in
-// [fromNs, toNs) after the message (afterNs, afterID), in receive order and
-// each once (a message logged twice by a redelivery is one).
-func (s *Store) RawMessages(ctx context.Context, serial string, fromNs, toNs, afterNs int64, afterID string, limit int) ([]RawMessage, error) {
+// RawMessages returns at most limit of serial's raw messages received
+// before toNs that come after (afterNs, afterID) in receive order (afterID
+// "": every message at afterNs comes after), in that order and each once (a
+// message logged twice by a redelivery is one).
+func (s *Store) RawMessages(ctx context.Context, serial string, afterNs int64, afterID string, toNs int64, limit int) ([]RawMessage, error) {
 	return collect(ctx, s.conn, "query raw messages", "scan raw message",
-		"SELECT ts_ns, event_id, payload, reading_ns FROM "+s.db+".device_messages WHERE serial = ? AND ts_ns >= ? AND ts_ns < ? AND (ts_ns > ? OR ts_ns = ? AND event_id > ?) ORDER BY ts_ns, event_id LIMIT 1 BY ts_ns, event_id LIMIT ?",
-		[]any{serial, fromNs, toNs, afterNs, afterNs, afterID, limit}, func(scan func(...any) error) (m RawMessage, err error) {
+		"SELECT ts_ns, event_id, payload, reading_ns FROM "+s.db+".device_messages WHERE serial = ? AND ts_ns >= ? AND ts_ns < ? AND (ts_ns > ? OR event_id > ?) ORDER BY ts_ns, event_id LIMIT 1 BY ts_ns, event_id LIMIT ?",
+		[]any{serial, afterNs, toNs, afterNs, afterID, limit}, func(scan func(...any) error) (m RawMessage, err error) {
 			var payload string
 			err = scan(&m.TsNs, &m.EventID, &payload, &m.ReadingNs)
 			m.Payload = []byte(payload)
