@@ -34,7 +34,7 @@ func TestConsole(t *testing.T) {
 		}
 	}
 	s := startStack(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute) // about 1.5 min on a busy 2-core machine
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "test/console.test.mjs")
 	cmd.Dir = filepath.Join(root, "console")

@@ -48,3 +48,9 @@ export function time(iso) {
 export function valueText(v) {
   return typeof v === 'string' ? v : JSON.stringify(v);
 }
+
+// localInput renders epoch ms for a datetime-local input, in local time.
+export function localInput(ms) {
+  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60e3);
+  return d.toISOString().slice(0, 19);
+}

@@ -4,7 +4,9 @@
 // up in the Messages tab (newest first, without the token, new ones without
 // a reload), the entity page's latest value and drawn chart for a range, a
 // script-looking value shown as text with no dialog, every deep link after
-// a reload, and sign-out. Screenshots of each page go to SCREENSHOTS.
+// a reload, a backfill from raw messages after a key is mapped (a second
+// one over the same range stores nothing twice), and sign-out. Screenshots
+// of each page go to SCREENSHOTS.
 //
 // Env: CONSOLE_BASE (http://127.0.0.1:PORT), ADMIN_TOKEN, SCREENSHOTS (a
 // directory), CHROMIUM (default /usr/bin/chromium).
@@ -12,6 +14,7 @@ import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { bfSerial, sendUnmapped, backfillSteps } from './backfill.mjs';
 
 const base = process.env.CONSOLE_BASE;
 const adminToken = process.env.ADMIN_TOKEN;
@@ -23,9 +26,9 @@ const SCRIPT = '<img src=x onerror=alert(1)>';
 const serial = `console-dev-${Date.now().toString(36)}`;
 const step = (what) => console.log(`console test: ${what}`);
 
-// post sends as field clients do: a 429 is retried after its Retry-After
+// send posts as field clients do: a 429 is retried after its Retry-After
 // (a backlog counts one reading per message against the device's rate).
-async function post(path, body, token, key) {
+async function send(path, body, token, key) {
   const headers = { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` };
   if (key) headers['Idempotency-Key'] = key;
   let res;
@@ -37,9 +40,26 @@ async function post(path, body, token, key) {
     await res.arrayBuffer();
     await new Promise((r) => setTimeout(r, wait * 1000));
   }
-  const answer = await res.json();
-  assert.equal(res.status, 200, `${path}: ${JSON.stringify(answer)}`);
+  return { status: res.status, answer: await res.json() };
+}
+
+// post sends and expects the values stored.
+async function post(path, body, token, key) {
+  const { status, answer } = await send(path, body, token, key);
+  assert.equal(status, 200, `${path}: ${JSON.stringify(answer)}`);
   assert.equal(answer.success, true, `${path}: ${JSON.stringify(answer)}`);
+  return answer;
+}
+
+// admin calls the workspace API with the bootstrap key and expects a 2xx.
+async function admin(method, path, body) {
+  const res = await fetch(`${base}/api/v1/admin${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${adminToken}`, 'Content-Type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const answer = res.status === 204 ? null : await res.json();
+  assert.ok(res.ok, `${method} ${path}: ${res.status} ${JSON.stringify(answer)}`);
   return answer;
 }
 
@@ -61,12 +81,14 @@ try {
     // Failed loads are checked by status below.
     if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console: ${m.text()}`);
   });
-  // Expected refusals: the wrong token's 401, and the 404 by which the
-  // create form checks that the serial is free.
+  // Expected refusals: the wrong token's 401, the 404 by which the create
+  // form checks that the serial is free, a backfill from the future and one
+  // while another runs.
   page.on('response', (r) => {
     const u = new URL(r.url());
     const expected = (r.status() === 401 && u.pathname === '/api/v1/admin/whoami')
-      || (r.status() === 404 && u.pathname === `/api/v1/admin/devices/${serial}`);
+      || (r.status() === 404 && u.pathname === `/api/v1/admin/devices/${serial}`)
+      || ([400, 409].includes(r.status()) && r.request().method() === 'POST' && u.pathname === `/api/v1/admin/devices/${encodeURIComponent(bfSerial)}/backfills`);
     if (r.status() >= 400 && !expected) problems.push(`${r.status()} for ${u.pathname}`);
   });
   const shot = (name, fullPage = true) => page.screenshot({ path: join(shots, `${name}.png`), fullPage });
@@ -194,6 +216,9 @@ try {
   const shownText = await page.locator('#messages').textContent();
   assert.ok(!shownText.includes(token) && !shownText.includes(second), 'no token value in the Messages tab');
 
+  step('backfill, before: a device sends a key no input takes (422), its raw messages are kept');
+  const bfSince = await sendUnmapped({ admin, send });
+
   step('the Diagnostics tab: answers by kind, the rejection, keys no input takes (as text), and mapping one');
   await post('/api/v1/deviceapi/event', { serial, data: { temp: 29, humidity: 55, [SCRIPT]: SCRIPT } }, second, `live-${serial}-keys`);
   await page.goto(`${base}/console/devices/${encodeURIComponent(serial)}?tab=diagnostics`);
@@ -237,6 +262,9 @@ try {
   assert.equal(await page.locator('main img').count(), 0);
   await shot('fleet');
 
+  step('backfill: map the key in the console, apply it to the kept messages, a second backfill stores nothing twice');
+  await backfillSteps({ page, base, admin, shot }, bfSince);
+
   step('the entity page shows the latest value and draws the chart');
   await page.goto(`${base}/console/entities/greenhouse/inputs/temperature`);
   await page.locator('#latest-value').filter({ hasText: '29' }).waitFor(); // the reading the Diagnostics step sent
@@ -279,6 +307,7 @@ try {
     [`/console/devices/${encodeURIComponent(serial)}`, () => page.getByRole('heading', { name: serial }).waitFor()],
     [`/console/devices/${encodeURIComponent(serial)}?tab=messages`, () => page.locator('#messages li.message').first().waitFor()],
     [`/console/devices/${encodeURIComponent(serial)}?tab=diagnostics`, () => page.locator('#diag-counts').waitFor()],
+    [`/console/devices/${encodeURIComponent(bfSerial)}?tab=backfill`, () => page.locator('#backfills tbody tr').first().waitFor()],
     ['/console/fleet', () => page.locator('#fleet-unknown').waitFor()],
     ['/console/entities', () => page.locator('#entities').getByText('heating').waitFor()],
     ['/console/entities/greenhouse/inputs/temperature?range=7d', () => page.locator('#chart[data-kind="number"] canvas').first().waitFor()],
@@ -325,6 +354,12 @@ try {
     assert.equal(await page.getByRole('button', { name, exact: true }).count(), 0, `no ${name} for a viewer`);
   }
   await shot('viewer-device');
+  await page.goto(`${base}/console/devices/${encodeURIComponent(bfSerial)}?tab=backfill`);
+  await page.locator('#backfills tbody tr').nth(1).waitFor();
+  await page.getByText('Operators start and cancel backfills.').waitFor();
+  for (const name of ['Start backfill', 'Cancel']) {
+    assert.equal(await page.getByRole('button', { name, exact: true }).count(), 0, `no ${name} for a viewer`);
+  }
 
   step('sign out forgets the token');
   await page.getByRole('button', { name: 'Sign out' }).click();

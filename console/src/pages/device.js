@@ -1,10 +1,11 @@
 // /console/devices/{serial}: the device's overview (tokens, inputs, edit,
-// delete), its Diagnostics tab and its Messages tab, refreshed every few
-// seconds.
+// delete), its Diagnostics tab, its Messages tab, refreshed every few
+// seconds, and its Backfill tab.
 import { h, replace, time } from '../dom.js';
 import { api, enc, session } from '../api.js';
 import { deviceForm } from './deviceform.js';
 import { diagnosticsPanel } from './diagnostics.js';
+import { backfillPanel } from './backfill.js';
 
 const REFRESH_MS = 3000;
 const MESSAGES = 50;
@@ -23,8 +24,9 @@ export async function devicePage({ el, signal, navigate, link, params }, serial)
   if (signal.aborted) return;
   render(device);
 
-  function render(d) {
-    const tab = ['messages', 'diagnostics'].includes(params.get('tab')) ? params.get('tab') : 'overview';
+  // mapped: the key "Map this key" just connected.
+  function render(d, mapped) {
+    const tab = ['messages', 'diagnostics', 'backfill'].includes(params.get('tab')) ? params.get('tab') : 'overview';
     const panel = h('section', { id: `panel-${tab}`, role: 'tabpanel' });
     const tabButton = (name, label) => h('button', {
       type: 'button', role: 'tab', id: `tab-${name}`, 'aria-selected': String(tab === name),
@@ -36,10 +38,16 @@ export async function devicePage({ el, signal, navigate, link, params }, serial)
     replace(el,
       h('p', { class: 'crumbs' }, link('/console/devices', 'Devices'), ' / '),
       h('h1', { class: 'serial' }, d.serial),
-      h('div', { role: 'tablist', class: 'tabs' }, tabButton('overview', 'Overview'), tabButton('diagnostics', 'Diagnostics'), tabButton('messages', 'Messages')),
+      h('div', { role: 'tablist', class: 'tabs' }, tabButton('overview', 'Overview'), tabButton('diagnostics', 'Diagnostics'), tabButton('messages', 'Messages'), tabButton('backfill', 'Backfill')),
       panel);
     if (tab === 'messages') messages(panel, d);
-    else if (tab === 'diagnostics') diagnosticsPanel(panel, d, { signal, onDevice: (saved) => { device = saved; render(saved); } });
+    else if (tab === 'diagnostics') {
+      diagnosticsPanel(panel, d, {
+        signal, mapped,
+        onDevice: (saved, key) => { device = saved; render(saved, key); },
+        onBackfill: () => navigate(`/console/devices/${enc(d.serial)}?tab=backfill`, { replace: true }),
+      });
+    } else if (tab === 'backfill') backfillPanel(panel, d, { signal });
     else overview(panel, d);
   }
 

@@ -1,7 +1,8 @@
 // The device's Diagnostics tab: "why isn't my data showing?". Answers by
 // kind (rejections that never reached storage included), the latest
 // rejections, keys the device sends that match no connected input (with a
-// "Map this key" action for operators), how late its readings arrive.
+// "Map this key" action for operators, then a way to the Backfill tab for
+// the messages it sent before), how late its readings arrive.
 // Everything the device sent (keys, values, error texts) is rendered as
 // text.
 import { h, replace, time } from '../dom.js';
@@ -29,12 +30,17 @@ const KINDS = {
   source_refused: 'address refused (429)',
 };
 
-export function diagnosticsPanel(panel, d, { signal, onDevice }) {
+export function diagnosticsPanel(panel, d, { signal, mapped, onDevice, onBackfill }) {
   const body = h('div', { id: 'diagnostics' }, h('p', { class: 'muted' }, 'Loading…'));
+  // Values of a key connected just now are stored from now on; those it
+  // sent before are in the raw messages, for a backfill.
+  const note = mapped == null ? null : h('p', { class: 'card', id: 'mapped-note', role: 'status' },
+    h('code', null, mapped), ' is connected: its values are stored from now on. Those sent before are in the kept messages. ',
+    h('button', { type: 'button', onclick: onBackfill }, 'Backfill them'));
   const select = h('select', { id: 'diag-range', 'aria-label': 'Range' }, RANGES.map(([v, label]) => h('option', { value: v }, label)));
   select.value = '24h';
   select.addEventListener('change', load);
-  replace(panel, h('div', { class: 'actions' }, select, h('button', { type: 'button', class: 'secondary', onclick: load }, 'Refresh')), body);
+  replace(panel, note, h('div', { class: 'actions' }, select, h('button', { type: 'button', class: 'secondary', onclick: load }, 'Refresh')), body);
   load();
 
   async function load() {
@@ -104,7 +110,7 @@ export function diagnosticsPanel(panel, d, { signal, onDevice }) {
         const record = { connectionType: d.connectionType, inputs };
         if (d.timestampInput) record.timestampInput = d.timestampInput;
         try {
-          onDevice(await api('PUT', `/devices/${enc(d.serial)}`, record));
+          onDevice(await api('PUT', `/devices/${enc(d.serial)}`, record), key);
         } catch (err) { replace(status, `Not saved: ${err.message}`); }
       },
     }, entity, entityInput, h('button', { type: 'submit' }, 'Connect'), h('button', { type: 'button', class: 'secondary', onclick: cancel }, 'Cancel'), status);

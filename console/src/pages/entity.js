@@ -3,7 +3,7 @@
 // average line for numbers, a step line for booleans, a table for strings
 // and objects.
 import uPlot from 'uplot';
-import { h, replace, time, valueText } from '../dom.js';
+import { h, replace, time, valueText, localInput } from '../dom.js';
 import { api, enc } from '../api.js';
 
 const RANGES = [['15m', '15 min', 15 * 60e3], ['1h', '1 h', 3600e3], ['24h', '24 h', 86400e3], ['7d', '7 d', 7 * 86400e3]];
@@ -149,10 +149,4 @@ function parseStep(s) {
   const m = /^(\d+)(ms|s|m|h|d)$/.exec(s || '');
   if (!m) return Infinity;
   return Number(m[1]) * { ms: 1, s: 1e3, m: 60e3, h: 3600e3, d: 86400e3 }[m[2]];
-}
-
-// localInput renders epoch ms for a datetime-local input, in local time.
-function localInput(ms) {
-  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60e3);
-  return d.toISOString().slice(0, 19);
 }
