@@ -37,10 +37,10 @@ const (
 	// payload bytes it holds.
 	pageMessages = 5000
 	pageBytes    = 8 << 20
-	// Settle is how old a raw message must be before a job reads it: the
+	// settle is how old a raw message must be before a job reads it: the
 	// raw log is written within a second of the values, so by then every
 	// message the pipeline handled under the old mapping is in it.
-	Settle = 10 * time.Second
+	settle = 10 * time.Second
 	// duty is the share of time a runner spends on pages: after a page
 	// that took d it waits d×(1-duty)/duty, leaving ClickHouse to live
 	// ingestion.
@@ -173,7 +173,7 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 			return cmpErr(err, errLeaseLost)
 		}
 		start, liveBefore := time.Now(), r.live()
-		upto := min(j.ToNs, start.Add(-Settle).UnixNano())
+		upto := min(j.ToNs, start.Add(-settle).UnixNano())
 		pctx, cancel := context.WithTimeout(ctx, pageTimeout)
 		done, counts, err := p.next(pctx, upto)
 		cancel()
