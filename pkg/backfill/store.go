@@ -83,67 +83,75 @@ func (s *Store) Create(ctx context.Context, j Job) error {
 	return nil
 }
 
-// List returns serial's jobs, newest first; All every job, oldest first.
+// List returns serial's jobs, newest first.
 func (s *Store) List(ctx context.Context, serial string) ([]Job, error) {
-	jobs, err := s.watch(ctx, kvmap.Key(serial)+".*")
+	jobs, err := s.list(ctx, kvmap.Key(serial)+".*")
 	slices.Reverse(jobs)
 	return jobs, err
 }
 
 // All returns every job, oldest first.
-func (s *Store) All(ctx context.Context) ([]Job, error) { return s.watch(ctx, "*.*") }
+func (s *Store) All(ctx context.Context) ([]Job, error) { return s.list(ctx, "*.*") }
 
-func (s *Store) watch(ctx context.Context, keys string) ([]Job, error) {
-	w, err := s.kv.Watch(ctx, keys, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("list backfills: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
+func (s *Store) list(ctx context.Context, keys string) ([]Job, error) {
 	var jobs []Job
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list backfills: %w", ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok || e == nil {
-				slices.SortFunc(jobs, compareJobs)
-				return jobs, nil
-			}
-			var j Job
-			if json.Unmarshal(e.Value(), &j) == nil {
-				jobs = append(jobs, j)
-			}
+	err := s.watch(ctx, keys, func(e jetstream.KeyValueEntry, j Job, ok bool) bool {
+		if e == nil {
+			return false
 		}
-	}
+		if ok {
+			jobs = append(jobs, j)
+		}
+		return true
+	}, jetstream.IgnoreDeletes())
+	slices.SortFunc(jobs, compareJobs)
+	return jobs, err
 }
 
 // Follow tells unfinished how many jobs are queued or running, at first
 // and whenever that changes, until ctx ends: writer-worker copies look for
 // the lease only while there is work.
 func (s *Store) Follow(ctx context.Context, unfinished func(n int)) error {
-	w, err := s.kv.Watch(ctx, "*.*")
+	open := make(map[string]bool)
+	err := s.watch(ctx, "*.*", func(e jetstream.KeyValueEntry, j Job, ok bool) bool {
+		if e != nil {
+			if ok && !j.Finished() {
+				open[e.Key()] = true
+			} else {
+				delete(open, e.Key())
+			}
+		}
+		unfinished(len(open))
+		return true
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// watch hands f each job of keys as the watch delivers it (ok: a job that
+// could be read; e nil: the bucket's contents so far are all delivered)
+// until f returns false (nil), or the watch or ctx ends (an error).
+func (s *Store) watch(ctx context.Context, keys string, f func(e jetstream.KeyValueEntry, j Job, ok bool) bool, opts ...jetstream.WatchOpt) error {
+	w, err := s.kv.Watch(ctx, keys, opts...)
 	if err != nil {
 		return fmt.Errorf("watch backfills: %w", err)
 	}
 	defer func() { _ = w.Stop() }()
-	open := make(map[string]bool)
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return fmt.Errorf("watch backfills: %w", ctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
 				return errors.New("watch backfills: ended")
 			}
-			if e != nil {
-				var j Job
-				if e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &j) == nil && !j.Finished() {
-					open[e.Key()] = true
-				} else {
-					delete(open, e.Key())
-				}
+			var j Job
+			read := e != nil && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &j) == nil
+			if !f(e, j, read) {
+				return nil
 			}
-			unfinished(len(open))
 		}
 	}
 }
