@@ -62,6 +62,11 @@ func testDocumentedAnswers(t *testing.T, s *stack) {
 		{"GET", "/api/v1/admin/devices", "", nil},
 		{"GET", "/api/v1/admin/entities", "", adm},
 		{"GET", "/api/v1/admin/entities?cursor=!", "", adm},
+		{"POST", "/api/v1/admin/devices/dev-O/backfills", `{"from":"2026-01-01T00:00:00Z"}`, adm},
+		{"POST", "/api/v1/admin/devices/dev-O/backfills", `{"from":"2026-01-01T00:00:00Z"}`, adm},
+		{"POST", "/api/v1/admin/devices/dev-O/backfills", `{"from":"x"}`, adm},
+		{"GET", "/api/v1/admin/devices/dev-O/backfills", "", adm},
+		{"DELETE", "/api/v1/admin/devices/dev-O/backfills/none", "", adm},
 		{"DELETE", "/api/v1/admin/devices/dev-O", "", adm},
 		{"DELETE", "/api/v1/admin/devices/dev-O", "", adm},
 	} {
@@ -71,7 +76,7 @@ func testDocumentedAnswers(t *testing.T, s *stack) {
 			t.Errorf("%s %s: %v", c.method, c.path, err)
 		}
 	}
-	for _, want := range []int{200, 204, 400, 401, 404, 413, 422} {
+	for _, want := range []int{200, 202, 204, 400, 401, 404, 409, 413, 422} {
 		if !statuses[want] {
 			t.Errorf("no answer with status %d was checked", want)
 		}
