@@ -99,7 +99,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Keys:      keys,
 		AdminKeys: adminKeys,
 		Audit:     trail,
-		Tally:     tally,
+		Tally:     counted(tally),
 		Names:     names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: discardFactor * cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
 			ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,
