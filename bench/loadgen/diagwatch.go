@@ -20,6 +20,10 @@ import (
 // diagTables are the diagnostics tables, in the order of diagRows.
 var diagTables = [...]string{"device_stats", "device_stats_hourly", "device_seen", "device_rejections", "device_keys"}
 
+// mergedKeys are the keys of the tables whose merges fold rows with equal
+// keys into one ("": none).
+var mergedKeys = [len(diagTables)]string{"serial, minute, kind", "serial, hour, kind", "serial", "", ""}
+
 // diagRows are rows per diagnostics table.
 type diagRows [len(diagTables)]int
 
@@ -35,17 +39,22 @@ func (d diagRows) String() string {
 func fleetSerial(s string) bool { return strings.HasPrefix(s, "bench-") }
 
 // tableRows asks ClickHouse how many rows each diagnostics table holds: in
-// all, and of the fleet's serials. Tables whose merges fold rows together
-// (summing, replacing) are counted as merged (FINAL), so that a count does
-// not fall when a merge runs between two.
+// all, and of the fleet's serials. A table whose merges fold rows together
+// (summing, replacing) is counted as merged, by its distinct keys, so that
+// a count does not fall when a merge runs between two (count() with FINAL
+// answers 0 on 18.16's SummingMergeTree).
 func tableRows(ctx context.Context, cfg config) (all, fleet diagRows, err error) {
 	var qs []string
 	for i, t := range diagTables {
-		final := ""
-		if i < 3 { // device_stats, device_stats_hourly, device_seen
-			final = " FINAL"
+		f, args := "count", ""
+		if k := mergedKeys[i]; k != "" {
+			f, args = "uniqExact", k
 		}
-		qs = append(qs, fmt.Sprintf("SELECT '%s', count(), countIf(startsWith(serial, 'bench-')) FROM %s.%s%s", t, cfg.database, t, final))
+		cond := "startsWith(serial, 'bench-')"
+		if args != "" {
+			cond = ", " + cond
+		}
+		qs = append(qs, fmt.Sprintf("SELECT '%s', %s(%s), %sIf(%s%s) FROM %s.%s", t, f, args, f, args, cond, cfg.database, t))
 	}
 	out, err := chQuery(ctx, cfg, strings.Join(qs, " UNION ALL ")+" FORMAT TabSeparated")
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"time"
 )
 
 // Flood kinds (-flood): what a stranger sends beside the honest fleet.
@@ -38,9 +37,8 @@ func botAddr(a int) net.IP {
 
 // botsAtOnce is how many addresses of a botnet send at a time: request i
 // comes from bot (i/(botsAtOnce*perSource))*botsAtOnce + i%botsAtOnce, so
-// that a bot's requests are botsAtOnce apart (25 ms at 10,000/s) and
-// mostly find its connection idle; after perSource requests each, the next
-// group takes over.
+// that a bot's requests are botsAtOnce apart (25 ms at 10,000/s); after
+// perSource requests each, the next group takes over.
 const botsAtOnce = 256
 
 // botsFor is how many bots send n requests.
@@ -50,21 +48,22 @@ func botsFor(n, perSource int) int {
 }
 
 // botnet is a flood's pool: request i comes from the address of its bot
-// (botAddr) on a connection of that address's own. Connections of a group
-// of bots the flood has moved past are closed; at most max are open.
+// (botAddr) on the bot's one connection, as a bot on HTTP/1.1 sends; a
+// request whose bot's connection is busy waits for it (so at most
+// botsAtOnce requests are in flight, with the clock of those due running).
+// The connections of a group of bots the flood has moved past are closed.
 type botnet struct {
 	host      string
 	perSource int
-	slots     chan struct{} // one per open connection
 
 	mu    sync.Mutex
-	group int             // the latest group of bots handed out
-	idle  map[int][]*conn // by bot
+	group int                // the latest group of bots handed out
+	bots  map[int]chan *conn // by bot: its connection when idle (nil: dial again)
 	dials int
 }
 
-func newBotnet(host string, perSource, max int) *botnet {
-	return &botnet{host: host, perSource: perSource, slots: make(chan struct{}, max), idle: map[int][]*conn{}}
+func newBotnet(host string, perSource int) *botnet {
+	return &botnet{host: host, perSource: perSource, bots: map[int]chan *conn{}}
 }
 
 // bot is the bot that sends request i.
@@ -76,71 +75,59 @@ func (b *botnet) get(i int) (*conn, error) {
 	a := b.bot(i)
 	b.mu.Lock()
 	if g := a / botsAtOnce; g > b.group {
-		for old, cs := range b.idle {
+		for old, ch := range b.bots {
 			if old/botsAtOnce < g {
-				b.closeAll(cs)
-				delete(b.idle, old)
+				b.drop(old, ch)
 			}
 		}
 		b.group = g
 	}
-	if cs := b.idle[a]; len(cs) > 0 {
-		b.idle[a] = cs[:len(cs)-1]
+	ch := b.bots[a]
+	if ch == nil {
+		ch = make(chan *conn, 1)
+		b.bots[a] = ch
+	} else {
 		b.mu.Unlock()
-		return cs[len(cs)-1], nil
+		c := <-ch // its last request is back (the scheduler is the only taker)
+		b.mu.Lock()
+		if c != nil {
+			b.mu.Unlock()
+			return c, nil
+		}
 	}
 	b.dials++
 	b.mu.Unlock()
-	b.slot()
 	c, err := dialFrom(b.host, botAddr(a))
 	if err != nil {
-		<-b.slots
+		ch <- nil
 	}
 	return c, err
-}
-
-// slot takes a slot for a new connection: a free one, else that of an
-// idle connection of another bot, closed; while every connection is in
-// flight it waits for one to come back.
-func (b *botnet) slot() {
-	for {
-		select {
-		case b.slots <- struct{}{}:
-			return
-		default:
-		}
-		freed := false
-		b.mu.Lock()
-		for a, cs := range b.idle {
-			if len(cs) > 0 {
-				b.closeAll(cs[len(cs)-1:])
-				b.idle[a], freed = cs[:len(cs)-1], true
-				break
-			}
-		}
-		b.mu.Unlock()
-		if !freed {
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
 }
 
 func (b *botnet) put(i int, c *conn, failed bool) {
 	a := b.bot(i)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if failed || a/botsAtOnce < b.group {
-		b.closeAll([]*conn{c})
-		return
+	ch := b.bots[a]
+	if failed || ch == nil {
+		c.close()
+		c = nil
 	}
-	b.idle[a] = append(b.idle[a], c)
+	if ch != nil {
+		ch <- c
+	}
 }
 
-func (b *botnet) closeAll(cs []*conn) {
-	for _, c := range cs {
-		c.close()
-		<-b.slots
+// drop forgets bot a, closing its connection if idle (else put will).
+func (b *botnet) drop(a int, ch chan *conn) {
+	select {
+	case c := <-ch:
+		if c != nil {
+			c.close()
+		}
+	default:
 	}
+	delete(b.bots, a)
 }
 
 func (b *botnet) opened() int {
@@ -152,8 +139,7 @@ func (b *botnet) opened() int {
 func (b *botnet) close() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for a, cs := range b.idle {
-		b.closeAll(cs)
-		delete(b.idle, a)
+	for a, ch := range b.bots {
+		b.drop(a, ch)
 	}
 }

@@ -35,7 +35,7 @@ func TestBotAddr(t *testing.T) {
 // and botsFor counts them.
 func TestBots(t *testing.T) {
 	const perSource = 20
-	b := newBotnet("", perSource, 1)
+	b := newBotnet("", perSource)
 	for _, n := range []int{1, botsAtOnce - 1, botsAtOnce * perSource, 3*botsAtOnce*perSource + 5} {
 		sent := map[int]int{}
 		for i := range n {
@@ -74,8 +74,9 @@ func TestFloodReq(t *testing.T) {
 	}
 }
 
-// A bot's requests reuse its connection, from its own address; moving to
-// the next group closes the last group's connections and frees their slots.
+// A bot's requests share its one connection, from its own address: the
+// next waits for the last to come back; moving to the next group closes
+// the last group's connections.
 func TestBotnetPool(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,7 +95,7 @@ func TestBotnetPool(t *testing.T) {
 		}
 	}()
 	const perSource = 2
-	b := newBotnet(ln.Addr().String(), perSource, 4)
+	b := newBotnet(ln.Addr().String(), perSource)
 	c0, err := b.get(0)
 	if err != nil {
 		t.Fatal(err)
@@ -102,8 +103,15 @@ func TestBotnetPool(t *testing.T) {
 	if ip := <-peers; ip != botAddr(0).String() {
 		t.Fatalf("bot 0 came from %s", ip)
 	}
+	got := make(chan *conn, 1)
+	go func() { c, _ := b.get(botsAtOnce); got <- c }() // bot 0's second request
+	select {
+	case <-got:
+		t.Fatal("bot 0's second request did not wait for its connection")
+	case <-time.After(50 * time.Millisecond):
+	}
 	b.put(0, c0, false)
-	if again, _ := b.get(botsAtOnce); again != c0 { // bot 0's second request
+	if again := <-got; again != c0 {
 		t.Fatal("bot 0's second request did not reuse its connection")
 	}
 	b.put(botsAtOnce, c0, false)
@@ -122,55 +130,15 @@ func TestBotnetPool(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the last group's connection stayed open")
 	}
-	b.put(botsAtOnce*perSource, c1, true)
-	b.close()
-	if len(b.slots) != 0 || b.opened() != 2 {
-		t.Fatalf("slots held %d, dials %d", len(b.slots), b.opened())
-	}
-}
-
-// With every slot held by an idle connection, a bot without one closes
-// another's rather than wait for ever.
-func TestBotnetFull(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c) }()
-		}
-	}()
-	b := newBotnet(ln.Addr().String(), 20, 1)
-	c0, err := b.get(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.put(0, c0, false)
-	done := make(chan error, 1)
-	go func() {
-		c1, err := b.get(1)
-		if err == nil {
-			b.put(1, c1, false)
-		}
-		done <- err
-	}()
+	b.close() // c1 is in flight: closed when it is back
+	b.put(botsAtOnce*perSource, c1, false)
 	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
+	case <-closed:
 	case <-time.After(5 * time.Second):
-		t.Fatal("bot 1 waits for a slot bot 0's idle connection holds")
+		t.Fatal("a connection back after close stayed open")
 	}
-	b.close()
-	if len(b.slots) != 0 {
-		t.Fatalf("%d slots held", len(b.slots))
+	if b.opened() != 2 {
+		t.Fatalf("dials %d, want 2", b.opened())
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // floodLevel drives the honest fleet open loop at rate alone, then again
@@ -43,9 +44,9 @@ func (b *bench) floodRun(ctx context.Context, rate, floodRate int) error {
 			return err
 		}
 	}
-	before, busy0 := rssMB(b.pids), machineBusy()
+	before, busy0, t0 := rssMB(b.pids), machineBusy(), time.Now()
 	u, _ := url.Parse(cfg.target)
-	flood := openLoad{req: floodReq(u.Host, cfg.flood, b.runID, b.serials), pool: newBotnet(u.Host, cfg.floodPerSource, cfg.openConns)}
+	flood := openLoad{req: floodReq(u.Host, cfg.flood, b.runID, b.serials), pool: newBotnet(u.Host, cfg.floodPerSource)}
 	var fr *result
 	l, err := b.measure(ctx, func() (*result, error) {
 		var wg sync.WaitGroup
@@ -63,7 +64,7 @@ func (b *bench) floodRun(ctx context.Context, rate, floodRate int) error {
 	if err != nil {
 		return err
 	}
-	busy := (machineBusy() - busy0) / l.elapsed.Seconds() * 100
+	busy := (machineBusy() - busy0) / time.Since(t0).Seconds() * 100
 	if rate > 0 {
 		b.emitOpen(rate, l)
 	}
@@ -75,7 +76,7 @@ func (b *bench) floodRun(ctx context.Context, rate, floodRate int) error {
 			botsFor(fr.scheduled, cfg.floodPerSource), fr.conns, fr.pct(50), fr.pct(99), fr.pct(100), fmtStatuses(fr.statuses), fr.errors)
 	}
 	if requests > 0 {
-		b.emit("  api_cpu_us_per_request=%.1f requests=%d api_cpu_pct=%.1f machine_busy_pct=%.0f", l.cpu["api"]/100*l.elapsed.Seconds()/float64(requests)*1e6, requests, l.cpu["api"], busy)
+		b.emit("  api_cpu_us_per_request=%.1f requests=%d api_cpu_pct=%.1f machine_busy_pct=%.0f", l.cpu["api"]/100*l.sampled.Seconds()/float64(requests)*1e6, requests, l.cpu["api"], busy)
 	}
 	sleep(ctx, cfg.floodSettle)
 	after := rssMB(b.pids)

@@ -37,11 +37,12 @@ func (b *bench) measure(ctx context.Context, drive func() (*result, error)) (*re
 	startMs := time.Now().UnixMilli()
 	smp := startSampler(b.pids)
 	r, err := drive()
+	sampled := time.Since(smp.start)
 	rss, cpu, growth := smp.finish()
 	if err != nil {
 		return nil, err
 	}
-	r.rss, r.cpu, r.growth = rss, cpu, growth
+	r.rss, r.cpu, r.growth, r.sampled = rss, cpu, growth, sampled
 	sleep(ctx, time.Second)
 	r.stored, err = countStored(ctx, b.cfg, b.entity, startMs-1000, time.Now().UnixMilli())
 	return r, err
