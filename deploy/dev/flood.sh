@@ -31,7 +31,8 @@ done
 [ -f "$RUN_DIR/ready" ] || { echo "stack did not start" >&2; cat "$RUN_DIR/run.out" >&2; exit 1; }
 pids=""
 for n in api mapper writer nats clickhouse; do pids="$pids$n=$(cat "$RUN_DIR/pids/$n"),"; done
-echo "# flood.sh $(git rev-parse --short HEAD) SOURCE_AUTH_FAILURES=${SOURCE_AUTH_FAILURES:-default} $*" >>bench/results.txt
+tags=$(go version -m bin/ingest-api | sed -n 's/.*-tags=\([^ ]*\).*/\1/p')
+echo "# flood.sh $(git rev-parse --short HEAD) ingest-api tags=${tags:-none} SOURCE_AUTH_FAILURES=${SOURCE_AUTH_FAILURES:-default} $*" >>bench/results.txt
 NATS_OPERATOR_PASSWORD=$(sed -n 's/^NATS_OPERATOR_PASSWORD=//p' "$RUN_DIR/nats.env") \
   bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
   -nats "nats://127.0.0.1:$NATS_PORT" -devices "${FLOOD_DEVICES:-1000}" -pids "${pids%,}" -out bench/results.txt "$@"
