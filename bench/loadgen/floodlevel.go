@@ -75,6 +75,9 @@ func (b *bench) floodRun(ctx context.Context, rate, floodRate int) error {
 			cfg.flood, floodRate, cfg.floodPerSource, float64(fr.sent-fr.errors)/fr.elapsed.Seconds(), fr.elapsed.Seconds(),
 			botsFor(fr.scheduled, cfg.floodPerSource), fr.conns, fr.pct(50), fr.pct(99), fr.pct(100), fmtStatuses(fr.statuses), fr.errors)
 	}
+	if rate == 0 {
+		b.emit("  cpu_pct %s", fmtCPU(fmt.Sprintf("flood_rate=%d", floodRate), l.cpu))
+	}
 	if requests > 0 {
 		b.emit("  api_cpu_us_per_request=%.1f requests=%d api_cpu_pct=%.1f machine_busy_pct=%.0f", l.cpu["api"]/100*l.sampled.Seconds()/float64(requests)*1e6, requests, l.cpu["api"], busy)
 	}
