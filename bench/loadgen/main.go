@@ -5,7 +5,9 @@
 // only `success: true` answers as confirmed, waits for the answers still in
 // flight, and checks that ClickHouse holds exactly that many values. The same
 // load is driven at a ceiling server (an Echo handler that decodes and checks
-// the request and stores nothing) for the ratio.
+// the request and stores nothing) for the ratio. With -flood it also plays
+// a botnet of unknown serials or wrong tokens beside an open-loop fleet and
+// reports what the diagnostics kept of it (deploy/dev/flood.sh).
 package main
 
 import (
