@@ -104,7 +104,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		Keys:      keys,
 		AdminKeys: adminKeys,
 		Audit:     trail,
-		Tally:     tally,
+		Tally:     counted(tally),
 		Backfills: backfills,
 		Names:     names,
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: discardFactor * cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,

@@ -39,9 +39,17 @@ var (
 
 func dial(addr string) (*conn, error) {
 	n := dials.Add(1)
-	d := net.Dialer{Timeout: 5 * time.Second}
 	if sources > 1 {
-		d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+n%sources))}
+		return dialFrom(addr, net.IPv4(127, 0, 1, byte(1+n%sources)))
+	}
+	return dialFrom(addr, nil)
+}
+
+// dialFrom connects to addr from the local address src (nil: the default).
+func dialFrom(addr string, src net.IP) (*conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	if src != nil {
+		d.LocalAddr = &net.TCPAddr{IP: src}
 	}
 	c, err := d.Dial("tcp", addr)
 	if err != nil {
@@ -63,6 +71,7 @@ type reply struct {
 	status     int
 	ok         bool          // the body says success
 	retryAfter time.Duration // from a Retry-After header, if any
+	closed     bool          // the server closes the connection after this answer
 }
 
 // do sends req and reads the answer.
@@ -94,6 +103,9 @@ func (c *conn) do(req []byte, timeout time.Duration) (a reply, err error) {
 			if length, err = strconv.Atoi(string(bytes.TrimSpace(h[15:]))); err != nil {
 				return a, err
 			}
+		}
+		if len(h) > 11 && bytes.EqualFold(h[:11], []byte("Connection:")) {
+			a.closed = bytes.EqualFold(bytes.TrimSpace(h[11:]), []byte("close"))
 		}
 		if len(h) > 12 && bytes.EqualFold(h[:12], []byte("Retry-After:")) {
 			if secs, err := strconv.Atoi(string(bytes.TrimSpace(h[12:]))); err == nil {

@@ -21,8 +21,9 @@ type result struct {
 	elapsed          time.Duration
 
 	// measured around the level (bench.measure)
-	stored   int                   // values ClickHouse holds from the level
-	rss, cpu map[string]float64    // per process: peak MB, % of one core
+	stored   int                // values ClickHouse holds from the level
+	rss, cpu map[string]float64 // per process: peak MB, % of one core over sampled
+	sampled  time.Duration
 	growth   map[string][2]float64 // per process: RSS MB 5 s in and at the end
 }
 

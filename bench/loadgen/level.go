@@ -12,6 +12,7 @@ type bench struct {
 	cfg              config
 	runID, entity    string
 	service, ceiling target
+	serials          []string // the provisioned fleet's
 	pids             map[string]int
 	lines            []string
 }
@@ -36,11 +37,12 @@ func (b *bench) measure(ctx context.Context, drive func() (*result, error)) (*re
 	startMs := time.Now().UnixMilli()
 	smp := startSampler(b.pids)
 	r, err := drive()
+	sampled := time.Since(smp.start)
 	rss, cpu, growth := smp.finish()
 	if err != nil {
 		return nil, err
 	}
-	r.rss, r.cpu, r.growth = rss, cpu, growth
+	r.rss, r.cpu, r.growth, r.sampled = rss, cpu, growth, sampled
 	sleep(ctx, time.Second)
 	r.stored, err = countStored(ctx, b.cfg, b.entity, startMs-1000, time.Now().UnixMilli())
 	return r, err
@@ -93,13 +95,32 @@ func (b *bench) closedLevel(ctx context.Context, conc int) error {
 // times, the statuses, the exact reconciliation, and the CPU each event cost
 // the programs, NATS and ClickHouse together.
 func (b *bench) openLevel(ctx context.Context, rate int) error {
-	cfg := b.cfg
 	l, err := b.measure(ctx, func() (*result, error) {
-		return driveOpen(ctx, b.service, cfg.openConns, rate, cfg.duration, b.keyPrefix("%s-open-%d", rate))
+		return driveOpen(ctx, b.fleetLoad(b.keyPrefix("%s-open-%d", rate)), rate, b.cfg.duration)
 	})
 	if err != nil {
 		return err
 	}
+	b.emitOpen(rate, l)
+	return nil
+}
+
+// fleetLoad is the honest fleet's open load on the service: its devices'
+// requests in turn, each with a unique Idempotency-Key starting with keyed
+// if set.
+func (b *bench) fleetLoad(keyed string) openLoad {
+	t := b.service
+	return openLoad{pool: newFleet(t.host, b.cfg.openConns), req: func(i int) []byte {
+		req := t.reqs[i%len(t.reqs)]
+		if keyed != "" {
+			req = withKey(nil, req, keyed, i)
+		}
+		return req
+	}}
+}
+
+func (b *bench) emitOpen(rate int, l *result) {
+	cfg := b.cfg
 	achieved := float64(l.confirmed) / cfg.duration.Seconds()
 	b.emit("open rate=%d conns=%d keyed=%v achieved_eps=%.0f p50_ms=%.2f p99_ms=%.2f p999_ms=%.2f max_ms=%.2f statuses=%s conn_errors=%d",
 		rate, l.conns, cfg.keyed, achieved, l.pct(50), l.pct(99), l.pct(99.9), l.pct(100), fmtStatuses(l.statuses), l.errors)
@@ -117,5 +138,4 @@ func (b *bench) openLevel(ctx context.Context, rate int) error {
 		perEvent = service / 100 * l.elapsed.Seconds() / float64(l.confirmed) * 1e6
 	}
 	b.emit("  cpu_pct %s service_us_per_event=%.0f", fmtCPU(fmt.Sprintf("rate=%d", rate), l.cpu), perEvent)
-	return nil
 }

@@ -5,7 +5,9 @@
 // only `success: true` answers as confirmed, waits for the answers still in
 // flight, and checks that ClickHouse holds exactly that many values. The same
 // load is driven at a ceiling server (an Echo handler that decodes and checks
-// the request and stores nothing) for the ratio.
+// the request and stores nothing) for the ratio. With -flood it also plays
+// a botnet of unknown serials or wrong tokens beside an open-loop fleet and
+// reports what the diagnostics kept of it (deploy/dev/flood.sh).
 package main
 
 import (
@@ -31,6 +33,10 @@ type config struct {
 	batch                                    int
 	rates                                    []int // open loop: requests per second, one level each
 	openConns                                int
+	flood                                    string // beside the open loop: floodUnknown or floodToken
+	floodRate, floodPerSource                int
+	floodSettle                              time.Duration
+	nats                                     string
 }
 
 func main() {
@@ -64,16 +70,28 @@ func parseFlags(args []string) (config, error) {
 	var rates string
 	fs.StringVar(&rates, "rates", "", "open loop instead of closed: constant arrival rates per second, one level each (latency from each request's scheduled time)")
 	fs.IntVar(&c.openConns, "open-conns", 1024, "most connections of an open-loop level: a due request takes an idle one or opens one up to this, then waits")
+	fs.StringVar(&c.flood, "flood", "", "beside each -rates level (0: none), a flood from a botnet: \"unknown\" (a new unknown serial every request) or \"token\" (provisioned serials, wrong tokens)")
+	fs.IntVar(&c.floodRate, "flood-rate", 10000, "the flood's requests per second")
+	fs.IntVar(&c.floodPerSource, "flood-per-source", 20, "the flood's requests per source address (127.10.0.1 onwards), then the next address")
+	fs.DurationVar(&c.floodSettle, "flood-settle", 25*time.Second, "after a flood, the wait for the last diagnostics reports to be stored before RSS and rows are read")
+	fs.StringVar(&c.nats, "nats", "", "with -flood: NATS URL to watch the diagnostics reports on, as user operator (NATS_OPERATOR_PASSWORD)")
 	fs.IntVar(&c.batch, "batch", 0, "backlog mode: POST /api/v1/deviceapi/events with this many messages of 2 inputs per request (0: one reading per request)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	var err error
-	if c.levels, err = intList(levels, "-conc", 4096); err != nil {
+	if c.levels, err = intList(levels, "-conc", 1, 4096); err != nil {
 		return c, err
 	}
-	if c.rates, err = intList(rates, "-rates", 100000); err != nil {
+	least := 1
+	if c.flood != "" {
+		least = 0 // a flood alone
+	}
+	if c.rates, err = intList(rates, "-rates", least, 100000); err != nil {
 		return c, err
+	}
+	if c.flood != "" && (c.flood != floodUnknown && c.flood != floodToken || len(c.rates) == 0 || c.floodRate < 0 || c.floodPerSource < 1) {
+		return c, fmt.Errorf("-flood must be %q or %q, with -rates, -flood-rate >= 0 and -flood-per-source >= 1", floodUnknown, floodToken)
 	}
 	if c.openConns < 1 || c.openConns > 4096 {
 		return c, fmt.Errorf("-open-conns must be 1 to 4096")
@@ -102,16 +120,16 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
-// intList parses the comma-separated levels of flag name, each 1 to most;
-// blank entries are skipped.
-func intList(s, name string, most int) ([]int, error) {
+// intList parses the comma-separated levels of flag name, each least to
+// most; blank entries are skipped.
+func intList(s, name string, least, most int) ([]int, error) {
 	var ns []int
 	for _, l := range strings.Split(s, ",") {
 		if strings.TrimSpace(l) == "" {
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(l))
-		if err != nil || n < 1 || n > most {
+		if err != nil || n < least || n > most {
 			return nil, fmt.Errorf("bad %s level %q", name, l)
 		}
 		ns = append(ns, n)

@@ -8,66 +8,107 @@ import (
 	"time"
 )
 
+// openLoad is what an open-loop level sends: request i, on a connection
+// from pool.
+type openLoad struct {
+	req  func(i int) []byte
+	pool pool
+}
+
+// pool hands out the connections of an open-loop level; get is called
+// from the scheduling goroutine only, put from any sender.
+type pool interface {
+	get(i int) (*conn, error)        // a connection for request i: idle, new, or (at the bound) the next one back
+	put(i int, c *conn, failed bool) // c is back after request i; failed: it is unusable
+	opened() int                     // connections opened
+	close()                          // closes the idle connections, once every one is back
+}
+
 // driveOpen sends at a constant rate for d, whatever the answers do: request
 // i is due at start + i/rate, and its latency counts from then, so a stall
 // shows as the due requests it holds up (no coordinated omission). A due
-// request goes out on an idle connection, or on a new one while fewer than
-// maxConns are open (a fleet's devices do not share a few connections);
-// past that it waits for one with its clock running. Each request is sent
-// once: a 503 counts as its answer (Retry-After is not waited on here).
-func driveOpen(ctx context.Context, t target, maxConns, rate int, d time.Duration, keyed string) (*result, error) {
+// request goes out on a connection of l's pool, which may make it wait with
+// its clock running. Each request is sent once: a 503 counts as its answer
+// (Retry-After is not waited on here).
+func driveOpen(ctx context.Context, l openLoad, rate int, d time.Duration) (*result, error) {
 	n := int(float64(rate) * d.Seconds())
 	r := newResult()
-	var err error                      // a failed dial, which ends the level
-	idle := make(chan *conn, maxConns) // an open connection, or nil: a slot to dial again
+	var err error // a failed dial, which ends the level
 	var wg sync.WaitGroup
-	send := func(i int, due time.Time, c *conn) {
-		req := t.reqs[i%len(t.reqs)]
-		if keyed != "" {
-			req = withKey(nil, req, keyed, i)
-		}
-		a, err := c.do(req, 60*time.Second)
-		r.record(a, err, time.Since(due))
-		if err != nil {
-			c.close()
-			c, _ = dial(t.host) // nil if that fails
-		}
-		idle <- c
-	}
 	start := time.Now().Add(20 * time.Millisecond)
 	interval := time.Second / time.Duration(rate)
-	opened := 0
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		due := start.Add(time.Duration(i) * interval)
 		if wait := time.Until(due); wait > 200*time.Microsecond {
 			time.Sleep(wait)
 		}
 		var c *conn
-		select {
-		case c = <-idle:
-		default:
-			if opened < maxConns {
-				opened++
-			} else {
-				c = <-idle
-			}
-		}
-		if c == nil {
-			if c, err = dial(t.host); err != nil {
-				err = fmt.Errorf("dial: %w", err)
-				break
-			}
+		if c, err = l.pool.get(i); err != nil {
+			err = fmt.Errorf("dial: %w", err)
+			break
 		}
 		r.scheduled++
-		wg.Go(func() { send(i, due, c) })
+		wg.Go(func() {
+			a, err := c.do(l.req(i), 60*time.Second)
+			r.record(a, err, time.Since(due))
+			l.pool.put(i, c, err != nil || a.closed)
+		})
 	}
 	wg.Wait()
-	close(idle)
-	for c := range idle {
+	l.pool.close()
+	r.elapsed, r.conns = time.Since(start), l.pool.opened()
+	return r, cmp.Or(err, ctx.Err())
+}
+
+// fleet is the honest devices' pool: up to max connections shared by all
+// requests, dialed from the fleet's addresses (dial). A fleet's devices do
+// not share a few connections.
+type fleet struct {
+	host  string
+	idle  chan *conn // an open connection, or nil: a slot to dial again
+	count int        // slots taken: the scheduling goroutine's
+}
+
+func newFleet(host string, max int) *fleet {
+	return &fleet{host: host, idle: make(chan *conn, max)}
+}
+
+func (f *fleet) get(int) (*conn, error) {
+	var c *conn
+	select {
+	case c = <-f.idle:
+	default:
+		if f.count < cap(f.idle) {
+			f.count++
+		} else {
+			c = <-f.idle
+		}
+	}
+	if c != nil {
+		return c, nil
+	}
+	c, err := dial(f.host)
+	if err != nil {
+		f.idle <- nil // the slot, for a later try
+	}
+	return c, err
+}
+
+func (f *fleet) put(_ int, c *conn, failed bool) {
+	if failed {
+		c.close()
+		c = nil
+	}
+	f.idle <- c
+}
+
+func (f *fleet) opened() int { return f.count }
+
+func (f *fleet) close() {
+	close(f.idle)
+	for c := range f.idle {
 		if c != nil {
 			c.close()
 		}
 	}
-	r.elapsed, r.conns = time.Since(start), opened
-	return r, cmp.Or(err, ctx.Err())
 }

@@ -22,14 +22,14 @@ func run(ctx context.Context, cfg config) error {
 	var rb [4]byte
 	_, _ = rand.Read(rb[:])
 	runID := hex.EncodeToString(rb[:])
-	b := &bench{cfg: cfg, runID: runID, entity: "bench-" + runID, pids: map[string]int{"loadgen": os.Getpid()}}
-	maps.Copy(b.pids, cfg.pids)
 	tokens := make(map[string]string, cfg.devices)
 	serials := make([]string, cfg.devices)
 	for i := range serials {
 		serials[i] = fmt.Sprintf("bench-%05d", i)
 		tokens[serials[i]] = fmt.Sprintf("bt-%s-%05d", runID, i)
 	}
+	b := &bench{cfg: cfg, runID: runID, serials: serials, entity: "bench-" + runID, pids: map[string]int{"loadgen": os.Getpid()}}
+	maps.Copy(b.pids, cfg.pids)
 	if err := provision(ctx, cfg, b.entity, serials, tokens); err != nil {
 		return err
 	}
@@ -54,7 +54,10 @@ func run(ctx context.Context, cfg config) error {
 	b.service, b.ceiling = mk(u.Host), mk(ceil.addr)
 	b.emit("# run %s %s devices=%d duration=%s keyed=%v batch=%d", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyed, cfg.batch)
 	level, levels := b.closedLevel, cfg.levels
-	if len(cfg.rates) > 0 {
+	switch {
+	case cfg.flood != "":
+		level, levels = b.floodLevel, cfg.rates
+	case len(cfg.rates) > 0:
 		level, levels = b.openLevel, cfg.rates
 	}
 	for _, n := range levels {
@@ -145,18 +148,26 @@ func provision(ctx context.Context, cfg config, entity string, serials []string,
 
 // countStored asks ClickHouse over HTTP how many values the run stored.
 func countStored(ctx context.Context, cfg config, entity string, fromMs, toMs int64) (int, error) {
-	q := fmt.Sprintf("SELECT count() FROM %s.input_values WHERE entity = '%s' AND received_ns >= %d AND received_ns <= %d", cfg.database, entity, fromMs*1e6, toMs*1e6)
+	out, err := chQuery(ctx, cfg, fmt.Sprintf("SELECT count() FROM %s.input_values WHERE entity = '%s' AND received_ns >= %d AND received_ns <= %d", cfg.database, entity, fromMs*1e6, toMs*1e6))
+	if err != nil {
+		return 0, fmt.Errorf("count stored: %w", err)
+	}
+	return strconv.Atoi(strings.TrimSpace(out))
+}
+
+// chQuery runs q on ClickHouse's HTTP interface and returns its output.
+func chQuery(ctx context.Context, cfg config, q string) (string, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cfg.clickhouse+"/", strings.NewReader(q))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("count stored: %w", err)
+		return "", err
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("count stored: %d %s", resp.StatusCode, b)
+		return "", fmt.Errorf("%d %s", resp.StatusCode, b)
 	}
-	return strconv.Atoi(strings.TrimSpace(string(b)))
+	return string(b), nil
 }
 
 // backlogBody is a backlog of n messages of two inputs each for device s,
