@@ -4,8 +4,10 @@
 # raw messages (259,200, one every 10 s, two inputs: 518,400 readings) is
 # written straight into the raw log, then backfilled while an open-loop
 # 2,000/s load runs; each such level follows one without a backfill, so the
-# pair meets ClickHouse in the same state. Prints the backfill's
-# readings/s; the levels' latency lines go to bench/results.txt.
+# pair meets ClickHouse in the same state, and each pair starts after a
+# pause (BENCH_BACKFILL_SETTLE) that lets the merges of the last backfill's
+# parts end. Prints the backfill's readings/s; the levels' latency lines go
+# to bench/results.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rate=${BENCH_BACKFILL_RATE:-2000} secs=${BENCH_BACKFILL_SECONDS:-20} pairs=${BENCH_BACKFILL_PAIRS:-2}
@@ -24,7 +26,8 @@ for pair in $(seq 1 "$pairs"); do
     SELECT '$serial', toInt64($start + number * 10000000000), toString(generateUUIDv4()),
       concat('{\"serial\":\"$serial\",\"data\":{\"temp\":', toString(round(20 + 5 * sin(number / 600), 2)), ',\"hum\":', toString(number % 100), '}}'),
       'No connections configured', toInt64($start + number * 10000000000 - 2000000000), '', 'token-1' FROM system.numbers LIMIT $n"
-  echo "# backfill pair $pair: open loop $rate/s for ${secs}s without a backfill, then with one"
+  sleep "${BENCH_BACKFILL_SETTLE:-45}"
+  echo "# backfill pair $pair: open loop $rate/s for ${secs}s without a backfill, then with one" | tee -a bench/results.txt
   load
   from=$(date -u -d "@$(( start / 1000000000 ))" +%Y-%m-%dT%H:%M:%SZ) to=$(date -u -d "@$(( end / 1000000000 + 1 ))" +%Y-%m-%dT%H:%M:%SZ)
   id=$(curl -sf -X POST "$api/devices/$serial/backfills" -H "$auth" -d "{\"from\":\"$from\",\"to\":\"$to\"}" | sed -E 's/.*"id":"([^"]+)".*/\1/')
@@ -34,11 +37,9 @@ for pair in $(seq 1 "$pairs"); do
     case "$view" in *'"state":"done"'*|*'"state":"failed"'*|*'"state":"cancelled"'*) break ;; esac
     sleep 1
   done
-  echo "$view" | python3 -c '
-import json, sys, datetime
-b = json.load(sys.stdin)["backfills"][0]
-t = lambda s: datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
-secs = (t(b["finished"]) - t(b["started"])).total_seconds() if b.get("finished") else float("nan")
-print("backfill %s: %s, %d messages, %d readings stored, %d skipped in %.1f s: %.0f readings/s" % (
-    b["id"], b["state"], b["messages"], b["readings"], b["skipped"], secs, b["readings"] / secs))'
+  echo "$view" | node -e '
+    const b = JSON.parse(require("fs").readFileSync(0, "utf8")).backfills[0];
+    const secs = (Date.parse(b.finished) - Date.parse(b.started)) / 1000;
+    console.log(`# backfill ${b.id}: ${b.state}, ${b.messages} messages, ${b.readings} readings stored, ${b.skipped} skipped in ${secs.toFixed(1)} s: ${Math.round(b.readings / secs)} readings/s`);' \
+    | tee -a bench/results.txt
 done
