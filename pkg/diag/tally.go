@@ -24,8 +24,10 @@ type Limits struct {
 	Rejections, Keys int
 }
 
-// DefaultLimits hold at most ~100,000 serials' counts (~20 MB) between
-// reports.
+// DefaultLimits hold at most 100,000 serials' counts between reports: ~20
+// MB of counts, ~80 MB when every one of them also keeps 3 rejections (a
+// wrong-token flood over the whole fleet, ~30,000 a second; measured in
+// docs/performance.md, "Diagnostics under a flood").
 var DefaultLimits = Limits{Serials: 100_000, Unknown: 256, Rejections: 3, Keys: 32}
 
 // Interval is how often a Tally reports (and the most that is lost of
