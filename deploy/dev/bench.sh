@@ -23,19 +23,8 @@ if [ -d "$RUN_DIR" ]; then
   sync
   sleep "${BENCH_SETTLE:-35}"
 fi
-mkdir -p "$RUN_DIR" bench
-setsid deploy/dev/run.sh >"$RUN_DIR/run.out" 2>&1 &
-runner=$!
-cleanup() { kill -TERM -- -"$runner" 2>/dev/null || kill -TERM "$runner" 2>/dev/null || true; wait "$runner" 2>/dev/null || true; }
-trap cleanup EXIT
-for _ in $(seq 1 600); do
-  [ -f "$RUN_DIR/ready" ] && break
-  kill -0 "$runner" 2>/dev/null || { cat "$RUN_DIR/run.out" >&2; exit 1; }
-  sleep 0.1
-done
-[ -f "$RUN_DIR/ready" ] || { echo "stack did not start" >&2; cat "$RUN_DIR/run.out" >&2; exit 1; }
-pids=""
-for n in api mapper writer nats clickhouse; do pids="$pids$n=$(cat "$RUN_DIR/pids/$n"),"; done
+. deploy/dev/stack.sh
+start_stack
 bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
   -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_CONC:-16,64,256,1024}" -duration "${BENCH_DURATION:-10s}" \
   -pids "${pids%,}" -out bench/results.txt ${BENCH_KEYED:+-keyed}

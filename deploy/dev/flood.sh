@@ -18,19 +18,8 @@ export RUN_DIR=$root/.run/flood-$(date +%Y%m%d-%H%M%S)-$$ NATS_PORT=$((base + 22
   WRITER_HEALTH_ADDR=127.0.0.1:$((base + 82)) INGEST_METRICS_ADDR=127.0.0.1:$((base + 83)) LOG_LEVEL=warn
 export ADMIN_TOKEN=${ADMIN_TOKEN:-flood-admin-token-$RANDOM$RANDOM}
 go build -o bin/loadgen ./bench/loadgen
-mkdir -p "$RUN_DIR" bench
-setsid deploy/dev/run.sh >"$RUN_DIR/run.out" 2>&1 &
-runner=$!
-cleanup() { kill -TERM -- -"$runner" 2>/dev/null || kill -TERM "$runner" 2>/dev/null || true; wait "$runner" 2>/dev/null || true; }
-trap cleanup EXIT
-for _ in $(seq 1 600); do
-  [ -f "$RUN_DIR/ready" ] && break
-  kill -0 "$runner" 2>/dev/null || { cat "$RUN_DIR/run.out" >&2; exit 1; }
-  sleep 0.1
-done
-[ -f "$RUN_DIR/ready" ] || { echo "stack did not start" >&2; cat "$RUN_DIR/run.out" >&2; exit 1; }
-pids=""
-for n in api mapper writer nats clickhouse; do pids="$pids$n=$(cat "$RUN_DIR/pids/$n"),"; done
+. deploy/dev/stack.sh
+start_stack
 tags=$(go version -m bin/ingest-api | sed -n 's/.*-tags=\([^ ]*\).*/\1/p')
 echo "# flood.sh $(git rev-parse --short HEAD) ingest-api tags=${tags:-none} SOURCE_AUTH_FAILURES=${SOURCE_AUTH_FAILURES:-default} $*" >>bench/results.txt
 NATS_OPERATOR_PASSWORD=$(sed -n 's/^NATS_OPERATOR_PASSWORD=//p' "$RUN_DIR/nats.env") \
