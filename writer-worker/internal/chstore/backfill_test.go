@@ -64,7 +64,7 @@ func TestRawMessagesAfterACursorBoundedByBytes(t *testing.T) {
 		{base, "", end, 6, 8 << 20, "[m0 m1 m2 m3 m4 m5] false"},
 		{base, "", end, 5, 8 << 20, "[m0 m1 m2 m3 m4] true"},
 		{base, "", end, 100, 2 << 20, "[m0 m1 m2 m3] true"}, // m4 would pass 2 MiB
-		{base + 3e6, "m3", end, 100, 1 << 20, "[m4] true"},   // one at least
+		{base + 3e6, "m3", end, 100, 1 << 20, "[m4] true"},  // one at least
 		{base + 5e6, "m5", end, 100, 1 << 20, "[] false"},
 	} {
 		if got := read(c.afterNs, c.afterID, c.toNs, c.limit, c.maxBytes); got != c.want {
