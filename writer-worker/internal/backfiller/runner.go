@@ -6,6 +6,7 @@
 package backfiller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -170,7 +171,7 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 	failing := 0
 	for {
 		if held, err := r.jobs.Lease(ctx, r.owner, time.Now(), leaseTTL); err != nil || !held {
-			return cmpErr(err, errLeaseLost)
+			return cmp.Or(err, errLeaseLost)
 		}
 		start, liveBefore := time.Now(), r.live()
 		upto := min(j.ToNs, start.Add(-settle).UnixNano())
@@ -249,13 +250,6 @@ func ignoreFinished(err error) error {
 		return nil
 	}
 	return err
-}
-
-func cmpErr(err, otherwise error) error {
-	if err != nil {
-		return err
-	}
-	return otherwise
 }
 
 func finish(j *backfill.Job, state, errText string) {
