@@ -14,6 +14,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/envflag"
 	"github.com/devicehub/eventservice/pkg/program"
 	"github.com/devicehub/eventservice/pkg/registry"
+	"github.com/devicehub/eventservice/pkg/retention"
 )
 
 // devAdminToken is the token `make run` uses when ADMIN_TOKEN is unset. The
@@ -56,7 +57,7 @@ type Config struct {
 	ReadingTime      readtime.Bounds
 	MaxBatchMessages int
 	RedactKeys       string
-	AuditMaxAge      time.Duration
+	Retention        retention.Config // the audit trail's
 	NATS             bus.Config
 	Guard            guard.Config
 }
@@ -78,7 +79,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Int(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages in one backlog request (POST /api/v1/deviceapi/events); 413 beyond")
 	s.Duration(&c.ReadingTime.MaxAge, "max-reading-age", 90*24*time.Hour, "oldest reading time accepted (ts or the timestamp input); an older one is stored at its receive time, with a note")
 	s.String(&c.RedactKeys, "redact-keys", "accessToken,access_token,password,secret", "comma-separated member names whose values are replaced by \"[redacted]\" at any depth of a message before it is kept (the request's own tokens are removed wherever they appear, whatever this says)")
-	s.Duration(&c.AuditMaxAge, "audit-max-age", 400*24*time.Hour, "how long the audit trail keeps a record of a workspace change (JetStream drops older ones)")
+	c.Retention.Register(s)
 	c.NATS.Register(s)
 	c.Guard.Register(s, program.ContainerMemory())
 }
@@ -118,10 +119,11 @@ func (c *Config) Validate() error {
 		return errors.New("DEVICE_RATE must not be negative, and DEVICE_BURST must be at least 1 when it is set")
 	case c.OutcomeTimeout <= 0:
 		return errors.New("OUTCOME_TIMEOUT must be positive")
-	case c.AuditMaxAge < time.Hour:
-		return errors.New("AUDIT_MAX_AGE must be at least 1h")
 	case c.Guard.BodyMemory < api.BodyCopies*c.MaxBodyBytes:
 		return errors.New("MAX_BODY_MEMORY must hold at least three copies of MAX_BODY_BYTES")
+	}
+	if err := c.Retention.Validate(); err != nil {
+		return err
 	}
 	if err := c.Guard.Validate(); err != nil {
 		return err

@@ -29,6 +29,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
 	"github.com/devicehub/eventservice/pkg/reply"
+	"github.com/devicehub/eventservice/pkg/retention"
 )
 
 func main() {
@@ -57,7 +58,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	trail, err := audit.Open(ctx, js, names, cfg.NATS.Replicas, cfg.AuditMaxAge, log.With(zap.String("component", "audit")))
+	trail, err := audit.Open(ctx, js, names, cfg.NATS.Replicas, cfg.Retention.Periods[retention.Audit], log.With(zap.String("component", "audit")))
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/envflag"
+	"github.com/devicehub/eventservice/pkg/retention"
 	"github.com/devicehub/eventservice/writer-worker/internal/batch"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
@@ -13,6 +14,7 @@ type Config struct {
 	Batch       batch.Config
 	NATS        bus.Config
 	ClickHouse  chstore.Config
+	Retention   retention.Config
 }
 
 // Register adds every setting as a flag and environment variable.
@@ -21,6 +23,7 @@ func (c *Config) Register(s *envflag.Set) {
 	c.Batch.Register(s)
 	c.ClickHouse.Register(s)
 	c.NATS.Register(s)
+	c.Retention.Register(s)
 }
 
 // Validate reports the first thing wrong, in one line.
@@ -29,6 +32,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.ClickHouse.Validate(); err != nil {
+		return err
+	}
+	if err := c.Retention.Validate(); err != nil {
 		return err
 	}
 	return c.NATS.Validate()

@@ -20,6 +20,7 @@ import (
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 	"github.com/devicehub/eventservice/writer-worker/internal/diagsink"
 	"github.com/devicehub/eventservice/writer-worker/internal/idem"
+	"github.com/devicehub/eventservice/writer-worker/internal/janitor"
 	"github.com/devicehub/eventservice/writer-worker/internal/reads"
 )
 
@@ -79,6 +80,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	backfills := backfiller.New(jobs, store, writer.Events, reg, log.With(zap.String("component", "backfill")))
+	sweeps := janitor.New(store, cfg.Retention.Periods, cfg.Batch.KeyWindow, reg, log.With(zap.String("component", "retention")))
 	queries := reads.New(nc, names.QueryPrefix(), store, keys.Lookup, log.With(zap.String("component", "reads")))
 
 	// The writer drains first; reads and health stop after it, so that
@@ -88,7 +90,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	return program.Run(ctx, log,
 		program.Stage{
 			{Name: "reads", Run: queries.Run},
-			{Name: "key expiry", Run: func(ctx context.Context) error { return keys.Expire(ctx, time.Hour, cfg.Batch.InsertTimeout) }},
+			{Name: "retention", Run: sweeps.Run},
 			{Name: "health", Run: hs.Run},
 		},
 		program.Stage{{Name: "writer", Run: writer.Run}, {Name: "diagnostics", Run: sink.Run}, {Name: "backfills", Run: backfills.Run}},

@@ -115,3 +115,56 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/device_events.device_ke
 PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
 ORDER BY (serial, key, ts_ns);
 
+CREATE TABLE IF NOT EXISTS device_events.input_minutes
+(
+    entity            String,
+    input             String,
+    bucket            Int64,
+    readings          UInt64,
+    numbers           UInt64,
+    min_value         Nullable(Float64),
+    max_value         Nullable(Float64),
+    sum_value         Float64,
+    last_ns           Int64,
+    last_received_ns  Int64,
+    last_event_id     String,
+    last_device_input String,
+    last_value        String,
+    version           Int64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.input_minutes', '{replica}', version)
+PARTITION BY toYYYYMM(toDateTime(bucket))
+ORDER BY (entity, input, bucket);
+
+CREATE TABLE IF NOT EXISTS device_events.input_hours
+(
+    entity            String,
+    input             String,
+    bucket            Int64,
+    readings          UInt64,
+    numbers           UInt64,
+    min_value         Nullable(Float64),
+    max_value         Nullable(Float64),
+    sum_value         Float64,
+    last_ns           Int64,
+    last_received_ns  Int64,
+    last_event_id     String,
+    last_device_input String,
+    last_value        String,
+    version           Int64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.input_hours', '{replica}', version)
+PARTITION BY toYear(toDateTime(bucket))
+ORDER BY (entity, input, bucket);
+
+CREATE TABLE IF NOT EXISTS device_events.rollup_dirty
+(
+    marked_ns  Int64,
+    entity     String,
+    input      String,
+    minute     Int64
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/device_events.rollup_dirty', '{replica}')
+PARTITION BY toYYYYMMDD(toDateTime(intDiv(marked_ns, 1000000000)))
+ORDER BY marked_ns;
+

@@ -111,6 +111,9 @@ var ShardKeys = map[string]string{
 	"device_seen":         "cityHash64(serial)",
 	"device_rejections":   "cityHash64(serial)",
 	"device_keys":         "cityHash64(serial)",
+	"input_minutes":       "cityHash64(entity)",
+	"input_hours":         "cityHash64(entity)",
+	"rollup_dirty":        "cityHash64(entity)",
 }
 
 // Sharded returns the statements for sharded storage: each table as a

@@ -150,3 +150,67 @@ CREATE TABLE IF NOT EXISTS {db}.device_keys
 ENGINE = MergeTree()
 PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
 ORDER BY (serial, key, ts_ns);
+
+-- The rollups of input_values (writer-worker/internal/rollup): per entity
+-- input and minute (input_minutes) or hour (input_hours) of reading time,
+-- the distinct readings, how many of them are numbers or booleans, their
+-- min, max and sum, and the latest reading (greatest ts_ns, then
+-- received_ns, event_id, device_input) with its value. A bucket is
+-- recomputed whole from the readings below it whenever one lands in it (a
+-- late, replayed or backfilled one too), so a duplicate counts once;
+-- merges keep the newest computation. Charts of long ranges read them.
+CREATE TABLE IF NOT EXISTS {db}.input_minutes
+(
+    entity            String,
+    input             String,
+    bucket            Int64,              -- start of the minute, Unix seconds
+    readings          UInt64,
+    numbers           UInt64,
+    min_value         Nullable(Float64),
+    max_value         Nullable(Float64),
+    sum_value         Float64,
+    last_ns           Int64,
+    last_received_ns  Int64,
+    last_event_id     String,
+    last_device_input String,
+    last_value        String,
+    version           Int64               -- when it was computed, epoch ns
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYYYYMM(toDateTime(bucket))
+ORDER BY (entity, input, bucket);
+
+CREATE TABLE IF NOT EXISTS {db}.input_hours
+(
+    entity            String,
+    input             String,
+    bucket            Int64,              -- start of the hour, Unix seconds
+    readings          UInt64,
+    numbers           UInt64,
+    min_value         Nullable(Float64),
+    max_value         Nullable(Float64),
+    sum_value         Float64,
+    last_ns           Int64,
+    last_received_ns  Int64,
+    last_event_id     String,
+    last_device_input String,
+    last_value        String,
+    version           Int64
+)
+ENGINE = ReplacingMergeTree(version)
+PARTITION BY toYear(toDateTime(bucket))
+ORDER BY (entity, input, bucket);
+
+-- rollup_dirty: the minutes of entity inputs that readings were stored in,
+-- written with the raw messages (every 500 ms) and read by the rollup in
+-- order of marked_ns; days older than two are dropped.
+CREATE TABLE IF NOT EXISTS {db}.rollup_dirty
+(
+    marked_ns  Int64,
+    entity     String,
+    input      String,
+    minute     Int64                      -- start of the minute, Unix seconds
+)
+ENGINE = MergeTree()
+PARTITION BY toYYYYMMDD(toDateTime(intDiv(marked_ns, 1000000000)))
+ORDER BY marked_ns;

@@ -8,7 +8,7 @@ import (
 
 func TestStatements(t *testing.T) {
 	st := Statements("db1")
-	if len(st) != 9 || !strings.HasPrefix(st[0], "CREATE DATABASE IF NOT EXISTS db1") {
+	if len(st) != 12 || !strings.HasPrefix(st[0], "CREATE DATABASE IF NOT EXISTS db1") {
 		t.Fatalf("statements %q", st)
 	}
 	for _, s := range st {
@@ -52,8 +52,8 @@ func TestReplicated(t *testing.T) {
 			t.Errorf("statement %d differs beyond its engine", i)
 		}
 	}
-	if tables != 8 {
-		t.Errorf("%d tables, want 8", tables)
+	if tables != 11 {
+		t.Errorf("%d tables, want 11", tables)
 	}
 	file, err := os.ReadFile("../../deploy/clickhouse/schema-replicated.sql")
 	if err != nil {

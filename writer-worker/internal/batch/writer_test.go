@@ -418,7 +418,7 @@ func TestExpiredKeysAreIgnoredAndDropped(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].EventID != "new" || got[0].Outcome != outcome.NoConnections {
 		t.Fatalf("KeyOutcomes = %v, %v", got, err)
 	}
-	n, err := r.store.DropExpiredKeys(ctx, now.Add(-24*time.Hour))
+	n, err := r.store.DropPartitionsBefore(ctx, "event_keys", now.Add(-24*time.Hour))
 	if err != nil || n != 1 {
 		t.Fatalf("dropped %d days, %v; want 1", n, err)
 	}

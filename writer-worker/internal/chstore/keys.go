@@ -2,9 +2,6 @@ package chstore
 
 import (
 	"context"
-	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
@@ -37,32 +34,4 @@ func (s *Store) KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) ([
 			k.Outcome = outcome.Code(code)
 			return k, err
 		})
-}
-
-// DropExpiredKeys drops the days of event_keys that end before cutoff and
-// returns how many it dropped.
-func (s *Store) DropExpiredKeys(ctx context.Context, cutoff time.Time) (int, error) {
-	days, err := collect(ctx, s.conn, "list event key partitions", "scan partition",
-		"SELECT DISTINCT partition FROM system.parts WHERE database = ? AND table = 'event_keys' AND active",
-		[]any{s.db}, func(scan func(...any) error) (p string, err error) {
-			err = scan(&p)
-			return p, err
-		})
-	if err != nil {
-		return 0, err
-	}
-	dropped := 0
-	for _, p := range days {
-		day, err := time.Parse("20060102", p)
-		if err != nil || !day.AddDate(0, 0, 1).Before(cutoff) {
-			continue
-		}
-		// p is eight digits (it parsed as a date): safe to splice.
-		n, _ := strconv.Atoi(p)
-		if err := s.conn.Exec(ctx, "ALTER TABLE "+s.db+".event_keys DROP PARTITION "+strconv.Itoa(n)); err != nil {
-			return dropped, fmt.Errorf("drop event key day %s: %w", p, err)
-		}
-		dropped++
-	}
-	return dropped, nil
 }

@@ -1,7 +1,8 @@
 // Package idem is writer-worker's record of the outcomes of keyed events
 // (sent with an Idempotency-Key): what a retry of each is answered. It holds
 // the outcomes this writer answered whose event_keys rows are not written
-// yet, reads event_keys for the rest, and drops days past the window.
+// yet, and reads event_keys for the rest (internal/janitor drops the days
+// past the window).
 package idem
 
 import (
@@ -18,7 +19,6 @@ import (
 // Store is what the record needs of ClickHouse.
 type Store interface {
 	KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) ([]chstore.KeyRow, error)
-	DropExpiredKeys(ctx context.Context, cutoff time.Time) (int, error)
 }
 
 var _ Store = (*chstore.Store)(nil)
@@ -92,27 +92,4 @@ func (r *Record) Forget(keys []chstore.KeyRow) {
 		delete(r.answered, k.EventID)
 	}
 	r.mu.Unlock()
-}
-
-// Expire drops days of event_keys that are past the window, every interval
-// until ctx ends. Lookups ignore expired rows anyway: this bounds the table.
-func (r *Record) Expire(ctx context.Context, interval, timeout time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		qctx, cancel := context.WithTimeout(ctx, timeout)
-		n, err := r.store.DropExpiredKeys(qctx, time.Now().Add(-r.window))
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			r.log.Warn("expire event keys", zap.Error(err))
-		case n > 0:
-			r.log.Info("expired event keys", zap.Int("days", n))
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
 }

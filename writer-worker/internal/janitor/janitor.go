@@ -1,0 +1,126 @@
+// Package janitor enforces retention in ClickHouse: at start and every
+// hour, each writer copy drops, on every server, the partitions of each
+// table that end before now minus the table's period (RETENTION, the
+// idempotency window for event_keys). Copies sweeping at once drop a
+// partition once; the others find it gone. Dropping a partition is
+// instant and costs no merge, on ClickHouse 18.16 and current releases
+// alike, so the tables' partitions are cut to fit their periods (months of
+// readings, days of diagnostics).
+package janitor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/metrics"
+	"github.com/devicehub/eventservice/pkg/retention"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+// keys stands for event_keys' period, the idempotency window, and dirty
+// for rollup_dirty's, a fixed two days: its marks are read within seconds.
+const (
+	keys  retention.Kind = "keys"
+	dirty retention.Kind = "dirty"
+)
+
+// Tables is what is dropped when: each table and the kind whose period it
+// keeps. device_seen has no time partitions: its rows are deleted instead.
+var Tables = []struct {
+	Table string
+	Kind  retention.Kind
+}{
+	{"input_values", retention.Readings},
+	{"input_minutes", retention.Minutes},
+	{"input_hours", retention.Hours},
+	{"device_messages", retention.Messages},
+	{"event_keys", keys},
+	{"device_stats", retention.Diagnostics},
+	{"device_stats_hourly", retention.Diagnostics},
+	{"device_rejections", retention.Diagnostics},
+	{"device_keys", retention.Diagnostics},
+	{"rollup_dirty", dirty},
+}
+
+// Interval is the time between sweeps; Timeout bounds one.
+const (
+	Interval = time.Hour
+	Timeout  = 5 * time.Minute
+)
+
+// Janitor sweeps one store.
+type Janitor struct {
+	store   *chstore.Store
+	periods retention.Periods
+	log     *zap.Logger
+	dropped *prometheus.CounterVec // partitions, by table
+	failed  prometheus.Counter
+}
+
+// New returns a Janitor keeping periods, and keyWindow of event_keys.
+func New(store *chstore.Store, periods retention.Periods, keyWindow time.Duration, reg prometheus.Registerer, log *zap.Logger) *Janitor {
+	p := retention.Periods{keys: keyWindow, dirty: 2 * retention.Day}
+	for k, d := range periods {
+		p[k] = d
+	}
+	j := &Janitor{store: store, periods: p, log: log,
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: metrics.Writer, Name: "retention_dropped_partitions_total",
+			Help: "Partitions dropped for being past their retention, by table.",
+		}, []string{"table"}),
+		failed: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Writer, Name: "retention_sweep_failures_total",
+			Help: "Retention sweeps that failed (retried at the next sweep).",
+		}),
+	}
+	metrics.Or(reg).MustRegister(j.dropped, j.failed)
+	for _, t := range Tables {
+		j.dropped.WithLabelValues(t.Table)
+	}
+	return j
+}
+
+// Run sweeps now and every Interval until ctx ends.
+func (j *Janitor) Run(ctx context.Context) error {
+	t := time.NewTicker(Interval)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, Timeout)
+		_, err := j.Sweep(sctx, time.Now())
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			j.failed.Inc()
+			j.log.Warn("retention sweep failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Sweep drops what is past its period at now on every server, and returns
+// the partitions it dropped; a table that fails does not stop the others.
+func (j *Janitor) Sweep(ctx context.Context, now time.Time) (int, error) {
+	total := 0
+	err := j.store.OnEachServer(ctx, func(st *chstore.Store, suffix string) error {
+		var errs []error
+		for _, t := range Tables {
+			n, err := st.DropPartitionsBefore(ctx, t.Table+suffix, now.Add(-j.periods[t.Kind]))
+			errs = append(errs, err)
+			if n > 0 {
+				total += n
+				j.dropped.WithLabelValues(t.Table).Add(float64(n))
+				j.log.Info("dropped partitions past retention", zap.String("table", t.Table), zap.Int("partitions", n))
+			}
+		}
+		_, err := st.DeleteSeenBefore(ctx, "device_seen"+suffix, now.Add(-j.periods[retention.Diagnostics]).UnixNano())
+		return errors.Join(append(errs, err)...)
+	})
+	return total, err
+}
