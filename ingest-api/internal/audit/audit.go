@@ -3,8 +3,8 @@
 // a key created or revoked, dead letters replayed) as one record of who (the
 // key's name), what (before and after, never a token), when and from where.
 // Records are kept in a JetStream stream of their own (file storage,
-// replicated as the others, MaxAge AUDIT_MAX_AGE), which only ingest-api
-// may use, and listed newest first with filters.
+// replicated as the others, MaxAge RETENTION's audit period), which only
+// ingest-api may use, and listed newest first with filters.
 package audit
 
 import (
