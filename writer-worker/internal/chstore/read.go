@@ -90,30 +90,6 @@ func (s *Store) points(ctx context.Context, q string, args ...any) ([]query.Poin
 	})
 }
 
-// SeriesBuckets aggregates an entity input's values with reading times in
-// [fromMs, toMs] into buckets of stepMs aligned to the epoch, in time order;
-// empty buckets are left out. Count is the number of distinct readings
-// (a duplicate that ReplacingMergeTree has not folded yet is counted once);
-// Min, Max and Avg cover the numbers and booleans, Last is the value with
-// the greatest reading time (then receive time). Avg may weigh such an
-// unfolded duplicate twice until the merge.
-func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error) {
-	return collect(ctx, s.reads, "query buckets", "scan bucket",
-		"SELECT intDiv(ts_ns, ?) AS b, uniqExact(cityHash64(event_id, device_input)), min(value_num), max(value_num), avg(value_num), argMax(value_json, (ts_ns, received_ns)) FROM "+s.db+
-			".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY b ORDER BY b",
-		[]any{stepMs * 1e6, entity, input, fromMs * 1e6, (toMs + 1) * 1e6}, func(scan func(...any) error) (b query.Bucket, err error) {
-			var n int64
-			var avg *float64
-			var last string
-			err = scan(&n, &b.Count, &b.Min, &b.Max, &avg, &last)
-			b.TS, b.Last = msTime(n*stepMs), json.RawMessage(last)
-			if avg != nil && !math.IsNaN(*avg) {
-				b.Avg = avg
-			}
-			return b, err
-		})
-}
-
 // LastSeen returns the receive time of the newest message of each serial
 // that has one.
 func (s *Store) LastSeen(ctx context.Context, serials []string) (map[string]string, error) {

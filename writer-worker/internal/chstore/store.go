@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -21,6 +22,8 @@ type Store struct {
 	reads driver.Conn
 	db    string
 	cfg   Config
+	// rolled is where the rollups end (SetRolledUp): 0, none are read.
+	rolled atomic.Int64
 }
 
 // Open connects (lazily: the pools dial on first use) and returns a Store.

@@ -1,0 +1,131 @@
+package chstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/devicehub/eventservice/pkg/query"
+)
+
+// randomReadings are n readings of entity e input i spread over span from
+// start: mostly numbers, some booleans and strings, some sharing a reading
+// time (and a receive time: "last" must break the tie the same way).
+func randomReadings(r *rand.Rand, start time.Time, span time.Duration, n int, tag string) []ValueRow {
+	rows := make([]ValueRow, 0, n)
+	for k := range n {
+		ts := start.Add(time.Duration(r.Int64N(int64(span)))).UnixNano()
+		if k > 0 && r.IntN(10) == 0 {
+			ts = rows[k-1].TsNs
+		}
+		var v string
+		switch r.IntN(20) {
+		case 0:
+			v = "true"
+		case 1:
+			v = `"text"`
+		default:
+			v = strconv.FormatFloat(math.Round(r.NormFloat64()*1000)/100, 'f', -1, 64)
+		}
+		rows = append(rows, ValueRow{Entity: "e", Input: "i", TsNs: ts, ReceivedNs: ts + 1e9, Serial: "s", DeviceInput: "i",
+			EventID: fmt.Sprintf("%s-%d", tag, k), JSON: json.RawMessage(v)})
+	}
+	return rows
+}
+
+// sameBuckets compares a series read from the rollups with one read from
+// the readings: counts, min, max and last exactly, avg within rounding.
+func sameBuckets(t *testing.T, what string, got, want []query.Bucket) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d buckets from the rollups, %d from the readings", what, len(got), len(want))
+	}
+	eq := func(a, b *float64) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+	for k := range got {
+		g, w := got[k], want[k]
+		avgOK := (g.Avg == nil) == (w.Avg == nil) && (g.Avg == nil || math.Abs(*g.Avg-*w.Avg) <= 1e-9*math.Max(1, math.Abs(*w.Avg)))
+		if g.TS != w.TS || g.Count != w.Count || !eq(g.Min, w.Min) || !eq(g.Max, w.Max) || string(g.Last) != string(w.Last) || !avgOK {
+			t.Fatalf("%s: bucket %d from the rollups %+v, from the readings %+v", what, k, g, w)
+		}
+	}
+}
+
+// Rollups answer as the readings do on random ranges and steps, after
+// duplicates (a replay stored twice before the merge) and late readings
+// that land in buckets already rolled up.
+func TestRollupEqualsRaw(t *testing.T) {
+	s := openTest(t)
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+	start := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Hour)
+	first := randomReadings(r, start, 70*time.Hour, 20000, "a")
+	dups := first[:500]
+	if err := s.InsertValues(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.InsertValues(ctx, dups); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rollup(ctx, MarksOf(append(first, dups...)), time.Now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+	// Late readings into the same hours, rolled up again.
+	late := randomReadings(r, start, 70*time.Hour, 3000, "b")
+	if err := s.InsertValues(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Rollup(ctx, MarksOf(late), time.Now().UnixNano()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The readings' count is exact before the merge; their avg weighs the
+	// duplicates until it: merge them for the comparison.
+	s.SetRolledUp(time.Now().UnixNano())
+	buckets, err := s.SeriesBuckets(ctx, "e", "i", start.UnixMilli(), start.Add(72*time.Hour).UnixMilli()-1, 86400e3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, b := range buckets {
+		n += b.Count
+	}
+	if n != 23000 {
+		t.Fatalf("the rollups count %d readings, want 23000 (the 500 duplicates once)", n)
+	}
+	if err := s.conn.Exec(ctx, "OPTIMIZE TABLE "+s.db+".input_values FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	steps := []int64{60e3, 5 * 60e3, 3600e3, 3 * 3600e3, 86400e3, 90e3, 45e3}
+	for k := range 60 {
+		stepMs := steps[r.IntN(len(steps))]
+		from := start.Add(-time.Hour + time.Duration(r.Int64N(int64(74*time.Hour)))).UnixMilli()
+		to := from + r.Int64N(int64(74*time.Hour/time.Millisecond))
+		what := fmt.Sprintf("range %d [%d, %d] step %d", k, from, to, stepMs)
+		s.SetRolledUp(0)
+		want, err := s.SeriesBuckets(ctx, "e", "i", from, to, stepMs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Rolled up to now, and to a point inside the range.
+		for _, rolled := range []int64{time.Now().UnixNano(), (from + (to-from)/2) * 1e6} {
+			s.SetRolledUp(rolled)
+			got, err := s.SeriesBuckets(ctx, "e", "i", from, to, stepMs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameBuckets(t, what, got, want)
+		}
+	}
+	// The pieces of a one-year range: hours inside, minutes and readings
+	// only at the ragged ends.
+	now := time.Date(2026, 6, 1, 12, 34, 56, 0, time.UTC).UnixNano()
+	p := cover(now-int64(365*24*time.Hour)+int64(1500*time.Millisecond), now, now, tiersFor(6*3600e3))
+	if len(p) != 5 || p[0].tier != nil || p[1].tier.Table != "input_minutes" || p[2].tier.Table != "input_hours" || p[3].tier.Table != "input_minutes" || p[4].tier != nil {
+		t.Fatalf("pieces %+v", p)
+	}
+}

@@ -1,0 +1,149 @@
+package chstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/devicehub/eventservice/pkg/query"
+)
+
+// An aggregated series is read from the coarsest sources whose buckets nest
+// in its step: the hour rollup for the whole hours of the range that are
+// rolled up, the minute rollup for the whole minutes around them, the
+// readings for the rest (the range's ragged ends, and what the rollup has
+// not reached yet). Each source answers partial buckets of the step, merged
+// here; all of them in one query.
+
+// SetRolledUp records that the rollups hold every reading marked up to
+// ns (Unix ns; the rollup's progress): series read them before that.
+func (s *Store) SetRolledUp(ns int64) { s.rolled.Store(ns) }
+
+// piece is part of a series' range, [fromNs, toNs), read from tier (nil:
+// the readings).
+type piece struct {
+	tier         *Tier
+	fromNs, toNs int64
+}
+
+// cover cuts [fromNs, toNs) into pieces: tiers are the usable ones,
+// coarsest first, and rolledNs is where the rollups end.
+func cover(fromNs, toNs, rolledNs int64, tiers []Tier) []piece {
+	if fromNs >= toNs {
+		return nil
+	}
+	if len(tiers) == 0 {
+		return []piece{{nil, fromNs, toNs}}
+	}
+	t := tiers[0]
+	step := t.Step * 1e9
+	a := (fromNs + step - 1) / step * step
+	b := min(toNs, rolledNs) / step * step
+	if a >= b {
+		return cover(fromNs, toNs, rolledNs, tiers[1:])
+	}
+	out := cover(fromNs, a, rolledNs, tiers[1:])
+	out = append(out, piece{&tiers[0], a, b})
+	return append(out, cover(b, toNs, rolledNs, tiers[1:])...)
+}
+
+// tiersFor are the tiers whose buckets nest in buckets of stepMs, coarsest
+// first.
+func tiersFor(stepMs int64) []Tier {
+	var out []Tier
+	for i := len(Tiers) - 1; i >= 0; i-- {
+		if stepMs%(Tiers[i].Step*1000) == 0 {
+			out = append(out, Tiers[i])
+		}
+	}
+	return out
+}
+
+// partial is a bucket's share from one piece.
+type partial struct {
+	b                       int64
+	readings, numbers       uint64
+	min, max                *float64
+	sum                     float64
+	lastNs, lastReceivedNs  int64
+	lastEventID, lastDevice string
+	last                    string
+}
+
+// later reports whether p's latest reading comes after q's.
+func (p *partial) later(q *partial) bool {
+	return cmp.Or(cmp.Compare(p.lastNs, q.lastNs), cmp.Compare(p.lastReceivedNs, q.lastReceivedNs),
+		strings.Compare(p.lastEventID, q.lastEventID), strings.Compare(p.lastDevice, q.lastDevice)) > 0
+}
+
+func (p *partial) add(q *partial) {
+	p.readings += q.readings
+	p.numbers += q.numbers
+	p.sum += q.sum
+	if q.min != nil && (p.min == nil || *q.min < *p.min) {
+		p.min = q.min
+	}
+	if q.max != nil && (p.max == nil || *q.max > *p.max) {
+		p.max = q.max
+	}
+	if q.later(p) {
+		p.lastNs, p.lastReceivedNs, p.lastEventID, p.lastDevice, p.last = q.lastNs, q.lastReceivedNs, q.lastEventID, q.lastDevice, q.last
+	}
+}
+
+// SeriesBuckets aggregates an entity input's readings with reading times in
+// [fromMs, toMs] into buckets of stepMs, oldest first; empty buckets are
+// left out. Count is the number of distinct readings (a duplicate that
+// ReplacingMergeTree has not folded yet counts once); Min, Max and Avg
+// cover the numbers and booleans, Last is the value with the greatest
+// reading time (then receive time, event id, device input). From the
+// readings, Avg may weigh such an unfolded duplicate twice until the merge;
+// from a rollup it never does.
+func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error) {
+	pieces := cover(fromMs*1e6, (toMs+1)*1e6, s.rolled.Load(), tiersFor(stepMs))
+	var selects []string
+	var args []any
+	for _, p := range pieces {
+		if p.tier == nil {
+			selects = append(selects, "SELECT toInt64(intDiv(ts_ns, "+strconv.FormatInt(stepMs*1e6, 10)+")) AS b, uniqExact(ts_ns, event_id, device_input), count(value_num), "+
+				"min(value_num), max(value_num), toFloat64(ifNull(sum(value_num), 0)), max(ts_ns), argMax(received_ns, (ts_ns, received_ns, event_id, device_input)), "+
+				"argMax(event_id, (ts_ns, received_ns, event_id, device_input)), argMax(device_input, (ts_ns, received_ns, event_id, device_input)), "+
+				"argMax(value_json, (ts_ns, received_ns, event_id, device_input)) FROM "+s.db+".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY b")
+			args = append(args, entity, input, p.fromNs, p.toNs)
+			continue
+		}
+		selects = append(selects, "SELECT toInt64(intDiv(bucket, "+strconv.FormatInt(stepMs/1000, 10)+")) AS b, sum(readings), sum(numbers), min(min_value), max(max_value), "+
+			"toFloat64(sum(sum_value)), max(last_ns), argMax(last_received_ns, "+latest+"), argMax(last_event_id, "+latest+"), argMax(last_device_input, "+latest+"), "+
+			"argMax(last_value, "+latest+") FROM ("+latestOf(s.db, *p.tier, "entity = ? AND input = ? AND bucket >= ? AND bucket < ?")+") GROUP BY b")
+		args = append(args, entity, input, p.fromNs/1e9, p.toNs/1e9)
+	}
+	if len(selects) == 0 {
+		return nil, nil
+	}
+	parts, err := collect(ctx, s.reads, "query buckets", "scan bucket", strings.Join(selects, " UNION ALL "), args,
+		func(scan func(...any) error) (p partial, err error) {
+			err = scan(&p.b, &p.readings, &p.numbers, &p.min, &p.max, &p.sum, &p.lastNs, &p.lastReceivedNs, &p.lastEventID, &p.lastDevice, &p.last)
+			return p, err
+		})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortStableFunc(parts, func(x, y partial) int { return cmp.Compare(x.b, y.b) })
+	var out []query.Bucket
+	for i := 0; i < len(parts); {
+		p := parts[i]
+		for i++; i < len(parts) && parts[i].b == p.b; i++ {
+			p.add(&parts[i])
+		}
+		b := query.Bucket{TS: msTime(p.b * stepMs), Count: p.readings, Min: p.min, Max: p.max, Last: json.RawMessage(p.last)}
+		if p.numbers > 0 {
+			avg := p.sum / float64(p.numbers)
+			b.Avg = &avg
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
