@@ -22,6 +22,7 @@ import (
 	"github.com/devicehub/eventservice/writer-worker/internal/idem"
 	"github.com/devicehub/eventservice/writer-worker/internal/janitor"
 	"github.com/devicehub/eventservice/writer-worker/internal/reads"
+	"github.com/devicehub/eventservice/writer-worker/internal/rollup"
 )
 
 func main() {
@@ -80,6 +81,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	backfills := backfiller.New(jobs, store, writer.Events, reg, log.With(zap.String("component", "backfill")))
+	rollups := rollup.New(jobs, store, reg, log.With(zap.String("component", "rollup")))
 	sweeps := janitor.New(store, cfg.Retention.Periods, cfg.Batch.KeyWindow, reg, log.With(zap.String("component", "retention")))
 	queries := reads.New(nc, names.QueryPrefix(), store, keys.Lookup, log.With(zap.String("component", "reads")))
 
@@ -91,6 +93,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		program.Stage{
 			{Name: "reads", Run: queries.Run},
 			{Name: "retention", Run: sweeps.Run},
+			{Name: "rollup", Run: rollups.Run},
 			{Name: "health", Run: hs.Run},
 		},
 		program.Stage{{Name: "writer", Run: writer.Run}, {Name: "diagnostics", Run: sink.Run}, {Name: "backfills", Run: backfills.Run}},

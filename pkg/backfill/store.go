@@ -26,9 +26,6 @@ const MaxAge = 30 * 24 * time.Hour
 // maxBytes bounds the bucket: a job is ~1 KiB (its inputs at most ~300 KiB).
 const maxBytes = 64 << 20
 
-// leaseKey is the key of the runner's lease; job keys hold a dot, it none.
-const leaseKey = "runner"
-
 // Store keeps the jobs in a KV bucket: key <serial in base64>.<id>.
 type Store struct {
 	kv jetstream.KeyValue
@@ -199,49 +196,67 @@ func (s *Store) Update(ctx context.Context, serial, id string, change func(j *Jo
 	return Job{}, fmt.Errorf("store backfill: changed by others %d times in a row", maxConflicts)
 }
 
-// lease is who runs backfills, until when (a holder renews it before each
-// page).
-type lease struct {
+// Lease is one of the writers' shared tasks, held by one writer-worker
+// copy at a time: the backfill runner (LeaseRunner) and the rollup
+// (LeaseRollup). Its holder renews it before each step and records how
+// far it got in DoneNs.
+type Lease struct {
 	Owner   string `json:"owner"`
 	UntilNs int64  `json:"untilNs"`
+	DoneNs  int64  `json:"doneNs,omitempty"`
 }
 
-// Lease takes or renews the runner's lease for owner until now+ttl; false:
-// another runner holds it. The lease is what keeps two writer-worker copies
-// from running backfills at once (two runs over one device could both find
-// a value missing and both store it).
-func (s *Store) Lease(ctx context.Context, owner string, now time.Time, ttl time.Duration) (bool, error) {
-	b, _ := json.Marshal(lease{Owner: owner, UntilNs: now.Add(ttl).UnixNano()})
-	e, err := s.kv.Get(ctx, leaseKey)
+// The leases' keys (job keys hold a dot, these none).
+const (
+	LeaseRunner = "runner"
+	LeaseRollup = "rollup"
+)
+
+// TakeLease takes or renews lease name for owner until now+ttl, and sets
+// its DoneNs to done unless done is 0. It returns the lease as it stands
+// and whether owner holds it (false: another copy does, and the lease is
+// that copy's). The runner's lease keeps two copies from running backfills
+// at once (two runs over one device could both find a value missing and
+// both store it).
+func (s *Store) TakeLease(ctx context.Context, name, owner string, now time.Time, ttl time.Duration, done int64) (Lease, bool, error) {
+	l := Lease{Owner: owner, UntilNs: now.Add(ttl).UnixNano(), DoneNs: done}
+	var prior Lease
+	e, err := s.kv.Get(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
-		_, err = s.kv.Create(ctx, leaseKey, b)
+		b, _ := json.Marshal(l)
+		_, err = s.kv.Create(ctx, name, b)
 	case err != nil:
-		return false, fmt.Errorf("read backfill lease: %w", err)
+		return Lease{}, false, fmt.Errorf("read lease %s: %w", name, err)
 	default:
-		var l lease
-		if json.Unmarshal(e.Value(), &l) == nil && l.Owner != owner && l.UntilNs > now.UnixNano() {
-			return false, nil
+		if json.Unmarshal(e.Value(), &prior) == nil && prior.Owner != owner && prior.UntilNs > now.UnixNano() {
+			return prior, false, nil
 		}
-		_, err = s.kv.Update(ctx, leaseKey, b, e.Revision())
+		if done == 0 {
+			l.DoneNs = prior.DoneNs
+		}
+		b, _ := json.Marshal(l)
+		_, err = s.kv.Update(ctx, name, b, e.Revision())
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return false, nil
+		return prior, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("take backfill lease: %w", err)
+		return Lease{}, false, fmt.Errorf("take lease %s: %w", name, err)
 	}
-	return true, nil
+	return l, true, nil
 }
 
-// Release gives up owner's lease, if it holds it.
-func (s *Store) Release(ctx context.Context, owner string) {
-	e, err := s.kv.Get(ctx, leaseKey)
+// Release gives up owner's lease name, if it holds it, keeping its DoneNs.
+func (s *Store) Release(ctx context.Context, name, owner string) {
+	e, err := s.kv.Get(ctx, name)
 	if err != nil {
 		return
 	}
-	var l lease
+	var l Lease
 	if json.Unmarshal(e.Value(), &l) == nil && l.Owner == owner {
-		_ = s.kv.Delete(ctx, leaseKey, jetstream.LastRevision(e.Revision()))
+		l.UntilNs = 0
+		b, _ := json.Marshal(l)
+		_, _ = s.kv.Update(ctx, name, b, e.Revision())
 	}
 }

@@ -60,7 +60,7 @@ func BenchmarkBackfillMonth(b *testing.B) {
 		if err := jobs.Create(ctx, j); err != nil {
 			b.Fatal(err)
 		}
-		if held, err := jobs.Lease(ctx, r.owner, time.Now(), leaseTTL); err != nil || !held {
+		if _, held, err := jobs.TakeLease(ctx, backfill.LeaseRunner, r.owner, time.Now(), leaseTTL, 0); err != nil || !held {
 			b.Fatalf("lease: %v %v", held, err)
 		}
 		b.StartTimer()

@@ -114,6 +114,7 @@ func (p *pager) apply(ctx context.Context, msgs []chstore.RawMessage) (c backfil
 	if err != nil {
 		return c, err
 	}
+	marks := chstore.MarksOf(rows) // of skipped ones too: an earlier try may have stopped before marking
 	fresh := rows[:0]
 	for _, r := range rows {
 		if !stored[chstore.ValueKey{Entity: r.Entity, Input: r.Input, EventID: r.EventID, DeviceInput: r.DeviceInput}] {
@@ -121,5 +122,8 @@ func (p *pager) apply(ctx context.Context, msgs []chstore.RawMessage) (c backfil
 		}
 	}
 	c.Skipped, c.Readings = int64(len(rows)-len(fresh)), int64(len(fresh))
-	return c, p.store.InsertValues(ctx, fresh)
+	if err := p.store.InsertValues(ctx, fresh); err != nil {
+		return c, err
+	}
+	return c, p.store.InsertMarks(ctx, time.Now().UnixNano(), marks)
 }

@@ -97,7 +97,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer cancel()
 	followed := make(chan error, 1)
 	wg.Go(func() { followed <- r.jobs.Follow(ctx, func(n int) { open.Store(int64(n)) }) })
-	defer r.jobs.Release(context.WithoutCancel(ctx), r.owner)
+	defer r.jobs.Release(context.WithoutCancel(ctx), backfill.LeaseRunner, r.owner)
 	for {
 		if open.Load() > 0 {
 			if err := r.runQueued(ctx); err != nil && ctx.Err() == nil {
@@ -120,7 +120,7 @@ var errLeaseLost = errors.New("backfill lease held by another copy")
 // runQueued runs unfinished jobs while this copy holds the lease.
 func (r *Runner) runQueued(ctx context.Context) error {
 	for ctx.Err() == nil {
-		if held, err := r.jobs.Lease(ctx, r.owner, time.Now(), leaseTTL); err != nil || !held {
+		if _, held, err := r.jobs.TakeLease(ctx, backfill.LeaseRunner, r.owner, time.Now(), leaseTTL, 0); err != nil || !held {
 			return err
 		}
 		all, err := r.jobs.All(ctx)
@@ -135,7 +135,7 @@ func (r *Runner) runQueued(ctx context.Context) error {
 			}
 		}
 		if next == nil {
-			r.jobs.Release(ctx, r.owner)
+			r.jobs.Release(ctx, backfill.LeaseRunner, r.owner)
 			return nil
 		}
 		if err := r.run(ctx, *next); err != nil {
@@ -170,7 +170,7 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 	p := newPager(j, r.store)
 	failing := 0
 	for {
-		if held, err := r.jobs.Lease(ctx, r.owner, time.Now(), leaseTTL); err != nil || !held {
+		if _, held, err := r.jobs.TakeLease(ctx, backfill.LeaseRunner, r.owner, time.Now(), leaseTTL, 0); err != nil || !held {
 			return cmp.Or(err, errLeaseLost)
 		}
 		start, liveBefore := time.Now(), r.live()

@@ -146,6 +146,11 @@ func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, ans
 				continue
 			}
 		}
+		if errs[i] == nil && it.Event.Outcome == outcome.Stored {
+			for _, v := range it.Event.Values {
+				rb.marks = append(rb.marks, chstore.Mark{Entity: v.Entity, Input: v.Input, Minute: it.Event.ReadingNs / 60e9 * 60})
+			}
+		}
 		rb.rows = append(rb.rows, chstore.MessageRow{
 			Serial: it.Event.Serial, TsNs: it.Event.ReceivedNs, EventID: it.Event.ID, Payload: it.Event.Payload,
 			Outcome: outcome.Lookup(code).Message, ReadingNs: it.Event.ReadingNs, TimeNote: it.Event.TimeNote, Token: it.Event.Token,

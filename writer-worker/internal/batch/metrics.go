@@ -15,6 +15,7 @@ const (
 	tableValues   = "input_values"
 	tableMessages = "device_messages"
 	tableKeys     = "event_keys"
+	tableMarks    = "rollup_dirty"
 )
 
 // writerMetrics are writer-worker's own series.
@@ -68,7 +69,7 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 	reg.MustRegister(m.batchEvents, m.insertDuration, m.rows, m.failures, m.keyedRepeats, m.answered)
 	// Every series exists from the start, so that rates and alerts see
 	// zero rather than nothing.
-	for _, t := range []string{tableValues, tableMessages, tableKeys} {
+	for _, t := range []string{tableValues, tableMessages, tableKeys, tableMarks} {
 		m.insertDuration.WithLabelValues(t)
 		m.rows.WithLabelValues(t)
 		m.failures.WithLabelValues(t)

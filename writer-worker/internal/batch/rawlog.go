@@ -17,7 +17,10 @@ import (
 type rawBatch struct {
 	rows []chstore.MessageRow
 	keys []chstore.KeyRow // outcomes of keyed events, for their retries
-	acks []*settle.Msg
+	// marks are the minutes the flush's values are in (or were, stored
+	// by an earlier delivery): internal/rollup computes them again.
+	marks []chstore.Mark
+	acks  []*settle.Msg
 }
 
 // logRaw writes the Messages view in large, infrequent inserts: it is a
@@ -33,10 +36,18 @@ func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration))
 	rows := make([]chstore.MessageRow, 0, nr)
 	keys := make([]chstore.KeyRow, 0, nk)
 	acks := make([]*settle.Msg, 0, na)
+	marked := map[chstore.Mark]struct{}{}
 	for _, rb := range b.Items {
 		rows = append(rows, rb.rows...)
 		keys = append(keys, rb.keys...)
 		acks = append(acks, rb.acks...)
+		for _, m := range rb.marks {
+			marked[m] = struct{}{}
+		}
+	}
+	marks := make([]chstore.Mark, 0, len(marked))
+	for m := range marked {
+		marks = append(marks, m)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
 	start := time.Now()
@@ -46,6 +57,11 @@ func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration))
 		start = time.Now()
 		err = w.store.InsertKeys(ctx, keys)
 		w.m.observeInsert(tableKeys, len(keys), start, err)
+	}
+	if err == nil {
+		start = time.Now()
+		err = w.store.InsertMarks(ctx, start.UnixNano(), marks)
+		w.m.observeInsert(tableMarks, len(marks), start, err)
 	}
 	cancel()
 	// Stored, or the redelivery finds the values stored and answers the

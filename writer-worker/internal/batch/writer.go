@@ -74,7 +74,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	}, w.log, batcher.Config{MaxItems: w.cfg.MaxBatch, Linger: w.cfg.Linger}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
 		rb, events := w.flush(b.Items)
 		w.events.Add(uint64(events))
-		if len(rb.rows) > 0 || len(rb.keys) > 0 || len(rb.acks) > 0 {
+		if len(rb.rows) > 0 || len(rb.keys) > 0 || len(rb.marks) > 0 || len(rb.acks) > 0 {
 			_ = raw.Add(rb) // unbounded, and stopped only after this
 		}
 		release(max(w.cfg.MinInterval, min(time.Duration(events)*w.cfg.PacePerEvent, w.cfg.MaxInterval)))

@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -50,30 +51,38 @@ func (s *Store) InsertMarks(ctx context.Context, markedNs int64, marks []Mark) e
 	})
 }
 
-// MarksBetween returns the distinct marks made in (fromNs, toNs], at most
-// limit of them in order of marking, and the time of the last one read
-// (toNs when there were no more than limit).
+// MarksBetween returns the distinct marks made in (fromNs, toNs], about
+// limit of them in order of marking, and the time up to which it returned
+// all (toNs when there were no more than limit). Marks made at one time
+// (one insert) come together, however many.
 func (s *Store) MarksBetween(ctx context.Context, fromNs, toNs int64, limit int) ([]Mark, int64, error) {
 	type row struct {
 		m  Mark
 		at int64
 	}
-	rows, err := collect(ctx, s.conn, "read rollup marks", "scan rollup mark",
-		"SELECT entity, input, minute, max(marked_ns) AS at FROM "+s.db+".rollup_dirty WHERE marked_ns > ? AND marked_ns <= ? GROUP BY entity, input, minute ORDER BY at LIMIT ?",
-		[]any{fromNs, toNs, limit + 1}, func(scan func(...any) error) (r row, err error) {
-			err = scan(&r.m.Entity, &r.m.Input, &r.m.Minute, &r.at)
-			return r, err
-		})
+	read := func(fromNs, toNs int64, limit int) ([]row, error) {
+		return collect(ctx, s.conn, "read rollup marks", "scan rollup mark",
+			"SELECT entity, input, minute, max(marked_ns) AS at FROM "+s.db+".rollup_dirty WHERE marked_ns > ? AND marked_ns <= ? GROUP BY entity, input, minute ORDER BY at LIMIT ?",
+			[]any{fromNs, toNs, limit}, func(scan func(...any) error) (r row, err error) {
+				err = scan(&r.m.Entity, &r.m.Input, &r.m.Minute, &r.at)
+				return r, err
+			})
+	}
+	rows, err := read(fromNs, toNs, limit+1)
 	if err != nil {
 		return nil, 0, err
 	}
 	upTo := toNs
 	if len(rows) > limit {
-		// Stop before the last mark time read: marks made then may be
-		// beyond the limit too; they are read again next time.
-		upTo = rows[limit-1].at
-		if upTo == rows[limit].at {
-			upTo--
+		// The marks made at the first time not read whole are read again
+		// next time; when that is the first time read, all of its are
+		// read now.
+		cut := rows[limit].at
+		if upTo = cut - 1; cut == rows[0].at {
+			if rows, err = read(cut-1, cut, math.MaxInt32); err != nil {
+				return nil, 0, err
+			}
+			upTo = cut
 		}
 		for len(rows) > 0 && rows[len(rows)-1].at > upTo {
 			rows = rows[:len(rows)-1]
@@ -166,6 +175,31 @@ func (s *Store) fold(ctx context.Context, t Tier, from, v string, args []any, ve
 		"), argMax(last_value, " + latest + "), " + strconv.FormatInt(versionNs, 10) + " FROM (" + from + ") GROUP BY entity, input, b"
 	if err := s.conn.Exec(ctx, q, args...); err != nil {
 		return fmt.Errorf("roll up %s: %w", t.Table, classify(err))
+	}
+	return nil
+}
+
+// RollupAll computes the rollups of every reading stored, a day of reading
+// time at a time: the first rollup of a deployment that has readings from
+// before marks were made.
+func (s *Store) RollupAll(ctx context.Context, versionNs int64) error {
+	days, err := collect(ctx, s.conn, "list days of readings", "scan day",
+		"SELECT DISTINCT toInt64(intDiv(ts_ns, 86400000000000)) AS d FROM "+s.db+".input_values ORDER BY d", nil,
+		func(scan func(...any) error) (d int64, err error) {
+			err = scan(&d)
+			return d, err
+		})
+	if err != nil {
+		return err
+	}
+	for _, d := range days {
+		from, to := d*86400, (d+1)*86400
+		if err := s.fold(ctx, Minutes, rawFold(s.db, "ts_ns >= ? AND ts_ns < ?"), "v", []any{from * 1e9, to * 1e9}, versionNs); err != nil {
+			return err
+		}
+		if err := s.fold(ctx, Hours, latestOf(s.db, Minutes, "bucket >= ? AND bucket < ?"), "", []any{from, to}, versionNs); err != nil {
+			return err
+		}
 	}
 	return nil
 }

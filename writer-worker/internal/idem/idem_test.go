@@ -25,7 +25,6 @@ func (f fakeStore) KeyOutcomes(_ context.Context, ids []string, _ int64) ([]chst
 	return out, nil
 }
 
-
 // What a retry is answered: this writer's memory until the row is written,
 // the table after; a dead letter's "failed to store" gives way to the
 // outcome of its replay, in memory and in the table alike.
