@@ -78,6 +78,15 @@ func TestShardedStorage(t *testing.T) {
 	})
 	t.Logf("values per shard: %v", perShard)
 
+	// The rollups behind Distributed tables: every reading is in the hour
+	// rollup of its entity's shard, once.
+	eventually(t, 60*time.Second, func() bool {
+		return sumOf(t, s, "SELECT sum(n) FROM (SELECT entity, bucket, argMax(readings, version) AS n FROM "+s.db+".input_hours GROUP BY entity, bucket)") == entities*readings
+	})
+	if n, err := cl.Count(0, "SELECT count() FROM "+s.db+".input_minutes_local"); err != nil || n == 0 {
+		t.Fatalf("shard 1 holds %d minute rollups (%v), want some", n, err)
+	}
+
 	// Retention behind Distributed tables: readings 75 days old (ingest-api
 	// accepts 90) land in an old month of each shard's local table; the
 	// writer, started again, sweeps every server and drops that month on

@@ -53,6 +53,9 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 	} else {
 		err = w.storeValues(ctx, items, errs)
 	}
+	if err == nil {
+		err = w.markLate(ctx, items, errs, taken)
+	}
 	w.m.batchEvents.Observe(float64(len(items)))
 	if err != nil {
 		w.log.Warn("values not stored", zap.Int("events", len(items)), zap.Error(err))
@@ -73,6 +76,35 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 	w.keys.Remember(rb.keys)
 	answers.Send(w.nc, w.log)
 	return rb, len(items)
+}
+
+// markLate marks, before they are answered, the minutes of the stored
+// readings whose time is older than chstore.RollupLag: the rollup may have
+// passed their minutes, and a chart must read them from the readings until
+// it computes them again. Newer ones are marked with the raw messages.
+func (w *Writer) markLate(ctx context.Context, items []dedupe.Item, errs []error, now time.Time) error {
+	var marks []chstore.Mark
+	seen := map[chstore.Mark]bool{}
+	late := now.Add(-chstore.RollupLag).UnixNano()
+	for i := range items {
+		ev := &items[i].Event
+		if errs[i] != nil || ev.Outcome != outcome.Stored || items[i].Repeat || ev.ReadingNs >= late {
+			continue
+		}
+		for _, v := range ev.Values {
+			if m := (chstore.Mark{Entity: v.Entity, Input: v.Input, Minute: ev.ReadingNs / 60e9 * 60}); !seen[m] {
+				seen[m] = true
+				marks = append(marks, m)
+			}
+		}
+	}
+	if len(marks) == 0 {
+		return nil
+	}
+	start := time.Now()
+	err := w.store.InsertMarks(ctx, start.UnixNano(), marks)
+	w.m.observeInsert(tableMarks, len(marks), start, err)
+	return err
 }
 
 // decode reads the batch's envelopes; one that cannot be read, or that has

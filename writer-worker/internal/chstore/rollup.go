@@ -3,7 +3,6 @@ package chstore
 import (
 	"context"
 	"fmt"
-	"math"
 	"strconv"
 )
 
@@ -51,50 +50,6 @@ func (s *Store) InsertMarks(ctx context.Context, markedNs int64, marks []Mark) e
 	})
 }
 
-// MarksBetween returns the distinct marks made in (fromNs, toNs], about
-// limit of them in order of marking, and the time up to which it returned
-// all (toNs when there were no more than limit). Marks made at one time
-// (one insert) come together, however many.
-func (s *Store) MarksBetween(ctx context.Context, fromNs, toNs int64, limit int) ([]Mark, int64, error) {
-	type row struct {
-		m  Mark
-		at int64
-	}
-	read := func(fromNs, toNs int64, limit int) ([]row, error) {
-		return collect(ctx, s.conn, "read rollup marks", "scan rollup mark",
-			"SELECT entity, input, minute, max(marked_ns) AS at FROM "+s.db+".rollup_dirty WHERE marked_ns > ? AND marked_ns <= ? GROUP BY entity, input, minute ORDER BY at LIMIT ?",
-			[]any{fromNs, toNs, limit}, func(scan func(...any) error) (r row, err error) {
-				err = scan(&r.m.Entity, &r.m.Input, &r.m.Minute, &r.at)
-				return r, err
-			})
-	}
-	rows, err := read(fromNs, toNs, limit+1)
-	if err != nil {
-		return nil, 0, err
-	}
-	upTo := toNs
-	if len(rows) > limit {
-		// The marks made at the first time not read whole are read again
-		// next time; when that is the first time read, all of its are
-		// read now.
-		cut := rows[limit].at
-		if upTo = cut - 1; cut == rows[0].at {
-			if rows, err = read(cut-1, cut, math.MaxInt32); err != nil {
-				return nil, 0, err
-			}
-			upTo = cut
-		}
-		for len(rows) > 0 && rows[len(rows)-1].at > upTo {
-			rows = rows[:len(rows)-1]
-		}
-	}
-	marks := make([]Mark, len(rows))
-	for i, r := range rows {
-		marks[i] = r.m
-	}
-	return marks, upTo, nil
-}
-
 // The columns of a tier row, and how rows of a finer level fold into one.
 const (
 	tierColumns = "entity, input, bucket, readings, numbers, min_value, max_value, sum_value, last_ns, last_received_ns, last_event_id, last_device_input, last_value, version"
@@ -121,43 +76,29 @@ func latestOf(db string, t Tier, where string) string {
 		" WHERE " + where + " GROUP BY entity, input, bucket"
 }
 
-// Rollup computes again the minutes marks name, and the hours they lie in,
-// from the readings below them, with version versionNs: a bucket's newest
-// computation is what it holds.
-func (s *Store) Rollup(ctx context.Context, marks []Mark, versionNs int64) error {
-	if len(marks) == 0 {
+// Rollup computes again the minutes marked in (fromNs, toNs], and the
+// hours they lie in, from the readings below them, with version versionNs:
+// a bucket's newest computation is what it holds. The marks are read by
+// ClickHouse itself (GLOBAL IN: once, also behind Distributed tables);
+// their span of minutes bounds the scan by the primary key.
+func (s *Store) Rollup(ctx context.Context, fromNs, toNs, versionNs int64) error {
+	var lo, hi int64
+	var n uint64
+	marked := "FROM " + s.db + ".rollup_dirty WHERE marked_ns > ? AND marked_ns <= ?"
+	if err := s.conn.QueryRow(ctx, "SELECT min(minute), max(minute), count() "+marked, fromNs, toNs).Scan(&lo, &hi, &n); err != nil {
+		return fmt.Errorf("read rollup marks: %w", classify(err))
+	}
+	if n == 0 {
 		return nil
 	}
-	entities := map[string]struct{}{}
-	var minutes, hours []string
-	seenHour := map[string]struct{}{}
-	lo, hi := marks[0].Minute, marks[0].Minute
-	for _, m := range marks {
-		entities[m.Entity] = struct{}{}
-		minutes = append(minutes, m.Entity+"\x00"+m.Input+"\x00"+strconv.FormatInt(m.Minute, 10))
-		h := m.Entity + "\x00" + m.Input + "\x00" + strconv.FormatInt(m.Minute/3600*3600, 10)
-		if _, ok := seenHour[h]; !ok {
-			seenHour[h] = struct{}{}
-			hours = append(hours, h)
-		}
-		lo, hi = min(lo, m.Minute), max(hi, m.Minute)
-	}
-	ents := make([]string, 0, len(entities))
-	for e := range entities {
-		ents = append(ents, e)
-	}
-	hourLo, hourHi := lo/3600*3600, hi/3600*3600+3600
-	// Minutes from the readings: only the marked ones, within the
-	// entities and time span of the marks (the primary key bounds the scan).
-	raw := rawFold(s.db, "entity IN ? AND ts_ns >= ? AND ts_ns < ? AND "+
-		"concat(entity, '\\0', input, '\\0', toString(intDiv(ts_ns, 60000000000) * 60)) IN ?")
-	if err := s.fold(ctx, Minutes, raw, "v", []any{set(ents), lo * 1e9, (hi + 60) * 1e9, set(minutes)}, versionNs); err != nil {
+	raw := rawFold(s.db, "entity GLOBAL IN (SELECT entity "+marked+") AND ts_ns >= ? AND ts_ns < ? AND "+
+		"(entity, input, intDiv(ts_ns, 60000000000) * 60) GLOBAL IN (SELECT entity, input, minute "+marked+")")
+	if err := s.fold(ctx, Minutes, raw, "v", []any{fromNs, toNs, lo * 1e9, (hi + 60) * 1e9, fromNs, toNs}, versionNs); err != nil {
 		return err
 	}
-	// Hours from the minutes just computed.
-	fine := latestOf(s.db, Minutes, "entity IN ? AND bucket >= ? AND bucket < ? AND "+
-		"concat(entity, '\\0', input, '\\0', toString(intDiv(bucket, 3600) * 3600)) IN ?")
-	return s.fold(ctx, Hours, fine, "", []any{set(ents), hourLo, hourHi, set(hours)}, versionNs)
+	fine := latestOf(s.db, Minutes, "entity GLOBAL IN (SELECT entity "+marked+") AND bucket >= ? AND bucket < ? AND "+
+		"(entity, input, intDiv(bucket, 3600) * 3600) GLOBAL IN (SELECT entity, input, intDiv(minute, 3600) * 3600 "+marked+")")
+	return s.fold(ctx, Hours, fine, "", []any{fromNs, toNs, lo / 3600 * 3600, hi/3600*3600 + 3600, fromNs, toNs}, versionNs)
 }
 
 // fold inserts into tier t the buckets of the rows of from (tier rows, or

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/devicehub/eventservice/pkg/query"
 )
@@ -14,12 +15,20 @@ import (
 // An aggregated series is read from the coarsest sources whose buckets nest
 // in its step: the hour rollup for the whole hours of the range that are
 // rolled up, the minute rollup for the whole minutes around them, the
-// readings for the rest (the range's ragged ends, and what the rollup has
-// not reached yet). Each source answers partial buckets of the step, merged
-// here; all of them in one query.
+// readings for the rest (the range's ragged ends, what the rollup has not
+// reached yet, and the minutes with marks it has not done: a late reading
+// answered stored is charted at once). Each source answers partial buckets
+// of the step, merged here; all of them in one query.
+
+// RollupLag is how old a mark is before the rollup reads it. A reading
+// whose time is older than this when it is stored is marked before it is
+// answered (internal/batch); a newer one with the raw messages, within
+// seconds. Series read a rollup only for reading times 2*RollupLag before
+// its progress: every reading stored there by then is marked and done.
+const RollupLag = 15 * time.Second
 
 // SetRolledUp records that the rollups hold every reading marked up to
-// ns (Unix ns; the rollup's progress): series read them before that.
+// ns (Unix ns; the rollup's progress).
 func (s *Store) SetRolledUp(ns int64) { s.rolled.Store(ns) }
 
 // piece is part of a series' range, [fromNs, toNs), read from tier (nil:
@@ -29,25 +38,66 @@ type piece struct {
 	fromNs, toNs int64
 }
 
+// span is an interval of reading time, [from, to) in ns.
+type span struct{ from, to int64 }
+
 // cover cuts [fromNs, toNs) into pieces: tiers are the usable ones,
-// coarsest first, and rolledNs is where the rollups end.
-func cover(fromNs, toNs, rolledNs int64, tiers []Tier) []piece {
+// coarsest first, cutNs is where they end, and holes (sorted) are spans no
+// tier may be read for.
+func cover(fromNs, toNs, cutNs int64, tiers []Tier, holes []span) []piece {
 	if fromNs >= toNs {
 		return nil
 	}
 	if len(tiers) == 0 {
 		return []piece{{nil, fromNs, toNs}}
 	}
-	t := tiers[0]
-	step := t.Step * 1e9
+	step, rest := tiers[0].Step*1e9, tiers[1:]
 	a := (fromNs + step - 1) / step * step
-	b := min(toNs, rolledNs) / step * step
+	b := min(toNs, cutNs) / step * step
 	if a >= b {
-		return cover(fromNs, toNs, rolledNs, tiers[1:])
+		return cover(fromNs, toNs, cutNs, rest, holes)
 	}
-	out := cover(fromNs, a, rolledNs, tiers[1:])
+	for _, h := range holes {
+		hs, he := max(a, h.from/step*step), min(b, (h.to+step-1)/step*step)
+		if hs >= he {
+			continue
+		}
+		out := cover(fromNs, a, cutNs, rest, holes)
+		if a < hs {
+			out = append(out, piece{&tiers[0], a, hs})
+		}
+		out = append(out, cover(hs, he, cutNs, rest, holes)...)
+		return append(out, cover(he, toNs, cutNs, tiers, holes)...)
+	}
+	out := cover(fromNs, a, cutNs, rest, holes)
 	out = append(out, piece{&tiers[0], a, b})
-	return append(out, cover(b, toNs, rolledNs, tiers[1:])...)
+	return append(out, cover(b, toNs, cutNs, rest, holes)...)
+}
+
+// maxHoles bounds the pieces of a series: more minutes with marks not done
+// than this in its range are read from the readings in one span.
+const maxHoles = 16
+
+// pending returns the minutes of entity input in [fromNs, toNs) with marks
+// the rollup has not done (made after rolledNs), as sorted spans.
+func (s *Store) pending(ctx context.Context, entity, input string, fromNs, toNs, rolledNs int64) ([]span, error) {
+	minutes, err := collect(ctx, s.reads, "read rollup marks", "scan rollup mark",
+		"SELECT DISTINCT minute FROM "+s.db+".rollup_dirty WHERE marked_ns > ? AND entity = ? AND input = ? AND minute >= ? AND minute < ? ORDER BY minute",
+		[]any{rolledNs, entity, input, fromNs/1e9 - 60, toNs / 1e9}, func(scan func(...any) error) (m int64, err error) {
+			err = scan(&m)
+			return m, err
+		})
+	if err != nil || len(minutes) == 0 {
+		return nil, err
+	}
+	if len(minutes) > maxHoles {
+		return []span{{minutes[0] * 1e9, (minutes[len(minutes)-1] + 60) * 1e9}}, nil
+	}
+	holes := make([]span, len(minutes))
+	for i, m := range minutes {
+		holes[i] = span{m * 1e9, (m + 60) * 1e9}
+	}
+	return holes, nil
 }
 
 // tiersFor are the tiers whose buckets nest in buckets of stepMs, coarsest
@@ -103,7 +153,16 @@ func (p *partial) add(q *partial) {
 // readings, Avg may weigh such an unfolded duplicate twice until the merge;
 // from a rollup it never does.
 func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error) {
-	pieces := cover(fromMs*1e6, (toMs+1)*1e6, s.rolled.Load(), tiersFor(stepMs))
+	fromNs, toNs, rolled := fromMs*1e6, (toMs+1)*1e6, s.rolled.Load()
+	var holes []span
+	tiers := tiersFor(stepMs)
+	if cut := rolled - 2*int64(RollupLag); len(tiers) > 0 && cut > fromNs {
+		var err error
+		if holes, err = s.pending(ctx, entity, input, fromNs, min(toNs, cut), rolled); err != nil {
+			return nil, err
+		}
+	}
+	pieces := cover(fromNs, toNs, rolled-2*int64(RollupLag), tiers, holes)
 	var selects []string
 	var args []any
 	for _, p := range pieces {

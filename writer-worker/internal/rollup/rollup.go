@@ -29,14 +29,15 @@ import (
 
 // Fixed: how often the rollup runs, how old a mark must be before it is
 // read (a mark is written within INSERT_TIMEOUT of its time, and clocks of
-// writer copies differ by a little), the most marks one step computes, how
-// long a holder that stopped keeps the lease, and one step's time.
+// writer copies differ by a little), the span of marks one query computes
+// (at 5,000 readings/s, 300,000 marks at most), how long a holder that
+// stopped keeps the lease, and one step's time.
 const (
-	Interval  = 10 * time.Second
-	Lag       = 15 * time.Second
-	StepMarks = 20000
-	leaseTTL  = time.Minute
-	stepTime  = 2 * time.Minute
+	Interval = 10 * time.Second
+	Lag      = 15 * time.Second
+	StepSpan = time.Minute
+	leaseTTL = time.Minute
+	stepTime = 2 * time.Minute
 )
 
 // Runner is one copy's share of the rollup.
@@ -45,23 +46,23 @@ type Runner struct {
 	store  *chstore.Store
 	owner  string
 	log    *zap.Logger
-	marks  prometheus.Counter
+	steps  prometheus.Counter
 	behind prometheus.Gauge
 }
 
 // New returns a Runner.
 func New(leases *backfill.Store, store *chstore.Store, reg prometheus.Registerer, log *zap.Logger) *Runner {
 	r := &Runner{leases: leases, store: store, owner: nuid.Next(), log: log,
-		marks: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: metrics.Writer, Name: "rollup_marks_total",
-			Help: "Marked minutes of entity inputs that this copy computed again.",
+		steps: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Writer, Name: "rollup_steps_total",
+			Help: "Spans of marks (up to a minute of them) this copy rolled up.",
 		}),
 		behind: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metrics.Writer, Name: "rollup_behind_seconds",
 			Help: "How far the rollups are behind now (the newest mark done), as this copy last saw them.",
 		}),
 	}
-	metrics.Or(reg).MustRegister(r.marks, r.behind)
+	metrics.Or(reg).MustRegister(r.steps, r.behind)
 	return r
 }
 
@@ -83,7 +84,7 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // Step takes or renews the lease and, holding it, computes the marks up to
-// now-Lag (StepMarks at a time); either way it tells the store where the
+// now-Lag (StepSpan at a time); either way it tells the store where the
 // rollups end.
 func (r *Runner) Step(ctx context.Context, now time.Time) error {
 	l, held, err := r.leases.TakeLease(ctx, backfill.LeaseRollup, r.owner, now, leaseTTL, 0)
@@ -114,17 +115,14 @@ func (r *Runner) Step(ctx context.Context, now time.Time) error {
 		return err
 	}
 	for done < hi {
-		marks, upTo, err := r.store.MarksBetween(ctx, done, hi, StepMarks)
-		if err != nil {
-			return err
-		}
-		if err := r.store.Rollup(ctx, marks, time.Now().UnixNano()); err != nil {
+		upTo := min(hi, done+int64(StepSpan))
+		if err := r.store.Rollup(ctx, done, upTo, time.Now().UnixNano()); err != nil {
 			return err
 		}
 		if _, held, err := r.leases.TakeLease(ctx, backfill.LeaseRollup, r.owner, time.Now(), leaseTTL, upTo); err != nil || !held {
 			return err
 		}
-		r.marks.Add(float64(len(marks)))
+		r.steps.Inc()
 		done = upTo
 	}
 	return nil
