@@ -80,7 +80,7 @@ func TestShardedStorage(t *testing.T) {
 
 	// The rollups behind Distributed tables: every reading is in the hour
 	// rollup of its entity's shard, once.
-	eventually(t, 60*time.Second, func() bool {
+	eventually(t, 100*time.Second, func() bool {
 		return sumOf(t, s, "SELECT sum(n) FROM (SELECT entity, bucket, argMax(readings, version) AS n FROM "+s.db+".input_hours GROUP BY entity, bucket)") == entities*readings
 	})
 	if n, err := cl.Count(0, "SELECT count() FROM "+s.db+".input_minutes_local"); err != nil || n == 0 {

@@ -126,9 +126,6 @@ CREATE TABLE IF NOT EXISTS device_events.input_minutes
     max_value         Nullable(Float64),
     sum_value         Float64,
     last_ns           Int64,
-    last_received_ns  Int64,
-    last_event_id     String,
-    last_device_input String,
     last_value        String,
     version           Int64
 )
@@ -147,9 +144,6 @@ CREATE TABLE IF NOT EXISTS device_events.input_hours
     max_value         Nullable(Float64),
     sum_value         Float64,
     last_ns           Int64,
-    last_received_ns  Int64,
-    last_event_id     String,
-    last_device_input String,
     last_value        String,
     version           Int64
 )

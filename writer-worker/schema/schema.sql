@@ -155,7 +155,7 @@ ORDER BY (serial, key, ts_ns);
 -- input and minute (input_minutes) or hour (input_hours) of reading time,
 -- the distinct readings, how many of them are numbers or booleans, their
 -- min, max and sum, and the latest reading (greatest ts_ns, then
--- received_ns, event_id, device_input) with its value. A bucket is
+-- received_ns, then cityHash64(event_id, device_input)) with its value. A bucket is
 -- recomputed whole from the readings below it whenever one lands in it (a
 -- late, replayed or backfilled one too), so a duplicate counts once;
 -- merges keep the newest computation. Charts of long ranges read them.
@@ -169,11 +169,8 @@ CREATE TABLE IF NOT EXISTS {db}.input_minutes
     min_value         Nullable(Float64),
     max_value         Nullable(Float64),
     sum_value         Float64,
-    last_ns           Int64,
-    last_received_ns  Int64,
-    last_event_id     String,
-    last_device_input String,
-    last_value        String,
+    last_ns           Int64,              -- the latest reading's time
+    last_value        String,             -- and its value
     version           Int64               -- when it was computed, epoch ns
 )
 ENGINE = ReplacingMergeTree(version)
@@ -191,9 +188,6 @@ CREATE TABLE IF NOT EXISTS {db}.input_hours
     max_value         Nullable(Float64),
     sum_value         Float64,
     last_ns           Int64,
-    last_received_ns  Int64,
-    last_event_id     String,
-    last_device_input String,
     last_value        String,
     version           Int64
 )

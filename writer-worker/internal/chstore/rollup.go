@@ -52,16 +52,18 @@ func (s *Store) InsertMarks(ctx context.Context, markedNs int64, marks []Mark) e
 
 // The columns of a tier row, and how rows of a finer level fold into one.
 const (
-	tierColumns = "entity, input, bucket, readings, numbers, min_value, max_value, sum_value, last_ns, last_received_ns, last_event_id, last_device_input, last_value, version"
-	// latest orders readings: reading time, then receive time, then
-	// identity, so that "last" is one reading however ties fall.
-	latest = "(last_ns, last_received_ns, last_event_id, last_device_input)"
+	tierColumns = "entity, input, bucket, readings, numbers, min_value, max_value, sum_value, last_ns, last_value, version"
+	// latestKey orders readings: reading time, then receive time, then
+	// identity, so that "last" is one reading however ties fall; the
+	// series query orders them the same way. Two buckets never share a
+	// reading time: rows of a finer tier are ordered by it alone.
+	latestKey = "(ts_ns, received_ns, cityHash64(event_id, device_input))"
 )
 
-// rawFold is the readings of input_values as tier rows of one reading each,
-// a duplicate not folded yet by ReplacingMergeTree counted once.
+// rawFold is the readings of input_values, a duplicate not folded yet by
+// ReplacingMergeTree once, with the key latestKey orders them by in column k.
 func rawFold(db, where string) string {
-	return "SELECT entity, input, ts_ns AS last_ns, any(received_ns) AS last_received_ns, event_id AS last_event_id, device_input AS last_device_input, " +
+	return "SELECT entity, input, ts_ns AS last_ns, (ts_ns, any(received_ns), cityHash64(event_id, device_input)) AS k, " +
 		"any(value_json) AS last_value, any(value_num) AS v FROM " + db + ".input_values WHERE " + where +
 		" GROUP BY entity, input, ts_ns, event_id, device_input"
 }
@@ -71,8 +73,7 @@ func rawFold(db, where string) string {
 func latestOf(db string, t Tier, where string) string {
 	return "SELECT entity, input, bucket, argMax(readings, version) AS readings, argMax(numbers, version) AS numbers, " +
 		"argMax(min_value, version) AS min_value, argMax(max_value, version) AS max_value, argMax(sum_value, version) AS sum_value, " +
-		"argMax(last_ns, version) AS last_ns, argMax(last_received_ns, version) AS last_received_ns, argMax(last_event_id, version) AS last_event_id, " +
-		"argMax(last_device_input, version) AS last_device_input, argMax(last_value, version) AS last_value FROM " + db + "." + t.Table +
+		"argMax(last_ns, version) AS last_ns, argMax(last_value, version) AS last_value FROM " + db + "." + t.Table +
 		" WHERE " + where + " GROUP BY entity, input, bucket"
 }
 
@@ -106,14 +107,13 @@ func (s *Store) Rollup(ctx context.Context, fromNs, toNs, versionNs int64) error
 func (s *Store) fold(ctx context.Context, t Tier, from, v string, args []any, versionNs int64) error {
 	step := strconv.FormatInt(t.Step, 10)
 	bucket := "intDiv(last_ns, " + step + "000000000) * " + step
-	agg := "count(), count(v), min(v), max(v), ifNull(sum(v), 0)"
+	agg := "count(), count(v), min(v), max(v), ifNull(sum(v), 0), max(last_ns), argMax(last_value, k)"
 	if v == "" {
 		bucket = "intDiv(bucket, " + step + ") * " + step
-		agg = "sum(readings), sum(numbers), min(min_value), max(max_value), sum(sum_value)"
+		agg = "sum(readings), sum(numbers), min(min_value), max(max_value), sum(sum_value), max(last_ns), argMax(last_value, last_ns)"
 	}
 	q := "INSERT INTO " + s.db + "." + t.Table + " (" + tierColumns + ") SELECT entity, input, " + bucket + " AS b, " + agg +
-		", max(last_ns), argMax(last_received_ns, " + latest + "), argMax(last_event_id, " + latest + "), argMax(last_device_input, " + latest +
-		"), argMax(last_value, " + latest + "), " + strconv.FormatInt(versionNs, 10) + " FROM (" + from + ") GROUP BY entity, input, b"
+		", " + strconv.FormatInt(versionNs, 10) + " FROM (" + from + ") GROUP BY entity, input, b"
 	if err := s.conn.Exec(ctx, q, args...); err != nil {
 		return fmt.Errorf("roll up %s: %w", t.Table, classify(err))
 	}

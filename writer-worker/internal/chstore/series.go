@@ -139,8 +139,8 @@ func (p *partial) add(q *partial) {
 	if q.max != nil && (p.max == nil || *q.max > *p.max) {
 		p.max = q.max
 	}
-	if q.later(p) {
-		p.lastNs, p.lastReceivedNs, p.lastEventID, p.lastDevice, p.last = q.lastNs, q.lastReceivedNs, q.lastEventID, q.lastDevice, q.last
+	if q.lastNs > p.lastNs {
+		p.lastNs, p.last = q.lastNs, q.last
 	}
 }
 
@@ -149,7 +149,7 @@ func (p *partial) add(q *partial) {
 // left out. Count is the number of distinct readings (a duplicate that
 // ReplacingMergeTree has not folded yet counts once); Min, Max and Avg
 // cover the numbers and booleans, Last is the value with the greatest
-// reading time (then receive time, event id, device input). From the
+// reading time (then receive time, then the hash of its event id and device input). From the
 // readings, Avg may weigh such an unfolded duplicate twice until the merge;
 // from a rollup it never does.
 func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error) {
@@ -167,16 +167,14 @@ func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs,
 	var args []any
 	for _, p := range pieces {
 		if p.tier == nil {
-			selects = append(selects, "SELECT toInt64(intDiv(ts_ns, "+strconv.FormatInt(stepMs*1e6, 10)+")) AS b, uniqExact(ts_ns, event_id, device_input), count(value_num), "+
-				"min(value_num), max(value_num), toFloat64(ifNull(sum(value_num), 0)), max(ts_ns), argMax(received_ns, (ts_ns, received_ns, event_id, device_input)), "+
-				"argMax(event_id, (ts_ns, received_ns, event_id, device_input)), argMax(device_input, (ts_ns, received_ns, event_id, device_input)), "+
-				"argMax(value_json, (ts_ns, received_ns, event_id, device_input)) FROM "+s.db+".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY b")
+			selects = append(selects, "SELECT toInt64(intDiv(ts_ns, "+strconv.FormatInt(stepMs*1e6, 10)+")) AS b, uniqExact(cityHash64(event_id, device_input)), count(value_num), "+
+				"min(value_num), max(value_num), toFloat64(ifNull(sum(value_num), 0)), max(ts_ns), argMax(value_json, "+latestKey+") "+
+				"FROM "+s.db+".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY b")
 			args = append(args, entity, input, p.fromNs, p.toNs)
 			continue
 		}
 		selects = append(selects, "SELECT toInt64(intDiv(bucket, "+strconv.FormatInt(stepMs/1000, 10)+")) AS b, sum(readings), sum(numbers), min(min_value), max(max_value), "+
-			"toFloat64(sum(sum_value)), max(last_ns), argMax(last_received_ns, "+latest+"), argMax(last_event_id, "+latest+"), argMax(last_device_input, "+latest+"), "+
-			"argMax(last_value, "+latest+") FROM ("+latestOf(s.db, *p.tier, "entity = ? AND input = ? AND bucket >= ? AND bucket < ?")+") GROUP BY b")
+			"toFloat64(sum(sum_value)), max(last_ns), argMax(last_value, last_ns) FROM ("+latestOf(s.db, *p.tier, "entity = ? AND input = ? AND bucket >= ? AND bucket < ?")+") GROUP BY b")
 		args = append(args, entity, input, p.fromNs/1e9, p.toNs/1e9)
 	}
 	if len(selects) == 0 {
@@ -184,7 +182,7 @@ func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs,
 	}
 	parts, err := collect(ctx, s.reads, "query buckets", "scan bucket", strings.Join(selects, " UNION ALL "), args,
 		func(scan func(...any) error) (p partial, err error) {
-			err = scan(&p.b, &p.readings, &p.numbers, &p.min, &p.max, &p.sum, &p.lastNs, &p.lastReceivedNs, &p.lastEventID, &p.lastDevice, &p.last)
+			err = scan(&p.b, &p.readings, &p.numbers, &p.min, &p.max, &p.sum, &p.lastNs, &p.last)
 			return p, err
 		})
 	if err != nil {
