@@ -286,6 +286,16 @@ try {
   assert.equal(new URL(page.url()).searchParams.get('range'), '7d');
   await shot('entity-7d');
 
+  step('30 days and a year, in steps the rollups answer (whole minutes, whole hours)');
+  for (const [label, range, unit] of [['30 d', '30d', /^[0-9]+(h|d)$/], ['1 y', '1y', /^[0-9]+(h|d)$/]]) {
+    await page.getByRole('button', { name: label, exact: true }).click();
+    await page.waitForFunction((r) => new URL(location.href).searchParams.get('range') === r && Number(document.querySelector('#chart')?.dataset.buckets) > 0, range);
+    const stepText = await page.locator('#chart').getAttribute('data-step');
+    assert.match(stepText, unit, `the ${label} chart's step ${stepText}`);
+    assert.ok(await drawn() > 100, `the ${label} chart draws its line`);
+  }
+  await shot('entity-1y');
+
   step('a boolean input is a step line; a string input a table, as text');
   await page.goto(`${base}/console/entities/greenhouse/inputs/heating?range=7d`);
   await page.locator('#chart[data-kind="boolean"] canvas').first().waitFor();

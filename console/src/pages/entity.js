@@ -6,7 +6,9 @@ import uPlot from 'uplot';
 import { h, replace, time, valueText, localInput } from '../dom.js';
 import { api, enc } from '../api.js';
 
-const RANGES = [['15m', '15 min', 15 * 60e3], ['1h', '1 h', 3600e3], ['24h', '24 h', 86400e3], ['7d', '7 d', 7 * 86400e3]];
+// 30 days and a year are charted from the minute and hour rollups.
+const RANGES = [['15m', '15 min', 15 * 60e3], ['1h', '1 h', 3600e3], ['24h', '24 h', 86400e3], ['7d', '7 d', 7 * 86400e3],
+  ['30d', '30 d', 30 * 86400e3], ['1y', '1 y', 365 * 86400e3]];
 
 export function entityPage({ el, signal, navigate, link, params }, entity, input) {
   const base = `/console/entities/${enc(entity)}/inputs/${enc(input)}`;
