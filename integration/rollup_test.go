@@ -19,12 +19,12 @@ type bucketWant struct {
 	last          string
 }
 
-// seriesOf asks the workspace API for entity ru's input t over [from, to]
-// in buckets of step.
-func (s *stack) seriesOf(t *testing.T, from, to time.Time, step string) []map[string]any {
+// seriesPoints asks the workspace API for an entity's input t over
+// [from, to] in buckets of step.
+func seriesPoints(t *testing.T, s *stack, entity string, from, to time.Time, step string) []map[string]any {
 	t.Helper()
 	q := url.Values{"from": {apiTime(from)}, "to": {apiTime(to)}, "step": {step}}
-	r := s.admin(t, "GET", "/entities/ru/inputs/t/series?"+q.Encode(), "")
+	r := s.admin(t, "GET", "/entities/"+entity+"/inputs/t/series?"+q.Encode(), "")
 	if r.Status != 200 {
 		t.Fatalf("series: %d %s", r.Status, r.Raw)
 	}
@@ -80,7 +80,7 @@ func TestRollups(t *testing.T) {
 				w.lastNs, w.last = ts, fmt.Sprint(v)
 			}
 		}
-		got := s.seriesOf(t, start, end, stepName)
+		got := seriesPoints(t, s, "ru", start, end, stepName)
 		if len(got) != len(want) {
 			t.Fatalf("step %s: %d buckets, want %d", stepName, len(got), len(want))
 		}

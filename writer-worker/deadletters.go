@@ -102,6 +102,13 @@ func subcommand(args []string) bool {
 		}
 		return true
 	}
+	if len(args) > 0 && (args[0] == "backup" || args[0] == "restore") {
+		if err := backupCommand(args[0], args[1:], os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "writer-worker %s: %v\n", args[0], err)
+			os.Exit(1)
+		}
+		return true
+	}
 	if len(args) == 0 || args[0] != "dead-letters" {
 		return false
 	}
