@@ -11,6 +11,7 @@ package submit
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -69,6 +70,7 @@ type Submitter struct {
 	outcomes Outcomes
 	wait     prometheus.Histogram
 	errs     prometheus.Counter
+	full     prometheus.Counter // of errs: for want of storage
 }
 
 // New returns a Submitter publishing with js, claiming in claims, hearing
@@ -92,7 +94,11 @@ func New(cfg Config, js jetstream.JetStream, claims *claim.Claims, waiter *reply
 			Help: "Submissions JetStream did not accept (NATS down, stream full, timeout).",
 		}),
 	}
-	metrics.Or(reg).MustRegister(sizes, s.wait, s.errs)
+	s.full = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: metrics.Ingest, Name: "stream_full_total",
+		Help: "Submissions JetStream refused for want of storage: a stream at its NATS_STREAM_MAX_BYTES, the server's store limit, or its disk full (also in publish_errors_total).",
+	})
+	metrics.Or(reg).MustRegister(sizes, s.wait, s.errs, s.full)
 	s.pub = newPublisher(cfg.Subject, defaultLimits(cfg.MaxBytes, cfg.OutcomeTimeout), js, claims, func(n int) { sizes.Observe(float64(n)) }, log)
 	return s
 }
@@ -118,7 +124,7 @@ func (s *Submitter) Submit(ctx context.Context, evs []*event.Event, keyed bool) 
 	defer cancel()
 	start := time.Now()
 	if err := s.pub.add(sub); err != nil {
-		s.errs.Inc()
+		s.countRefusal(err)
 		return nil, &Failure{Code: outcome.ProcessingFailed, Detail: notAccepted + err.Error()}
 	}
 	out, err := s.await(ctx, ids, replies, sub.refused)
@@ -161,7 +167,7 @@ func (s *Submitter) await(ctx context.Context, ids []string, replies <-chan even
 			}
 		case rf := <-refused:
 			if !errors.Is(rf.err, claim.ErrTaken) {
-				s.errs.Inc()
+				s.countRefusal(rf.err)
 				return nil, &Failure{Code: outcome.ProcessingFailed, Detail: notAccepted + rf.err.Error()}
 			}
 			if earlier == nil {
@@ -231,4 +237,17 @@ func (s *Submitter) expired(err error, earlier map[string]bool) error {
 		return &Failure{Code: outcome.ProcessingFailed, Detail: earlierTimeout}
 	}
 	return &Failure{Code: outcome.ProcessingFailed, Detail: timedOut}
+}
+
+// countRefusal counts a submission JetStream did not accept, and whether it
+// was for want of storage.
+func (s *Submitter) countRefusal(err error) {
+	s.errs.Inc()
+	msg := strings.ToLower(err.Error())
+	for _, m := range []string{"maximum bytes", "maximum messages", "insufficient", "resources exceeded", "no space left", "storage"} {
+		if strings.Contains(msg, m) {
+			s.full.Inc()
+			return
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
 
 	"github.com/devicehub/eventservice/pkg/metrics"
@@ -25,6 +26,7 @@ type writerMetrics struct {
 	rows           *prometheus.CounterVec   // by table
 	failures       *prometheus.CounterVec   // by table
 	keyedRepeats   prometheus.Counter
+	diskFull       prometheus.Counter
 	taken, stored  prometheus.Observer    // event age by stage
 	answered       *prometheus.CounterVec // by outcome
 }
@@ -49,6 +51,10 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 			Namespace: metrics.Writer, Name: "storage_failures_total",
 			Help: "Failed INSERTs or lookups, by table.",
 		}, []string{"table"}),
+		diskFull: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Writer, Name: "disk_full_failures_total",
+			Help: "Failed INSERTs that found ClickHouse's disk full (retried until space is freed).",
+		}),
 		keyedRepeats: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Writer, Name: "keyed_repeats_total",
 			Help: "Keyed events answered with an earlier attempt's outcome instead of being stored again.",
@@ -66,7 +72,7 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 	}, []string{"stage"})
 	m.taken, m.stored = age.WithLabelValues("taken"), age.WithLabelValues("stored")
 	reg.MustRegister(age)
-	reg.MustRegister(m.batchEvents, m.insertDuration, m.rows, m.failures, m.keyedRepeats, m.answered)
+	reg.MustRegister(m.batchEvents, m.insertDuration, m.rows, m.failures, m.keyedRepeats, m.diskFull, m.answered)
 	// Every series exists from the start, so that rates and alerts see
 	// zero rather than nothing.
 	for _, t := range []string{tableValues, tableMessages, tableKeys, tableMarks} {
@@ -96,6 +102,9 @@ func (m *writerMetrics) observeInsert(table string, n int, start time.Time, err 
 	m.insertDuration.WithLabelValues(table).Observe(time.Since(start).Seconds())
 	if err != nil {
 		m.failures.WithLabelValues(table).Inc()
+		if chstore.DiskFull(err) {
+			m.diskFull.Inc()
+		}
 		return
 	}
 	m.rows.WithLabelValues(table).Add(float64(n))

@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
@@ -44,4 +45,16 @@ func classify(err error) error {
 		}
 	}
 	return err
+}
+
+// DiskFull reports whether err is ClickHouse's disk being full: no space to
+// reserve for a part (NOT_ENOUGH_SPACE), or a write that found none. Such a
+// failure is transient: the insert is retried, and succeeds once space is
+// freed.
+func DiskFull(err error) bool {
+	var ex *clickhouse.Exception
+	if !errors.As(err, &ex) {
+		return false
+	}
+	return ex.Code == 243 || strings.Contains(ex.Message, "No space left on device") || strings.Contains(ex.Message, "Cannot reserve")
 }
