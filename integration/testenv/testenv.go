@@ -109,11 +109,21 @@ func NATSControl(t testing.TB) *NATSServer { return NATSControlFor(t, bus.Defaul
 // for names.
 func NATSControlFor(t testing.TB, names bus.Names) *NATSServer {
 	t.Helper()
+	return NATSControlWith(t, names, nil)
+}
+
+// NATSControlWith is NATSControlFor with options changed by change (nil:
+// none), such as where JetStream stores.
+func NATSControlWith(t testing.TB, names bus.Names, change func(*server.Options)) *NATSServer {
+	t.Helper()
 	n := &NATSServer{t: t, opts: server.Options{
 		Host: "127.0.0.1", Port: FreePort(t), JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 		MaxPayload: 8 << 20, // as deploy/nats/nats.conf
 		Users:      natsUsers(names),
 	}}
+	if change != nil {
+		change(&n.opts)
+	}
 	n.Start()
 	n.opts.Port = n.srv.Addr().(*net.TCPAddr).Port
 	t.Cleanup(n.Stop)
