@@ -163,7 +163,12 @@ func TestBackupRestore(t *testing.T) {
 	if a := r.admin(t, "GET", "/audit?action=key.", ""); !strings.Contains(string(a.Raw), "restored-viewer") {
 		t.Fatalf("audit trail after the restore: %s", a.Raw)
 	}
-	// The rollups are computed again from the restored readings.
+	// The rollups are computed again from the restored readings (the
+	// first rollup of the restored deployment).
+	eventually(t, 60*time.Second, func() bool {
+		return sumOf(t, r, "SELECT sum(n) FROM (SELECT entity, bucket, argMax(readings, version) AS n FROM "+r.db+".input_hours GROUP BY entity, bucket)") ==
+			r.count(t, "input_values")
+	})
 	var total uint64
 	for d := range devices {
 		total = 0

@@ -6,6 +6,7 @@ package retention
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,6 +73,9 @@ func Parse(s string) (Periods, error) {
 		}
 		p[kind] = d
 	}
+	if p[Minutes] < p[Readings] || p[Hours] < p[Minutes] {
+		return nil, fmt.Errorf("minutes must be kept at least as long as readings, and hours as minutes (charts of older ranges read them)")
+	}
 	return p, nil
 }
 
@@ -123,8 +127,12 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.Spec, "retention", Defaults().String(), "how long each kind of kept data lives, kind=period,... (d, y, or h): readings, minutes and hours (the rollups), messages (raw), diagnostics, audit; kinds not named keep their defaults. Whole partitions (months of readings, minutes and messages, years of hours, days of diagnostics) are dropped once they end before now minus the period")
 }
 
-// Validate parses Spec.
+// Validate parses Spec; it refuses AUDIT_MAX_AGE, which RETENTION's audit
+// period replaces (ignoring it would shorten a longer trail).
 func (c *Config) Validate() error {
+	if v, ok := os.LookupEnv("AUDIT_MAX_AGE"); ok {
+		return fmt.Errorf("AUDIT_MAX_AGE=%s is replaced by RETENTION's audit period: RETENTION=audit=%s", v, v)
+	}
 	p, err := Parse(c.Spec)
 	if err != nil {
 		return fmt.Errorf("RETENTION: %w", err)

@@ -23,7 +23,7 @@ func TestParse(t *testing.T) {
 	if back, err := Parse(p.String()); err != nil || back.String() != p.String() {
 		t.Errorf("%q read back as %v, %v", p.String(), back, err)
 	}
-	for _, bad := range []string{"readings", "blobs=1d", "readings=-1d", "readings=10m", "readings=soon"} {
+	for _, bad := range []string{"readings", "blobs=1d", "readings=-1d", "readings=10m", "readings=soon", "readings=2y", "minutes=20y"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) accepted", bad)
 		}

@@ -2,10 +2,11 @@
 // restores one into a fresh deployment: the NATS streams that hold the
 // device registry, the workspace keys and the audit trail (each stream's
 // configuration and messages), and the ClickHouse tables of readings, raw
-// messages, idempotency records and diagnostics (their rows, in blocks).
-// The rollups and their marks are not in it (the rollup computes them again
-// after a restore), nor the work streams (what is in flight is answered or
-// redelivered before or after, not restored) nor backfill jobs.
+// messages, idempotency records, diagnostics and the minute and hour
+// rollups, which outlive the readings (their rows, in blocks). Not in it:
+// the rollup's marks (the first rollup after a restore computes the tiers
+// again from the readings restored), the work streams (what is in flight is
+// answered or redelivered before or after, not restored), backfill jobs.
 //
 // A backup is taken while ingestion runs: the streams first, then, once the
 // raw message log has caught up with what was answered before the backup
@@ -32,7 +33,7 @@ import (
 )
 
 // Tables are the tables backed up, in the order restored.
-var Tables = []string{"input_values", "device_messages", "event_keys", "device_stats", "device_stats_hourly", "device_seen", "device_rejections", "device_keys"}
+var Tables = []string{"input_values", "input_minutes", "input_hours", "device_messages", "event_keys", "device_stats", "device_stats_hourly", "device_seen", "device_rejections", "device_keys"}
 
 // Streams are the streams backed up: the registry's and keys' KV buckets,
 // and the audit trail.
@@ -43,8 +44,9 @@ func Streams(n bus.Names) []string {
 // Settle is how long a backup waits after it begins before it reads the
 // tables: a reading is answered once its values are stored; its raw message
 // and idempotency record follow within the raw log's interval (500 ms) and
-// an insert's time (INSERT_TIMEOUT, 3 s).
-const Settle = 5 * time.Second
+// an insert's time (INSERT_TIMEOUT, 3 s), or, when that insert failed, with
+// the redelivery after ACK_WAIT (10 s).
+const Settle = 15 * time.Second
 
 // BlockRows is the most rows in one block of a table's file.
 const BlockRows = 100_000

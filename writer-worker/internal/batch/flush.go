@@ -54,7 +54,12 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 		err = w.storeValues(ctx, items, errs)
 	}
 	if err == nil {
-		err = w.markLate(ctx, items, errs, taken)
+		if merr := w.markLate(ctx, items, errs, taken); merr != nil {
+			// The values are stored: answering them failed would have
+			// unkeyed devices send them again. Their marks follow with
+			// the raw messages; until then a chart may miss them.
+			w.log.Warn("late readings not marked before their answer", zap.Error(merr))
+		}
 	}
 	w.m.batchEvents.Observe(float64(len(items)))
 	if err != nil {

@@ -104,7 +104,7 @@ func BenchmarkSeriesYear(b *testing.B) {
 			}
 		}
 		roll := time.Now()
-		if err := s.RollupAll(ctx, time.Now().UnixNano()); err != nil {
+		if err := s.RollupAll(ctx, time.Now().UnixNano(), func() error { return nil }); err != nil {
 			b.Fatal(err)
 		}
 		b.Logf("loaded %d readings in %v, rolled them up in %v", n, roll.Sub(load), time.Since(roll))

@@ -8,15 +8,22 @@ import (
 )
 
 // Block is rows of a table, column by column (a backup's unit): each of
-// Columns is a []string, []int64, []uint64 or []uint8 of Rows values.
+// Columns is a []string, []int64, []uint64, []uint8, []float64 or
+// NullFloats of Rows values.
 type Block struct {
 	Names   []string
 	Columns []any
 	Rows    int
 }
 
+// NullFloats is a Nullable(Float64) column: gob has no nil in a slice.
+type NullFloats struct {
+	V    []float64
+	Null []bool
+}
+
 func init() {
-	for _, v := range []any{[]string{}, []int64{}, []uint64{}, []uint8{}} {
+	for _, v := range []any{[]string{}, []int64{}, []uint64{}, []uint8{}, []float64{}, NullFloats{}} {
 		gob.Register(v)
 	}
 }
@@ -37,7 +44,7 @@ func (s *Store) DumpTable(ctx context.Context, table string, blockRows int, f fu
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		switch c.typ {
-		case "String", "Int64", "UInt64", "UInt8":
+		case "String", "Int64", "UInt64", "UInt8", "Float64", "Nullable(Float64)":
 		default:
 			return fmt.Errorf("table %s: column %s of type %s cannot be backed up", table, c.name, c.typ)
 		}
@@ -61,6 +68,12 @@ func (s *Store) DumpTable(ctx context.Context, table string, blockRows int, f fu
 			case "UInt8":
 				blk.Columns[i] = make([]uint8, 0, blockRows)
 				dest[i] = new(uint8)
+			case "Float64":
+				blk.Columns[i] = make([]float64, 0, blockRows)
+				dest[i] = new(float64)
+			case "Nullable(Float64)":
+				blk.Columns[i] = NullFloats{}
+				dest[i] = new(*float64)
 			}
 		}
 	}
@@ -80,6 +93,15 @@ func (s *Store) DumpTable(ctx context.Context, table string, blockRows int, f fu
 					blk.Columns[i] = append(blk.Columns[i].([]uint64), *d)
 				case *uint8:
 					blk.Columns[i] = append(blk.Columns[i].([]uint8), *d)
+				case *float64:
+					blk.Columns[i] = append(blk.Columns[i].([]float64), *d)
+				case **float64:
+					c := blk.Columns[i].(NullFloats)
+					c.V, c.Null = append(c.V, 0), append(c.Null, *d == nil)
+					if *d != nil {
+						c.V[len(c.V)-1] = **d
+					}
+					blk.Columns[i] = c
 				}
 			}
 			if blk.Rows++; blk.Rows == blockRows {
@@ -107,6 +129,15 @@ func (s *Store) LoadBlock(ctx context.Context, table string, b Block) error {
 	}
 	defer func() { _ = batch.Abort() }()
 	for i, col := range b.Columns {
+		if nf, ok := col.(NullFloats); ok {
+			vs := make([]*float64, len(nf.V))
+			for k := range nf.V {
+				if !nf.Null[k] {
+					vs[k] = &nf.V[k]
+				}
+			}
+			col = vs
+		}
 		if err := batch.Column(i).Append(col); err != nil {
 			return fmt.Errorf("append column %s to %s: %w", b.Names[i], table, err)
 		}

@@ -82,10 +82,14 @@ func latestOf(db string, t Tier, where string) string {
 // a bucket's newest computation is what it holds. The marks are read by
 // ClickHouse itself (GLOBAL IN: once, also behind Distributed tables);
 // their span of minutes bounds the scan by the primary key.
-func (s *Store) Rollup(ctx context.Context, fromNs, toNs, versionNs int64) error {
+//
+// Minutes before sinceMinute (Unix s) are left out: their readings' month
+// is past retention, dropped or about to be, and a bucket computed again
+// from what is left would lose the readings the rollup still counts.
+func (s *Store) Rollup(ctx context.Context, fromNs, toNs, sinceMinute, versionNs int64) error {
 	var lo, hi int64
 	var n uint64
-	marked := "FROM " + s.db + ".rollup_dirty WHERE marked_ns > ? AND marked_ns <= ?"
+	marked := "FROM " + s.db + ".rollup_dirty WHERE marked_ns > ? AND marked_ns <= ? AND minute >= " + strconv.FormatInt(sinceMinute, 10)
 	if err := s.conn.QueryRow(ctx, "SELECT min(minute), max(minute), count() "+marked, fromNs, toNs).Scan(&lo, &hi, &n); err != nil {
 		return fmt.Errorf("read rollup marks: %w", classify(err))
 	}
@@ -121,9 +125,9 @@ func (s *Store) fold(ctx context.Context, t Tier, from, v string, args []any, ve
 }
 
 // RollupAll computes the rollups of every reading stored, a day of reading
-// time at a time: the first rollup of a deployment that has readings from
-// before marks were made.
-func (s *Store) RollupAll(ctx context.Context, versionNs int64) error {
+// time at a time, calling each after every day: the first rollup of a
+// deployment that has readings from before marks were made.
+func (s *Store) RollupAll(ctx context.Context, versionNs int64, each func() error) error {
 	days, err := collect(ctx, s.conn, "list days of readings", "scan day",
 		"SELECT DISTINCT toInt64(intDiv(ts_ns, 86400000000000)) AS d FROM "+s.db+".input_values ORDER BY d", nil,
 		func(scan func(...any) error) (d int64, err error) {
@@ -139,6 +143,9 @@ func (s *Store) RollupAll(ctx context.Context, versionNs int64) error {
 			return err
 		}
 		if err := s.fold(ctx, Hours, latestOf(s.db, Minutes, "bucket >= ? AND bucket < ?"), "", []any{from, to}, versionNs); err != nil {
+			return err
+		}
+		if err := each(); err != nil {
 			return err
 		}
 	}

@@ -77,7 +77,7 @@ func TestRollupEqualsRaw(t *testing.T) {
 			t.Fatal(err)
 		}
 		if run {
-			if err := s.Rollup(ctx, rolledAt, at, time.Now().UnixNano()); err != nil {
+			if err := s.Rollup(ctx, rolledAt, at, 0, time.Now().UnixNano()); err != nil {
 				t.Fatal(err)
 			}
 			rolledAt = at

@@ -105,7 +105,7 @@ func BenchmarkRollupCost(b *testing.B) {
 							b.Fatal(err)
 						}
 						from, upTo := rolled, time.Now().Add(-time.Second).UnixNano()
-						go func() { rollups <- s.Rollup(ctx, from, upTo, time.Now().UnixNano()) }()
+						go func() { rollups <- s.Rollup(ctx, from, upTo, 0, time.Now().UnixNano()) }()
 						rolled = upTo
 					}
 				}

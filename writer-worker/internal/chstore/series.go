@@ -31,6 +31,10 @@ const RollupLag = 15 * time.Second
 // ns (Unix ns; the rollup's progress).
 func (s *Store) SetRolledUp(ns int64) { s.rolled.Store(ns) }
 
+// RolledUp is the rollup's progress as SetRolledUp last recorded it (0:
+// not known yet, or never rolled up).
+func (s *Store) RolledUp() int64 { return s.rolled.Load() }
+
 // piece is part of a series' range, [fromNs, toNs), read from tier (nil:
 // the readings).
 type piece struct {

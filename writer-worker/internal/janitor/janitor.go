@@ -84,8 +84,16 @@ func New(store *chstore.Store, periods retention.Periods, keyWindow time.Duratio
 	return j
 }
 
-// Run sweeps now and every Interval until ctx ends.
+// Run sweeps once the rollup's progress is known (within a minute of the
+// start), then every Interval until ctx ends.
 func (j *Janitor) Run(ctx context.Context) error {
+	for wait := time.Now().Add(time.Minute); j.store.RolledUp() == 0 && time.Now().Before(wait); {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 	t := time.NewTicker(Interval)
 	defer t.Stop()
 	for {
@@ -108,10 +116,21 @@ func (j *Janitor) Run(ctx context.Context) error {
 // the partitions it dropped; a table that fails does not stop the others.
 func (j *Janitor) Sweep(ctx context.Context, now time.Time) (int, error) {
 	total := 0
+	rolled := time.Unix(0, j.store.RolledUp())
 	err := j.store.OnEachServer(ctx, func(st *chstore.Store, suffix string) error {
 		var errs []error
 		for _, t := range Tables {
-			n, err := st.DropPartitionsBefore(ctx, t.Table+suffix, now.Add(-j.periods[t.Kind]))
+			cutoff := now.Add(-j.periods[t.Kind])
+			switch {
+			case j.store.RolledUp() == 0 && (t.Table == "input_values" || t.Table == "rollup_dirty"):
+				// Not before the rollup has run (a deployment's first
+				// rollup computes the tiers from every reading kept), nor
+				// marks it has not done.
+				continue
+			case t.Table == "rollup_dirty":
+				cutoff = minTime(cutoff, rolled.Add(-retention.Day))
+			}
+			n, err := st.DropPartitionsBefore(ctx, t.Table+suffix, cutoff)
 			errs = append(errs, err)
 			if n > 0 {
 				total += n
@@ -123,4 +142,11 @@ func (j *Janitor) Sweep(ctx context.Context, now time.Time) (int, error) {
 		return errors.Join(append(errs, err)...)
 	})
 	return total, err
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }

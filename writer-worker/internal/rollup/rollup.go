@@ -16,6 +16,7 @@ package rollup
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/nats-io/nuid"
@@ -44,24 +45,28 @@ const (
 
 // Runner is one copy's share of the rollup.
 type Runner struct {
-	leases *backfill.Store
-	store  *chstore.Store
-	owner  string
-	log    *zap.Logger
-	steps  prometheus.Counter
-	behind prometheus.Gauge
+	leases   *backfill.Store
+	store    *chstore.Store
+	readings time.Duration // RETENTION's readings period
+	started  time.Time
+	owner    string
+	log      *zap.Logger
+	steps    prometheus.Counter
+	behind   prometheus.Gauge
 }
 
 // New returns a Runner.
-func New(leases *backfill.Store, store *chstore.Store, reg prometheus.Registerer, log *zap.Logger) *Runner {
-	r := &Runner{leases: leases, store: store, owner: nuid.Next(), log: log,
+// readings is how long readings are kept: minutes in months past it are
+// not computed again.
+func New(leases *backfill.Store, store *chstore.Store, readings time.Duration, reg prometheus.Registerer, log *zap.Logger) *Runner {
+	r := &Runner{leases: leases, store: store, readings: readings, started: time.Now(), owner: nuid.Next(), log: log,
 		steps: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Writer, Name: "rollup_steps_total",
 			Help: "Spans of marks (up to a minute of them) this copy rolled up.",
 		}),
 		behind: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: metrics.Writer, Name: "rollup_behind_seconds",
-			Help: "How far the rollups are behind now (the newest mark done), as this copy last saw them.",
+			Help: "How far the rollups are behind now (the newest mark done; before the first rollup, since this copy started), as this copy last saw them.",
 		}),
 	}
 	metrics.Or(reg).MustRegister(r.steps, r.behind)
@@ -96,29 +101,42 @@ func (r *Runner) Step(ctx context.Context, now time.Time) error {
 	done := l.DoneNs
 	defer func() {
 		r.store.SetRolledUp(done)
+		since := r.started
 		if done > 0 {
-			r.behind.Set(time.Since(time.Unix(0, done)).Seconds())
+			since = time.Unix(0, done)
 		}
+		r.behind.Set(time.Since(since).Seconds())
 	}()
 	if !held {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, stepTime)
-	defer cancel()
 	hi := now.Add(-Lag).UnixNano()
 	if done == 0 {
 		// The first step of a deployment: the readings stored before
-		// marks were made (an upgrade) are rolled up whole.
-		if err := r.store.RollupAll(ctx, now.UnixNano()); err != nil {
+		// marks were made (an upgrade, a restore) are rolled up whole,
+		// however long that takes, the lease renewed after each day.
+		renew := func() error {
+			_, held, err := r.leases.TakeLease(ctx, backfill.LeaseRollup, r.owner, time.Now(), leaseTTL, 0)
+			if err == nil && !held {
+				err = errors.New("the rollup lease was taken over")
+			}
+			return err
+		}
+		if err := r.store.RollupAll(ctx, now.UnixNano(), renew); err != nil {
 			return err
 		}
 		done = hi
 		_, _, err := r.leases.TakeLease(ctx, backfill.LeaseRollup, r.owner, time.Now(), leaseTTL, done)
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, stepTime)
+	defer cancel()
+	// The first minute whose readings' month is kept.
+	cutoff := now.Add(-r.readings).UTC()
+	since := time.Date(cutoff.Year(), cutoff.Month(), 1, 0, 0, 0, 0, time.UTC).Unix()
 	for done < hi {
 		upTo := min(hi, done+int64(StepSpan))
-		if err := r.store.Rollup(ctx, done, upTo, time.Now().UnixNano()); err != nil {
+		if err := r.store.Rollup(ctx, done, upTo, since, time.Now().UnixNano()); err != nil {
 			return err
 		}
 		if _, held, err := r.leases.TakeLease(ctx, backfill.LeaseRollup, r.owner, time.Now(), leaseTTL, upTo); err != nil || !held {
