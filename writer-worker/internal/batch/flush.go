@@ -89,7 +89,7 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 // it computes them again. Newer ones are marked with the raw messages.
 func (w *Writer) markLate(ctx context.Context, items []dedupe.Item, errs []error, now time.Time) error {
 	var marks []chstore.Mark
-	seen := map[chstore.Mark]bool{}
+	var seen map[chstore.Mark]bool // made for the first late reading: most batches have none
 	late := now.Add(-chstore.RollupLag).UnixNano()
 	for i := range items {
 		ev := &items[i].Event
@@ -97,7 +97,10 @@ func (w *Writer) markLate(ctx context.Context, items []dedupe.Item, errs []error
 			continue
 		}
 		for _, v := range ev.Values {
-			if m := (chstore.Mark{Entity: v.Entity, Input: v.Input, Minute: ev.ReadingNs / 60e9 * 60}); !seen[m] {
+			if m := chstore.MarkOf(v.Entity, v.Input, ev.ReadingNs); !seen[m] {
+				if seen == nil {
+					seen = make(map[chstore.Mark]bool)
+				}
 				seen[m] = true
 				marks = append(marks, m)
 			}
@@ -185,7 +188,7 @@ func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, ans
 		}
 		if errs[i] == nil && it.Event.Outcome == outcome.Stored {
 			for _, v := range it.Event.Values {
-				rb.marks = append(rb.marks, chstore.Mark{Entity: v.Entity, Input: v.Input, Minute: it.Event.ReadingNs / 60e9 * 60})
+				rb.marks = append(rb.marks, chstore.MarkOf(v.Entity, v.Input, it.Event.ReadingNs))
 			}
 		}
 		rb.rows = append(rb.rows, chstore.MessageRow{

@@ -12,33 +12,6 @@ import (
 // dropped on one replica of a shard is dropped on its others by
 // replication.
 
-// OnEachServer calls f with a Store for each server of CLICKHOUSE_URL and
-// the name suffix of its tables that hold parts ("_local" when sharded),
-// or, with one plain server, with s itself.
-func (s *Store) OnEachServer(ctx context.Context, f func(st *Store, suffix string) error) error {
-	if !s.cfg.Replicated {
-		return f(s, "")
-	}
-	suffix := ""
-	if s.cfg.Cluster != "" {
-		suffix = "_local"
-	}
-	for _, addr := range s.cfg.addrs {
-		one := s.cfg
-		one.addrs, one.quorum, one.Replicated, one.Cluster, one.ReadUser = []string{addr}, 0, false, "", ""
-		st, err := Open(one)
-		if err != nil {
-			return err
-		}
-		err = f(st, suffix)
-		_ = st.Close()
-		if err != nil {
-			return fmt.Errorf("on %s: %w", addr, err)
-		}
-	}
-	return nil
-}
-
 // partitionID is what toYear, toYYYYMM and toYYYYMMDD partitions are named.
 var partitionID = regexp.MustCompile(`^[0-9]{4}([0-9]{2}([0-9]{2})?)?$`)
 

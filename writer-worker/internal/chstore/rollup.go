@@ -29,12 +29,17 @@ var (
 	Tiers   = []Tier{Minutes, Hours}
 )
 
+// MarkOf is the mark of a reading of entity input at readingNs.
+func MarkOf(entity, input string, readingNs int64) Mark {
+	return Mark{Entity: entity, Input: input, Minute: readingNs / 60e9 * 60}
+}
+
 // MarksOf returns the distinct minutes that rows touch.
 func MarksOf(rows []ValueRow) []Mark {
 	seen := make(map[Mark]struct{}, len(rows))
 	var out []Mark
 	for i := range rows {
-		m := Mark{rows[i].Entity, rows[i].Input, rows[i].TsNs / 60e9 * 60}
+		m := MarkOf(rows[i].Entity, rows[i].Input, rows[i].TsNs)
 		if _, ok := seen[m]; !ok {
 			seen[m] = struct{}{}
 			out = append(out, m)

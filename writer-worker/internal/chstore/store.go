@@ -100,31 +100,48 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// migrateReplicas creates the replicated tables on every address: each
-// replica registers itself in ZooKeeper.
-func (s *Store) migrateReplicas(ctx context.Context) error {
+// OnEachServer calls f with a Store for each server of CLICKHOUSE_URL and
+// the name suffix of its tables that hold parts ("_local" when sharded),
+// or, with one plain server, with s itself.
+func (s *Store) OnEachServer(ctx context.Context, f func(st *Store, suffix string) error) error {
+	if !s.cfg.Replicated {
+		return f(s, "")
+	}
+	suffix := ""
+	if s.cfg.Cluster != "" {
+		suffix = "_local"
+	}
 	for _, addr := range s.cfg.addrs {
 		one := s.cfg
-		one.addrs, one.quorum, one.Replicated, one.Cluster = []string{addr}, 0, false, ""
+		one.addrs, one.quorum, one.Replicated, one.Cluster, one.ReadUser = []string{addr}, 0, false, "", ""
 		st, err := Open(one)
 		if err != nil {
 			return err
 		}
-		stmts := schema.Replicated(s.db)
-		if s.cfg.Cluster != "" {
-			stmts = schema.Sharded(s.db, s.cfg.Cluster)
-		}
-		for _, stmt := range stmts {
-			if err = st.conn.Exec(ctx, stmt); err != nil {
-				break
-			}
-		}
+		err = f(st, suffix)
 		_ = st.Close()
 		if err != nil {
-			return fmt.Errorf("apply the replicated schema on %s: %w", addr, err)
+			return fmt.Errorf("on %s: %w", addr, err)
 		}
 	}
 	return nil
+}
+
+// migrateReplicas creates the replicated tables on every address: each
+// replica registers itself in ZooKeeper.
+func (s *Store) migrateReplicas(ctx context.Context) error {
+	stmts := schema.Replicated(s.db)
+	if s.cfg.Cluster != "" {
+		stmts = schema.Sharded(s.db, s.cfg.Cluster)
+	}
+	return s.OnEachServer(ctx, func(st *Store, _ string) error {
+		for _, stmt := range stmts {
+			if err := st.conn.Exec(ctx, stmt); err != nil {
+				return fmt.Errorf("apply the replicated schema: %w", err)
+			}
+		}
+		return nil
+	})
 }
 
 // Ping checks that ClickHouse answers.
