@@ -39,7 +39,8 @@ func (s *stack) deadLetters(t *testing.T, args ...string) []map[string]any {
 	return lines
 }
 
-// waitReplayStored waits for a replay to be stored. A replay is consumed
+// waitReplayStored waits for a replay to be stored (or answered, as stored
+// gives). A replay is consumed
 // like any message, behind whatever the writer holds; on a loaded machine
 // that can take seconds. When it is not stored in 30 s the writer's
 // consumer and counters are reported, to tell a lost replay from a slow one.
@@ -156,7 +157,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	if len(rep) != 1 || rep[0]["replayed"] != 1.0 {
 		t.Fatalf("second replay report %v", rep)
 	}
-	eventually(t, 10*time.Second, func() bool { return s.scrape(t, "writer-worker")["writer_worker_keyed_repeats_total"] >= 1 })
+	s.waitReplayStored(t, func() bool { return s.scrape(t, "writer-worker")["writer_worker_keyed_repeats_total"] >= 1 })
 	time.Sleep(500 * time.Millisecond)
 	if n := longValues(); n != 1 {
 		t.Fatalf("after two replays dev-long has %d values, want 1", n)
