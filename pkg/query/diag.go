@@ -73,7 +73,7 @@ type FleetSerial struct {
 	LastSeen  string `json:"lastSeen,omitempty"`
 	Requests  uint64 `json:"requests"`
 	// IntervalS is the device's usual interval between stored requests
-	// (seconds), over the week before it fell silent.
+	// (seconds), from the hourly counts of the last 30 days.
 	IntervalS float64 `json:"intervalS,omitempty"`
 }
 

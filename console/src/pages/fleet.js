@@ -29,7 +29,7 @@ export async function fleetPage({ el, signal, link }) {
   function render(f) {
     replace(body,
       h('h2', null, 'Gone silent'),
-      h('p', { class: 'muted' }, 'Nothing stored for longer than five of their usual intervals (over the last week), and at least 5 minutes.'),
+      h('p', { class: 'muted' }, 'No request for longer than five of their usual intervals (measured over the last 30 days), and at least 5 minutes.'),
       table('fleet-silent', f.silent, ['Device', 'Last seen', 'Usual interval'], (d) => h('tr', null,
         h('td', null, device(d.serial)), h('td', null, time(d.lastSeen)), h('td', null, `${Math.round(d.intervalS)} s`))),
       h('h2', null, 'Most rejections'),

@@ -2,11 +2,13 @@ package chstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/devicehub/eventservice/pkg/diag"
+	"github.com/devicehub/eventservice/pkg/query"
 )
 
 // BenchmarkDiagnosticsOfABusyDevice: the diagnostics of one device that
@@ -38,7 +40,7 @@ func BenchmarkDiagnosticsOfABusyDevice(b *testing.B) {
 			Keys:       []diag.Key{{Serial: "busy", Key: "humidity", Count: 694, LastNs: m * 1e9, LastValue: "41"}},
 		})
 	}
-	if err := s.InsertDiag(ctx, reports); err != nil {
+	if _, err := s.InsertDiag(ctx, reports, 0); err != nil {
 		b.Fatal(err)
 	}
 	var took []time.Duration
@@ -89,20 +91,35 @@ func TestFleet(t *testing.T) {
 	add(90*time.Minute, "quiet", "rate_limited", 7)
 	add(3*time.Minute, "ghost", "device_not_found", 9)
 	add(2*time.Minute, "", "device_not_found", 50)
-	if err := s.InsertDiag(ctx, reports); err != nil {
+	for ago := 10 * 24 * time.Hour; ago >= 8*24*time.Hour; ago -= time.Hour {
+		add(ago, "gone", "stored", 1) // hourly, until 8 days ago
+	}
+	// More serials quiet for 5-15 minutes than the view lists, and as many
+	// unknown ones: neither pushes the long-silent devices out.
+	for i := range 1200 {
+		add(6*time.Minute, fmt.Sprintf("noise-%d", i), "device_not_found", 1)
+		for ago := 15 * time.Minute; ago >= 6*time.Minute; ago -= 3 * time.Minute {
+			add(ago, fmt.Sprintf("fresh-%d", i), "stored", 1)
+		}
+	}
+	if _, err := s.InsertDiag(ctx, reports, 0); err != nil {
 		t.Fatal(err)
 	}
 	f, err := s.Fleet(ctx, now.Add(-24*time.Hour).UnixNano(), now.UnixNano(), now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(f.Silent) != 1 || f.Silent[0].Serial != "quiet" || f.Silent[0].Requests != 121 || f.Silent[0].IntervalS < 55 || f.Silent[0].IntervalS > 65 {
-		t.Errorf("silent %+v, want quiet (121 requests a minute apart)", f.Silent)
+	if len(f.Silent) != 2 || f.Silent[0].Serial != "quiet" || f.Silent[0].Requests != 121 || f.Silent[0].IntervalS < 55 || f.Silent[0].IntervalS > 65 ||
+		f.Silent[0].LastSeen != query.FormatNs(now.Add(-time.Hour).UnixNano()) {
+		t.Errorf("silent %+v, want quiet (121 requests a minute apart, last an hour ago), then gone", f.Silent)
+	} else if g := f.Silent[1]; g.Serial != "gone" || g.Requests != 49 || g.IntervalS < 3500 || g.IntervalS > 3700 {
+		t.Errorf("silent %+v, want gone (49 requests an hour apart)", g)
 	}
 	if len(f.MostRejected) != 2 || f.MostRejected[0].Serial != "quiet" || f.MostRejected[0].Requests != 7 || f.MostRejected[1].Serial != "chatty" {
 		t.Errorf("most rejected %+v", f.MostRejected)
 	}
-	if len(f.Unknown) != 1 || f.Unknown[0].Serial != "ghost" || f.Unknown[0].Requests != 9 || f.Unknown[0].LastSeen == "" || f.UnknownUntracked != 50 {
-		t.Errorf("unknown %+v, untracked %d", f.Unknown, f.UnknownUntracked)
+	if len(f.Unknown) != maxFleet || f.Unknown[0].Serial != "ghost" || f.Unknown[0].Requests != 9 ||
+		f.Unknown[0].LastSeen != query.FormatNs(now.Add(-3*time.Minute).UnixNano()) || f.UnknownUntracked != 50 {
+		t.Errorf("unknown %d: first %+v, untracked %d; want %d, ghost first", len(f.Unknown), f.Unknown[0], f.UnknownUntracked, maxFleet)
 	}
 }

@@ -1,9 +1,7 @@
 package chstore
 
 import (
-	"cmp"
 	"context"
-	"slices"
 	"time"
 
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -102,61 +100,56 @@ func (s *Store) readingTime(ctx context.Context, serial string, fromNs, toNs int
 	return rt, err
 }
 
-// Silence: a device is silent when it sent nothing stored for longer than
-// silentIntervals of its usual interval, and at least silentMin.
+// Silence: a device is silent when its last request (of any kind) is older
+// than silentIntervals of its usual interval, and than silentMin. The usual
+// interval is measured on the hourly table over silentLookback (the
+// diagnostics' default period): the stored requests after the device's
+// first hour there, over the time from that hour's end to its last request.
+// A device with fewer than two such requests has no usual interval.
 const (
 	silentIntervals = 5
 	silentMin       = 5 * time.Minute
-	silentLookback  = 7 * 24 * time.Hour
+	silentLookback  = 30 * 24 * time.Hour
 )
 
-// maxSilentCandidates bounds the serials whose usual interval is read:
-// those seen last most recently, past silentMin and within the lookback.
-const maxSilentCandidates = 1000
-
-// silent returns the devices silent now, from each serial's last request
-// (last) and the week before it: its stored requests and the first minute
-// they span.
-func (s *Store) silent(ctx context.Context, last map[string]int64, stored string, now time.Time) ([]query.FleetSerial, error) {
-	var cands []string
-	for serial, ns := range last {
-		if quiet := now.Sub(time.Unix(0, ns)); quiet > silentMin && quiet < silentLookback {
-			cands = append(cands, serial)
-		}
-	}
-	if len(cands) == 0 {
-		return nil, nil
-	}
-	slices.SortFunc(cands, func(a, b string) int { return cmp.Compare(last[b], last[a]) })
-	cands = cands[:min(len(cands), maxSilentCandidates)]
-	out, err := collect(ctx, s.reads, "query silent devices", "scan silent device",
-		"SELECT serial, sum(requests), min(minute) FROM "+s.db+".device_stats WHERE serial IN ? AND minute >= ? AND kind IN "+stored+" GROUP BY serial",
-		[]any{set(cands), now.Add(-silentLookback).Unix()}, func(scan func(...any) error) (d query.FleetSerial, err error) {
-			var first int64
-			err = scan(&d.Serial, &d.Requests, &first)
-			if d.Requests > 1 {
-				d.IntervalS = float64(last[d.Serial]/1e9-first) / float64(d.Requests-1)
-			}
-			d.LastSeen = query.FormatNs(last[d.Serial])
+// silent returns the devices silent now, latest first, in one query. Only
+// serials with stored requests (provisioned devices) are read from
+// device_seen, so the serials a stranger invents cost nothing here: the
+// answer and its reading are bounded by the fleet.
+func (s *Store) silent(ctx context.Context, stored string, now time.Time) ([]query.FleetSerial, error) {
+	db := s.db
+	from := now.Add(-silentLookback).Unix() / 3600 * 3600
+	hours := "SELECT serial, hour, sum(requests) AS r FROM " + db + ".device_stats_hourly WHERE hour >= ? AND kind IN " + stored + " GROUP BY serial, hour"
+	usual := "SELECT serial, min(hour) AS h0, sum(r) AS n, sum(r) - argMin(r, hour) AS later FROM (" + hours + ") GROUP BY serial HAVING later >= 2"
+	seen := "SELECT serial, max(last_ns) AS last FROM " + db + ".device_seen WHERE serial GLOBAL IN (SELECT serial FROM " + db +
+		".device_stats_hourly WHERE hour >= ? AND kind IN " + stored + ") GROUP BY serial"
+	interval := "(last / 1e9 - (h0 + 3600)) / later"
+	return collect(ctx, s.reads, "query silent devices", "scan silent device",
+		"SELECT serial, n, last, "+interval+" AS iv FROM ("+seen+") ANY INNER JOIN ("+usual+") USING serial"+
+			" WHERE last < ? AND ? - last > ? * 1e9 * "+interval+" ORDER BY last DESC, serial LIMIT ?",
+		[]any{from, from, now.Add(-silentMin).UnixNano(), now.UnixNano(), silentIntervals, maxFleet},
+		func(scan func(...any) error) (d query.FleetSerial, err error) {
+			var last int64
+			err = scan(&d.Serial, &d.Requests, &last, &d.IntervalS)
+			d.LastSeen = query.FormatNs(last)
 			return d, err
 		})
-	silent := out[:0]
-	for _, d := range out {
-		if d.Requests >= 3 && now.Sub(time.Unix(0, last[d.Serial])).Seconds() > silentIntervals*d.IntervalS {
-			silent = append(silent, d)
-		}
-	}
-	slices.SortFunc(silent, func(a, b query.FleetSerial) int { return cmp.Compare(last[b.Serial], last[a.Serial]) })
-	return silent[:min(len(silent), maxFleet)], err
 }
 
-// Fleet returns the fleet view: devices silent now (by their last week),
-// and over [fromNs, toNs) the serials with the most rejections and the
-// serials not provisioned that posted.
-func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f query.FleetView, err error) {
+// lastSeen fills in the last request of each listed serial ("" apart).
+func (s *Store) lastSeen(ctx context.Context, lists ...[]query.FleetSerial) error {
+	var serials []string
+	for _, l := range lists {
+		for _, d := range l {
+			serials = append(serials, d.Serial)
+		}
+	}
+	if len(serials) == 0 {
+		return nil
+	}
 	last := map[string]int64{}
-	err = scanRows(ctx, s.reads, "query last seen", "scan last seen",
-		"SELECT serial, max(last_ns) FROM "+s.db+".device_seen WHERE serial != '' GROUP BY serial", nil,
+	err := scanRows(ctx, s.reads, "query last seen", "scan last seen",
+		"SELECT serial, max(last_ns) FROM "+s.db+".device_seen WHERE serial IN ? GROUP BY serial", []any{set(serials)},
 		func(scan func(...any) error) error {
 			var serial string
 			var ns int64
@@ -164,11 +157,22 @@ func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f
 			last[serial] = ns
 			return err
 		})
-	if err != nil {
-		return f, err
+	for _, l := range lists {
+		for i := range l {
+			if ns := last[l[i].Serial]; ns > 0 {
+				l[i].LastSeen = query.FormatNs(ns)
+			}
+		}
 	}
+	return err
+}
+
+// Fleet returns the fleet view: devices silent now (by their last
+// silentLookback), and over [fromNs, toNs) the serials with the most
+// rejections and the serials not provisioned that posted.
+func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f query.FleetView, err error) {
 	stored := "('" + outcome.Stored.String() + "', '" + outcome.PartlyStored.String() + "', '" + outcome.NoConnections.String() + "')"
-	if f.Silent, err = s.silent(ctx, last, stored, now); err != nil {
+	if f.Silent, err = s.silent(ctx, stored, now); err != nil {
 		return f, err
 	}
 	table, col, from := "device_stats", "minute", fromNs/1e9/60*60
@@ -180,11 +184,7 @@ func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f
 	f.MostRejected, err = collect(ctx, s.reads, "query most rejected", "scan most rejected",
 		"SELECT serial, sum(requests) AS n"+rng+"serial != '' AND kind NOT IN "+stored+" AND kind != "+notFound+" GROUP BY serial ORDER BY n DESC, serial LIMIT ?",
 		[]any{from, toNs / 1e9, maxFleet}, func(scan func(...any) error) (d query.FleetSerial, err error) {
-			err = scan(&d.Serial, &d.Requests)
-			if ns := last[d.Serial]; ns > 0 {
-				d.LastSeen = query.FormatNs(ns)
-			}
-			return d, err
+			return d, scan(&d.Serial, &d.Requests)
 		})
 	if err != nil {
 		return f, err
@@ -202,13 +202,13 @@ func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f
 				return nil
 			}
 			d.FirstSeen = query.FormatNs(first * 1e9)
-			if ns := last[d.Serial]; ns > 0 {
-				d.LastSeen = query.FormatNs(ns)
-			}
 			if len(f.Unknown) < maxFleet {
 				f.Unknown = append(f.Unknown, d)
 			}
 			return nil
 		})
-	return f, err
+	if err != nil {
+		return f, err
+	}
+	return f, s.lastSeen(ctx, f.MostRejected, f.Unknown)
 }
