@@ -87,6 +87,9 @@ func backfillRange(fromText, toText string, now time.Time) (from, to time.Time, 
 	if !from.Before(to) {
 		return from, to, errors.New(want)
 	}
+	if from.Before(time.Unix(0, 0)) { // the epoch's nanoseconds hold no earlier time
+		return from, to, errors.New("from must not be before 1970-01-01T00:00:00Z")
+	}
 	return from, to, nil
 }
 
@@ -122,7 +125,9 @@ func (s *Server) cancelBackfill(c echo.Context) error {
 		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
 	}
 	v := j.View()
-	s.record(c, "backfill.cancelled", serial, before, v)
+	if v.State != before.State || v.CancelRequested != before.CancelRequested { // a finished one: nothing to record
+		s.record(c, "backfill.cancelled", serial, before, v)
+	}
 	return c.JSON(http.StatusOK, v)
 }
 

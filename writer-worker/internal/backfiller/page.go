@@ -82,7 +82,8 @@ func (p *pager) next(ctx context.Context, upto int64) (done bool, c backfill.Cou
 		p.windowNs = max(1, p.windowNs/4)
 	default:
 		p.cursorNs, p.cursorID = hi, ""
-		p.windowNs = max(1, min(4*p.windowNs, p.windowNs*pageMessages/max(got, 1)))
+		// In floats: a window of weeks times pageMessages overflows int64.
+		p.windowNs = int64(max(1, min(4*float64(p.windowNs), float64(p.windowNs)*pageMessages/float64(max(got, 1)), maxWindow)))
 	}
 	return p.cursorNs >= upto, c, nil
 }
@@ -107,10 +108,14 @@ func (p *pager) apply(ctx context.Context, msgs []chstore.RawMessage) (c backfil
 		return c, nil
 	}
 	minNs, maxNs := rows[0].TsNs, rows[0].TsNs
+	events := make([]string, 0, len(msgs))
 	for _, r := range rows {
 		minNs, maxNs = min(minNs, r.TsNs), max(maxNs, r.TsNs)
+		if len(events) == 0 || events[len(events)-1] != r.EventID {
+			events = append(events, r.EventID)
+		}
 	}
-	stored, err := p.store.StoredValues(ctx, p.serial, p.entities, p.inputs, minNs, maxNs)
+	stored, err := p.store.StoredValues(ctx, p.serial, p.entities, p.inputs, events, minNs, maxNs)
 	if err != nil {
 		return c, err
 	}

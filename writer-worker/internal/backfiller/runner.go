@@ -38,6 +38,9 @@ const (
 	// payload bytes it holds.
 	pageMessages = 5000
 	pageBytes    = 8 << 20
+	// maxWindow is the widest window of receive time a page reads: an
+	// empty stretch of a range costs one page a month.
+	maxWindow = float64(31 * 24 * time.Hour)
 	// settle is how old a raw message must be before a job reads it: the
 	// raw log is written within a second of the values, so by then every
 	// message the pipeline handled under the old mapping is in it.
@@ -54,6 +57,10 @@ const (
 	busyRate      = 25_000
 	// retryWait is the pause after a page that failed for a while.
 	retryWait = 5 * time.Second
+	// maxFailures consecutive failed pages (each in a window a quarter of
+	// the last) fail the job with the last error: about two minutes of
+	// retries, then the one runner moves on to the next job.
+	maxFailures = 24
 )
 
 // Runner runs jobs while it holds the lease.
@@ -187,9 +194,12 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 		switch {
 		case err != nil && failure.KindOf(err) == failure.Permanent:
 			state, errText = backfill.Failed, err.Error()
+		case err != nil && failing+1 >= maxFailures:
+			state, errText = backfill.Failed, err.Error()
 		case err != nil:
 			failing++
 			errText = err.Error()
+			p.windowNs = max(1, p.windowNs/4)
 			log.Warn("backfill page failed, retrying", zap.Int("failures", failing), zap.Error(err))
 		case done && upto >= j.ToNs:
 			state = backfill.Done

@@ -60,13 +60,14 @@ func (s *Store) RawMessages(ctx context.Context, serial string, afterNs int64, a
 // key but for the reading time, which the event id fixes).
 type ValueKey struct{ Entity, Input, EventID, DeviceInput string }
 
-// StoredValues returns which of serial's values of the given entities and
-// inputs with reading times in [minNs, maxNs] are stored.
-func (s *Store) StoredValues(ctx context.Context, serial string, entities, inputs []string, minNs, maxNs int64) (map[ValueKey]bool, error) {
+// StoredValues returns which of serial's values of the given entities,
+// inputs and events with reading times in [minNs, maxNs] are stored: at
+// most the values of those events, however wide the range.
+func (s *Store) StoredValues(ctx context.Context, serial string, entities, inputs, events []string, minNs, maxNs int64) (map[ValueKey]bool, error) {
 	found := make(map[ValueKey]bool)
 	err := scanRows(ctx, s.conn, "look up stored values", "scan stored value",
-		"SELECT DISTINCT entity, input, event_id, device_input FROM "+s.db+".input_values WHERE entity IN ? AND input IN ? AND ts_ns >= ? AND ts_ns <= ? AND serial = ?",
-		[]any{set(entities), set(inputs), minNs, maxNs, serial}, func(scan func(...any) error) error {
+		"SELECT DISTINCT entity, input, event_id, device_input FROM "+s.db+".input_values WHERE entity IN ? AND input IN ? AND ts_ns >= ? AND ts_ns <= ? AND serial = ? AND event_id IN ?",
+		[]any{set(entities), set(inputs), minNs, maxNs, serial, set(events)}, func(scan func(...any) error) error {
 			var k ValueKey
 			if err := scan(&k.Entity, &k.Input, &k.EventID, &k.DeviceInput); err != nil {
 				return err
