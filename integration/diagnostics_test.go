@@ -65,6 +65,7 @@ func (d diagView) counts() string {
 // late the readings arrived, and the fleet view's unknown serials and most
 // rejected devices.
 func TestDeviceDiagnostics(t *testing.T) {
+	start := time.Now()
 	s := startStack(t, "DEVICE_RATE=1", "DEVICE_BURST=12")
 	for serial, body := range map[string]string{
 		"diag-1": `{"accessToken":"tok-d1","timestampInput":"at","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
@@ -90,6 +91,9 @@ func TestDeviceDiagnostics(t *testing.T) {
 	}
 	// One whose time lies a day ahead: stored at its receive time.
 	want(s.post(t, fmt.Sprintf(`{"serial":"diag-1","data":{"at":%d,"temp":1}}`, time.Now().Add(24*time.Hour).UnixMilli()), bearer("tok-d1")), 200)
+	// A body over MAX_BODY_BYTES (1 MiB), never read whole: counted under
+	// the serial its first bytes name.
+	want(s.post(t, `{"serial":"diag-1","data":{"temp":"`+strings.Repeat("x", 1<<20)+`"}}`, bearer("tok-d1")), 413)
 	for range 3 {
 		want(s.post(t, `{"serial":"diag-1","data":{"temp":1}}`, bearer("wrong-token")), 401)
 	}
@@ -123,7 +127,7 @@ func TestDeviceDiagnostics(t *testing.T) {
 		t.Fatalf("diag-b was never rate limited (%d stored)", stored)
 	}
 
-	wantCounts := "invalid_data=2/2 invalid_format=0/1 invalid_token=3/3 partly_stored=1/0 stored=6/8"
+	wantCounts := "invalid_data=2/2 invalid_format=0/1 invalid_token=3/3 partly_stored=1/0 payload_too_large=1/0 stored=6/8"
 	var d diagView
 	deadline := time.Now().Add(45 * time.Second) // reports go every 10 s
 	for {
@@ -135,9 +139,11 @@ func TestDeviceDiagnostics(t *testing.T) {
 		}
 		time.Sleep(time.Second)
 	}
-	if d.LastKind != "partly_stored" || d.LastSeen == "" {
+	if d.LastKind != "partly_stored" {
 		t.Errorf("last seen %q kind %q, want the backlog", d.LastSeen, d.LastKind)
 	}
+	sent := time.Now()
+	within(t, "last seen", d.LastSeen, start, sent)
 	// The latest three rejections of the 10 s report they fell in; the
 	// newest is the second invalid data.
 	if len(d.Rejections) == 0 || len(d.Rejections) > 5 {
@@ -146,9 +152,11 @@ func TestDeviceDiagnostics(t *testing.T) {
 	if r := d.Rejections[0]; r.Kind != "invalid_data" || r.Message != "Invalid data format" || r.Error != "Message data must be a valid object" || r.Source != "127.0.0.1" {
 		t.Errorf("newest rejection %+v", r)
 	}
+	within(t, "newest rejection", d.Rejections[0].At, start, sent)
 	keys := map[string]string{}
 	for _, k := range d.Keys {
 		keys[k.Key] = fmt.Sprintf("%d:%s", k.Count, k.LastValue)
+		within(t, "key "+k.Key+" last sent", k.LastAt, start, sent)
 	}
 	if keys["humidity"] != "5:45" || keys["temperature"] != "2:8" {
 		t.Errorf("unmatched keys %v, want humidity 5 times (last 45) and temperature twice (last 8)", keys)
@@ -184,19 +192,28 @@ func TestDeviceDiagnostics(t *testing.T) {
 	r := s.admin(t, http.MethodGet, "/fleet?range=1h", "")
 	var f struct {
 		MostRejected, Unknown []struct {
-			Serial   string
-			Requests uint64
+			Serial              string
+			Requests            uint64
+			FirstSeen, LastSeen string `json:",omitempty"`
 		}
 		UnknownUntracked uint64
 	}
 	if err := json.Unmarshal(r.Raw, &f); r.Status != http.StatusOK || err != nil {
 		t.Fatalf("fleet: %d %s", r.Status, r.Raw)
 	}
-	if fmt.Sprint(f.Unknown) != "[{ghost-7 4}]" || f.UnknownUntracked != 0 {
-		t.Errorf("unknown serials %v (+%d untracked), want ghost-7 four times", f.Unknown, f.UnknownUntracked)
+	if len(f.Unknown) != 1 || f.Unknown[0].Serial != "ghost-7" || f.Unknown[0].Requests != 4 || f.UnknownUntracked != 0 {
+		t.Fatalf("unknown serials %v (+%d untracked), want ghost-7 four times", f.Unknown, f.UnknownUntracked)
 	}
-	if got := fmt.Sprint(f.MostRejected); got != fmt.Sprintf("[{diag-b %d} {diag-1 5} {diag-m 2}]", limited) &&
-		got != fmt.Sprintf("[{diag-1 5} {diag-b %d} {diag-m 2}]", limited) {
+	// First seen is counted to the minute.
+	within(t, "ghost-7 first seen", f.Unknown[0].FirstSeen, start.Truncate(time.Minute), sent)
+	within(t, "ghost-7 last seen", f.Unknown[0].LastSeen, start, sent)
+	var most []string
+	for _, m := range f.MostRejected {
+		most = append(most, fmt.Sprintf("%s %d", m.Serial, m.Requests))
+		within(t, m.Serial+" last seen", m.LastSeen, start, sent)
+	}
+	if got := strings.Join(most, ", "); got != fmt.Sprintf("diag-1 6, diag-b %d, diag-m 2", limited) &&
+		got != fmt.Sprintf("diag-b %d, diag-1 6, diag-m 2", limited) {
 		t.Errorf("most rejected %s", got)
 	}
 	if r := s.admin(t, http.MethodGet, "/devices/nope/diagnostics", ""); r.Status != http.StatusNotFound {
@@ -204,5 +221,14 @@ func TestDeviceDiagnostics(t *testing.T) {
 	}
 	if r := s.admin(t, http.MethodGet, "/fleet?range=2y", ""); r.Status != http.StatusBadRequest {
 		t.Errorf("fleet over a bad range: %d", r.Status)
+	}
+}
+
+// within checks that text, a time the API answered, lies in [from, to].
+func within(t *testing.T, what, text string, from, to time.Time) {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, text)
+	if err != nil || at.Before(from) || at.After(to) {
+		t.Errorf("%s %q, want a time from %s to %s", what, text, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
 	}
 }

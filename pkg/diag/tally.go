@@ -20,15 +20,17 @@ type Limits struct {
 	// that one which keeps knocking stays visible among random ones.
 	Unknown int
 	// Rejections is the most rejections kept per serial and interval (the
-	// latest), Keys the most unmatched keys per serial and interval.
-	Rejections, Keys int
+	// latest), Keys the most unmatched keys per serial and interval, and
+	// WindowKeys the most in a minute's window over all serials.
+	Rejections, Keys, WindowKeys int
 }
 
 // DefaultLimits hold at most 100,000 serials' counts between reports: ~20
 // MB of counts, ~80 MB when every one of them also keeps 3 rejections (a
 // wrong-token flood over the whole fleet, ~30,000 a second; measured in
-// docs/performance.md, "Diagnostics under a flood").
-var DefaultLimits = Limits{Serials: 100_000, Unknown: 256, Rejections: 3, Keys: 32}
+// docs/performance.md, "Diagnostics under a flood"); and at most 10,000
+// unmatched keys a window, ~5 MB with their clipped names and values.
+var DefaultLimits = Limits{Serials: 100_000, Unknown: 256, Rejections: 3, Keys: 32, WindowKeys: 10_000}
 
 // Interval is how often a Tally reports (and the most that is lost of
 // its counts when a process dies).
@@ -66,6 +68,7 @@ type Tally struct {
 type window struct {
 	minute  int64
 	serials map[string]*entry
+	keys    int // unmatched keys over all serials
 }
 
 type entry struct {
@@ -88,7 +91,7 @@ func (t *Tally) Dropped() uint64 { return t.dropped.Load() }
 func (t *Tally) Answer(a Answer) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, serial := t.entry(a.Serial, a.Known, a.At)
+	e, serial, _ := t.entry(a.Serial, a.Known, a.At)
 	if e == nil {
 		t.dropped.Add(1)
 		return
@@ -123,22 +126,24 @@ func (t *Tally) Answer(a Answer) {
 func (t *Tally) Key(serial, key string, value []byte, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, serial := t.entry(serial, true, at)
+	e, serial, w := t.entry(serial, true, at)
 	if e == nil {
 		t.dropped.Add(1)
 		return
 	}
+	key = Clip(key, maxKey)
 	k := e.keys[key]
 	if k == nil {
-		if len(e.keys) >= t.lim.Keys {
+		if len(e.keys) >= t.lim.Keys || w.keys >= t.lim.WindowKeys {
 			t.dropped.Add(1)
 			return
 		}
 		if e.keys == nil {
 			e.keys = map[string]*Key{}
 		}
-		k = &Key{Serial: serial, Key: Clip(key, maxKey)}
+		k = &Key{Serial: serial, Key: key}
 		e.keys[key] = k
+		w.keys++
 	}
 	k.Count++
 	if ns := at.UnixNano(); ns >= k.LastNs {
@@ -146,10 +151,10 @@ func (t *Tally) Key(serial, key string, value []byte, at time.Time) {
 	}
 }
 
-// entry is serial's entry of the window at, and the serial as counted
-// (clipped), or nil when the limits keep it out. An untracked unknown
-// serial shares the entry of serial "".
-func (t *Tally) entry(serial string, known bool, at time.Time) (*entry, string) {
+// entry is serial's entry of the window at, the serial as counted
+// (clipped) and the window, or nil when the limits keep it out. An
+// untracked unknown serial shares the entry of serial "".
+func (t *Tally) entry(serial string, known bool, at time.Time) (*entry, string, *window) {
 	minute := at.Unix() / 60 * 60
 	if t.cur == nil || minute > t.cur.minute {
 		t.rotate(minute)
@@ -165,12 +170,12 @@ func (t *Tally) entry(serial string, known bool, at time.Time) (*entry, string) 
 	e := w.serials[serial]
 	if e == nil {
 		if len(w.serials) >= t.lim.Serials+t.lim.Unknown+1 {
-			return nil, ""
+			return nil, "", w
 		}
 		e = &entry{counts: map[string]*[2]uint64{}}
 		w.serials[serial] = e
 	}
-	return e, serial
+	return e, serial, w
 }
 
 // track reports whether an unknown serial is counted by name this minute.

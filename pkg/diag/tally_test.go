@@ -136,6 +136,36 @@ func TestTallyKeys(t *testing.T) {
 	}
 }
 
+func TestTallyBoundsKeysOverAllSerials(t *testing.T) {
+	lim := DefaultLimits
+	lim.WindowKeys = 50
+	tl := NewTally(lim, nil, zap.NewNop())
+	at := time.Unix(1_700_000_000, 0)
+	long := string(make([]byte, 10_000)) // clipped before it is kept, as a key and as the map's
+	for i := range 40 {
+		for j := range 3 {
+			tl.Key(fmt.Sprintf("dev-%d", i), fmt.Sprintf("k%d", j)+long, []byte(`1`), at)
+		}
+	}
+	n := 0
+	for _, r := range collect(t, tl) {
+		for _, k := range r.Keys {
+			if want := Clip(k.Key[:2]+long, maxKey); k.Key != want {
+				t.Fatalf("key %.20q... of %d bytes kept, want it clipped to %d", k.Key, len(k.Key), len(want))
+			}
+			n++
+		}
+	}
+	if n != 50 || tl.Dropped() != 70 {
+		t.Fatalf("%d keys kept, %d dropped; want 50 and 70", n, tl.Dropped())
+	}
+	// The next minute's window has its own budget.
+	tl.Key("dev-0", "k0", []byte(`1`), at.Add(time.Minute))
+	if got := collect(t, tl); len(got) != 1 || len(got[0].Keys) != 1 {
+		t.Fatalf("next minute: %+v", got)
+	}
+}
+
 func TestReportsAreSplit(t *testing.T) {
 	tl := NewTally(DefaultLimits, nil, zap.NewNop())
 	at := time.Unix(1_700_000_000, 0)

@@ -107,20 +107,23 @@ func (b *body) take(n int64) bool {
 // requests behind it); a gzip body is inflated in it, within its own size
 // bound and inflateRatio. The slot is held until endWork, once the body
 // was parsed. On an error the outcome says how to answer, and what was
-// taken is given back. The Content-Type is not consulted: devices label
-// JSON in many ways.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (*body, outcome.Code, error) {
-	b := &body{budget: s.Budget}
-	err := s.fill(b, w, r)
-	if err != nil {
+// taken is given back; for a body too large, serial is the serial its
+// first bytes name, if they do. The Content-Type is not consulted: devices
+// label JSON in many ways.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (b *body, code outcome.Code, serial string, err error) {
+	b = &body{budget: s.Budget}
+	if err = s.fill(b, w, r); err != nil {
+		if err == errTooLarge {
+			serial = serialIn(b.b, r.Body)
+		}
 		b.release()
 		code, ok := bodyOutcomes[err]
 		if !ok {
 			code = outcome.InvalidFormat
 		}
-		return nil, code, err
+		return nil, code, serial, err
 	}
-	return b, outcome.Stored, nil
+	return b, outcome.Stored, "", nil
 }
 
 func (s *Server) fill(b *body, w http.ResponseWriter, r *http.Request) error {

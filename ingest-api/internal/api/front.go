@@ -1,7 +1,10 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -34,13 +37,17 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 		s.refuseSource(c, wait)
 		return s.answer(c, k, outcome.SourceRefused, "", "")
 	}
-	b, code, err := s.readBody(c.Response(), c.Request())
+	b, code, serial, err := s.readBody(c.Response(), c.Request())
 	if errors.Is(err, errBomb) || errors.Is(err, errSlowBody) {
 		// Bodies no honest client sends count as failures of the
 		// address, as wrong tokens do.
 		s.Failures.Fail(k.source)
 	}
 	if err != nil {
+		if serial != "" { // too large: counted under the serial it names
+			_, k.known = s.cache.Lookup(serial)
+			k.serial = serial
+		}
 		// A body that stopped arriving is not waited for again.
 		if code == outcome.BodyTimeout || !discardRest(c.Request(), s.Limits.DiscardBytes) {
 			c.Response().Header().Set(echo.HeaderConnection, "close")
@@ -146,4 +153,50 @@ func (s *Server) refuseSource(c echo.Context, wait time.Duration) {
 func setRetryAfter(c echo.Context, wait time.Duration) {
 	secs := int((wait + time.Second - 1) / time.Second)
 	c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+}
+
+// sniffBytes is how much of a body too large to read whole is looked at
+// for its serial.
+const sniffBytes = 4 << 10
+
+// serialIn returns the top-level "serial" string of a JSON object's first
+// sniffBytes: head, the part of the body already read, or when nothing
+// was read (its Content-Length was over the limit) what rest holds first.
+// The diagnostics count a body too large under the serial it names.
+func serialIn(head []byte, rest io.Reader) string {
+	if len(head) == 0 {
+		buf := make([]byte, sniffBytes)
+		n, _ := io.ReadFull(rest, buf)
+		head = buf[:n]
+	}
+	d := json.NewDecoder(bytes.NewReader(head[:min(len(head), sniffBytes)]))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	for {
+		key, err := d.Token()
+		if err != nil {
+			return ""
+		}
+		if key == "serial" {
+			v, _ := d.Token()
+			serial, _ := v.(string)
+			return serial
+		}
+		for depth := 0; ; { // skip the member's value
+			t, err := d.Token()
+			if err != nil {
+				return ""
+			}
+			switch t {
+			case json.Delim('{'), json.Delim('['):
+				depth++
+			case json.Delim('}'), json.Delim(']'):
+				depth--
+			}
+			if depth == 0 {
+				break
+			}
+		}
+	}
 }

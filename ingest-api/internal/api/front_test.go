@@ -251,3 +251,21 @@ func TestRateCost(t *testing.T) {
 		}
 	}
 }
+
+func TestSerialOfABodyTooLarge(t *testing.T) {
+	long := strings.Repeat("x", 2*sniffBytes)
+	for _, c := range []struct{ head, rest, want string }{
+		{`{"serial":"a","data":{"temp":"` + long, "", "a"},
+		{`{"data":{"x":[1,{"serial":"inner"}],"y":{}}, "serial" : "b", "data2":"` + long, "", "b"},
+		{"", `{"serial":"c","data":{"v":"` + long, "c"},              // nothing read yet: its Content-Length was over the limit
+		{`{"data":{"temp":"` + long + `"},"serial":"late"}`, "", ""}, // not in the first bytes
+		{`{"serial":5}`, "", ""},
+		{`[{"serial":"d"}]`, "", ""},
+		{"\x1f\x8b\x08\x00", "", ""}, // gzip
+		{"", "", ""},
+	} {
+		if got := serialIn([]byte(c.head), strings.NewReader(c.rest)); got != c.want {
+			t.Errorf("serialIn(%.40q, %.40q) = %q, want %q", c.head, c.rest, got, c.want)
+		}
+	}
+}

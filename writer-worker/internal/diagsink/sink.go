@@ -26,6 +26,9 @@ const (
 	linger     = 2 * time.Second
 	maxReports = 256
 	timeout    = 30 * time.Second
+	// partRetryMax is the longest wait between tries of the tables a
+	// partly stored batch still misses (less than AckWait).
+	partRetryMax = 30 * time.Second
 )
 
 // Sink consumes the diagnostics stream into ClickHouse.
@@ -49,17 +52,21 @@ func (s *Sink) Run(ctx context.Context) error {
 	return bus.ConsumeBatches(ctx, s.js, bus.Durable{Stream: s.names.DiagStream, Name: s.names.DiagConsumer,
 		ConsumerConfig: bus.ConsumerConfig{MaxAckPending: 4 * maxReports, PullBatch: maxReports, AckWait: time.Minute}},
 		s.log, batcher.Config{MaxItems: maxReports, Linger: linger}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
-			s.flush(b.Items)
+			s.flush(ctx, b.Items)
 			release(0)
 		})
 }
 
 // flush stores one batch of reports. A report that cannot be read is a
 // dead letter; a failed insert is retried, as a keyed event's is: nothing
-// else would send the counts again.
-func (s *Sink) flush(msgs []jetstream.Msg) {
+// else would send the counts again. Once a table holds the batch's rows,
+// the rest are retried here until stored or ctx ends (the messages kept
+// in progress), never redelivered: the summing tables would count the
+// stored ones twice.
+func (s *Sink) flush(ctx context.Context, msgs []jetstream.Msg) {
 	var reports []diag.Report
 	var taken []*settle.Msg
+	var held []jetstream.Msg
 	for _, m := range msgs {
 		sm := s.settle.Take(m)
 		sm.SetKeyed(true)
@@ -72,14 +79,22 @@ func (s *Sink) flush(msgs []jetstream.Msg) {
 			sm.Settle(settle.StoreFailed, failure.AsPermanent(fmt.Errorf("unreadable diagnostics report (format %d): %v", r.Format, err)))
 			continue
 		}
-		reports, taken = append(reports, r), append(taken, sm)
+		reports, taken, held = append(reports, r), append(taken, sm), append(held, m)
 	}
 	if len(reports) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	err := s.store.InsertDiag(ctx, reports)
-	cancel()
+	done, err := s.insert(reports, 0)
+	for wait := time.Second; err != nil && done > 0 && ctx.Err() == nil; wait = min(2*wait, partRetryMax) {
+		s.log.Warn("diagnostics partly stored, storing the rest", zap.Int("tables", done), zap.Error(err))
+		inProgress(held)
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			inProgress(held)
+			done, err = s.insert(reports, done)
+		}
+	}
 	result := settle.Done
 	if err != nil {
 		result = settle.StoreFailed
@@ -87,5 +102,20 @@ func (s *Sink) flush(msgs []jetstream.Msg) {
 	}
 	for _, sm := range taken {
 		sm.Settle(result, err)
+	}
+}
+
+// insert writes reports to the tables from the from-th on, in timeout.
+func (s *Sink) insert(reports []diag.Report, from int) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return s.store.InsertDiag(ctx, reports, from)
+}
+
+// inProgress keeps msgs from being redelivered for another AckWait: a
+// redelivery would store the tables already written again.
+func inProgress(msgs []jetstream.Msg) {
+	for _, m := range msgs {
+		_ = m.InProgress()
 	}
 }
