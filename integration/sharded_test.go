@@ -78,6 +78,19 @@ func TestShardedStorage(t *testing.T) {
 	})
 	t.Logf("values per shard: %v", perShard)
 
+	// Diagnostics and the fleet view read the Distributed tables: the 16
+	// stored answers (the keyed retry too) and one wrong token.
+	if r := s.post(t, body(1), bearer("tok-wrong")); r.Status != 401 {
+		t.Fatalf("a wrong token: %d %s", r.Status, r.Raw)
+	}
+	eventually(t, 45*time.Second, func() bool {
+		r := s.admin(t, "GET", "/devices/sh-dev/diagnostics?range=1h", "")
+		return strings.Contains(string(r.Raw), `{"kind":"invalid_token","requests":1,"readings":1},{"kind":"stored","requests":16,"readings":16}`)
+	})
+	if r := s.admin(t, "GET", "/fleet?range=1h", ""); r.Status != 200 || !strings.Contains(string(r.Raw), `"mostRejected":[{"serial":"sh-dev","lastSeen":`) {
+		t.Fatalf("fleet view on sharded storage: %d %s", r.Status, r.Raw)
+	}
+
 	// The rollups behind Distributed tables: every reading is in the hour
 	// rollup of its entity's shard, once.
 	eventually(t, 100*time.Second, func() bool {
