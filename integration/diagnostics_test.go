@@ -107,6 +107,10 @@ func TestDeviceDiagnostics(t *testing.T) {
 	for range 2 {
 		want(s.post(t, `{"serial":"diag-m","data":{"temp":1}}`, bearer("tok-dm")), 401)
 	}
+	// Two bodies that name no serial.
+	for range 2 {
+		want(s.post(t, `not json`, bearer("tok-d1")), 400)
+	}
 	// An unknown serial that keeps knocking.
 	for range 4 {
 		want(s.post(t, `{"serial":"ghost-7","data":{"temp":1}}`, bearer("tok-x")), 404)
@@ -197,12 +201,19 @@ func TestDeviceDiagnostics(t *testing.T) {
 			FirstSeen, LastSeen string `json:",omitempty"`
 		}
 		UnknownUntracked uint64
+		Unnamed          []struct {
+			Kind     string
+			Requests uint64
+		}
 	}
 	if err := json.Unmarshal(r.Raw, &f); r.Status != http.StatusOK || err != nil {
 		t.Fatalf("fleet: %d %s", r.Status, r.Raw)
 	}
 	if len(f.Unknown) != 1 || f.Unknown[0].Serial != "ghost-7" || f.Unknown[0].Requests != 4 || f.UnknownUntracked != 0 {
 		t.Fatalf("unknown serials %v (+%d untracked), want ghost-7 four times", f.Unknown, f.UnknownUntracked)
+	}
+	if fmt.Sprint(f.Unnamed) != "[{invalid_format 2}]" {
+		t.Errorf("requests that named no serial %v, want two not JSON", f.Unnamed)
 	}
 	// First seen is counted to the minute.
 	within(t, "ghost-7 first seen", f.Unknown[0].FirstSeen, start.Truncate(time.Minute), sent)

@@ -250,8 +250,11 @@ try {
     method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: 'Bearer nope' }, body: JSON.stringify({ serial: ghost, data: { temp: 1 } }),
   });
   assert.equal(knock.status, 404);
+  const unnamed = await fetch(`${base}/api/v1/deviceapi/event`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '<not json>' });
+  assert.equal(unnamed.status, 400);
   await page.goto(`${base}/console/fleet`);
-  for (let i = 0; i < 40 && !(await page.locator('#fleet').textContent()).includes(ghost); i++) {
+  const fleetShown = async () => (await page.locator('#fleet').textContent()).includes(ghost) && await page.locator('#fleet-unnamed tr[data-kind="invalid_format"]').count() > 0;
+  for (let i = 0; i < 40 && !await fleetShown(); i++) {
     await page.waitForTimeout(1000);
     await page.reload();
     await page.locator('#fleet h2, #fleet .error').first().waitFor();
@@ -259,6 +262,7 @@ try {
   }
   await page.locator('#fleet-unknown').getByText(ghost, { exact: true }).waitFor();
   await page.locator('#fleet-rejected').getByRole('link', { name: serial }).waitFor();
+  assert.equal((await page.locator('#fleet-unnamed tr[data-kind="invalid_format"] td').first().textContent()).trim(), 'not JSON (400)', 'a body that names no serial');
   assert.equal(await page.locator('main img').count(), 0);
   await shot('fleet');
 

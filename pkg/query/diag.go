@@ -85,4 +85,7 @@ type FleetView struct {
 	// UnknownUntracked counts requests of unprovisioned serials beyond
 	// those tracked by name (a flood of random serials lands here).
 	UnknownUntracked uint64 `json:"unknownUntracked"`
+	// Unnamed counts the requests that named no serial (not JSON, no
+	// serial, a refused address, ...) by kind of answer.
+	Unnamed []KindCount `json:"unnamed"`
 }

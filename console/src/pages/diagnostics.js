@@ -11,7 +11,7 @@ import { api, enc, session } from '../api.js';
 const RANGES = [['1h', 'Last hour'], ['24h', 'Last day'], ['7d', 'Last week']];
 
 // What each kind of answer means to an operator.
-const KINDS = {
+export const KINDS = {
   stored: 'stored',
   partly_stored: 'backlog partly stored',
   no_connections: 'no input connected (422)',

@@ -3,6 +3,7 @@
 // Serials are device-controlled text: rendered as text.
 import { h, replace, time } from '../dom.js';
 import { api, enc } from '../api.js';
+import { KINDS } from './diagnostics.js';
 
 const RANGES = [['1h', 'Last hour'], ['24h', 'Last day'], ['7d', 'Last week']];
 
@@ -39,7 +40,11 @@ export async function fleetPage({ el, signal, link }) {
       table('fleet-unknown', f.unknown, ['Serial', 'Requests', 'First seen', 'Last seen'], (d) => h('tr', null,
         h('td', null, h('code', null, d.serial)), h('td', { class: 'num' }, d.requests), h('td', null, time(d.firstSeen)), h('td', null, time(d.lastSeen)))),
       f.unknownUntracked > 0 ? h('p', { class: 'muted', id: 'fleet-untracked' },
-        `${f.unknownUntracked} more requests from serials not tracked by name (each ingest-api copy tracks 256 a minute).`) : null);
+        `${f.unknownUntracked} more requests from serials not tracked by name (each ingest-api copy tracks 256 a minute).`) : null,
+      h('h2', null, 'Requests that named no serial'),
+      h('p', { class: 'muted' }, 'Not JSON, no serial, too large with no serial in its first 4 KiB, or from an address refused for its failures.'),
+      table('fleet-unnamed', f.unnamed, ['Answer', 'Requests'], (c) => h('tr', { 'data-kind': c.kind },
+        h('td', null, KINDS[c.kind] || c.kind), h('td', { class: 'num' }, c.requests))));
   }
 
   await load();

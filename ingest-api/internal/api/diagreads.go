@@ -81,7 +81,7 @@ func (s *Server) fleet(c echo.Context) error {
 		}
 		return orEmpty(out)
 	}
-	f.Silent, f.Unknown, f.MostRejected = keep(f.Silent, true), keep(f.Unknown, false), orEmpty(f.MostRejected)
+	f.Silent, f.Unknown, f.MostRejected, f.Unnamed = keep(f.Silent, true), keep(f.Unknown, false), orEmpty(f.MostRejected), orEmpty(f.Unnamed)
 	return c.JSON(http.StatusOK, struct {
 		Range string `json:"range"`
 		query.FleetView

@@ -210,5 +210,13 @@ func (s *Store) Fleet(ctx context.Context, fromNs, toNs int64, now time.Time) (f
 	if err != nil {
 		return f, err
 	}
+	f.Unnamed, err = collect(ctx, s.reads, "query unnamed requests", "scan unnamed requests",
+		"SELECT kind, sum(requests) AS n, sum(readings)"+rng+"serial = '' AND kind != "+notFound+" GROUP BY kind ORDER BY n DESC, kind", []any{from, toNs / 1e9},
+		func(scan func(...any) error) (c query.KindCount, err error) {
+			return c, scan(&c.Kind, &c.Requests, &c.Readings)
+		})
+	if err != nil {
+		return f, err
+	}
 	return f, s.lastSeen(ctx, f.MostRejected, f.Unknown)
 }
