@@ -59,6 +59,15 @@ func (s *Server) startBackfill(c echo.Context) error {
 			j.Inputs = append(j.Inputs, in)
 		}
 	}
+	// The device's slot, taken by compare-and-set: of two starts at once
+	// (on any copies), both past the check above, one is refused.
+	busy, err := s.Backfills.Claim(ctx, serial, j.ID)
+	if err != nil {
+		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
+	}
+	if busy != "" {
+		return s.respond(c, outcome.Conflict, Clip(serial), "", fmt.Sprintf("backfill %s of this device is queued or running: cancel it or wait for it", busy))
+	}
 	if err := s.Backfills.Create(ctx, j); err != nil {
 		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
 	}
