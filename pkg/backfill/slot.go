@@ -41,7 +41,7 @@ func (s *Store) Claim(ctx context.Context, serial, id string) (busy string, err 
 			switch {
 			case err == nil && !j.Finished():
 				return prev, nil
-			case errors.Is(err, ErrNotFound) && time.Since(e.Created()) < claimGrace:
+			case errors.Is(err, ErrNotFound) && time.Since(e.Created()) < s.grace:
 				return prev, nil
 			case err != nil && !errors.Is(err, ErrNotFound):
 				return "", err
@@ -57,6 +57,19 @@ func (s *Store) Claim(ctx context.Context, serial, id string) (busy string, err 
 		return "", nil
 	}
 	return "", fmt.Errorf("take backfill slot: taken by others %d times in a row", maxConflicts)
+}
+
+// Unclaim gives serial's slot back if it still names the job id (whose
+// start failed before storing it).
+func (s *Store) Unclaim(ctx context.Context, serial, id string) error {
+	e, err := s.kv.Get(ctx, slotKey(serial))
+	if err != nil || string(e.Value()) != id {
+		return nil
+	}
+	if err := s.kv.Delete(ctx, slotKey(serial), jetstream.LastRevision(e.Revision())); err != nil {
+		return fmt.Errorf("give backfill slot back: %w", err)
+	}
+	return nil
 }
 
 // get reads one job.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
@@ -70,6 +71,27 @@ func TestOneStartWinsTheSlot(t *testing.T) {
 	}
 	if b, err := s.Claim(ctx, "dev/1", nuid.Next()); err != nil || b != "" {
 		t.Fatalf("claim once the job is done: %q %v, want it taken", b, err)
+	}
+	// A start that died between taking the slot and storing its job holds
+	// it for the grace only; one whose store failed gives it back at once.
+	s.grace = 50 * time.Millisecond
+	dead := nuid.Next()
+	if b, _ := s.Claim(ctx, "dev/3", dead); b != "" {
+		t.Fatalf("dev/3's slot taken by %q", b)
+	}
+	if b, _ := s.Claim(ctx, "dev/3", nuid.Next()); b != dead {
+		t.Fatalf("claim within the grace: %q, want %q", b, dead)
+	}
+	time.Sleep(100 * time.Millisecond)
+	next := nuid.Next()
+	if b, err := s.Claim(ctx, "dev/3", next); err != nil || b != "" {
+		t.Fatalf("claim after the grace: %q %v, want it taken", b, err)
+	}
+	if err := s.Unclaim(ctx, "dev/3", next); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.Claim(ctx, "dev/3", nuid.Next()); err != nil || b != "" {
+		t.Fatalf("claim after a start gave the slot back: %q %v", b, err)
 	}
 	// The slot is no job: listing the device's jobs shows the one job.
 	if jobs, err := s.List(ctx, "dev/1"); err != nil || len(jobs) != 1 || jobs[0].ID != winner {

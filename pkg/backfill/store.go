@@ -28,7 +28,8 @@ const maxBytes = 64 << 20
 
 // Store keeps the jobs in a KV bucket: key <serial in base64>.<id>.
 type Store struct {
-	kv jetstream.KeyValue
+	kv    jetstream.KeyValue
+	grace time.Duration // claimGrace, shorter in tests
 }
 
 // Open creates the bucket if it is missing and returns a Store over it.
@@ -49,7 +50,7 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas i
 	if err != nil {
 		return nil, fmt.Errorf("open backfill bucket %q: %w", bucket, err)
 	}
-	return &Store{kv: kv}, nil
+	return &Store{kv: kv, grace: claimGrace}, nil
 }
 
 // ValidID reports whether id may be a job's id (a NUID: letters and

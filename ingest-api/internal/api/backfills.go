@@ -60,7 +60,9 @@ func (s *Server) startBackfill(c echo.Context) error {
 		}
 	}
 	// The device's slot, taken by compare-and-set: of two starts at once
-	// (on any copies), both past the check above, one is refused.
+	// (on any copies), both past the check above, one is refused. Taken,
+	// it is kept or given back whether or not the client waits.
+	ctx = context.WithoutCancel(ctx)
 	busy, err := s.Backfills.Claim(ctx, serial, j.ID)
 	if err != nil {
 		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
@@ -69,6 +71,9 @@ func (s *Server) startBackfill(c echo.Context) error {
 		return s.respond(c, outcome.Conflict, Clip(serial), "", fmt.Sprintf("backfill %s of this device is queued or running: cancel it or wait for it", busy))
 	}
 	if err := s.Backfills.Create(ctx, j); err != nil {
+		if uerr := s.Backfills.Unclaim(ctx, serial, j.ID); uerr != nil {
+			s.Log.Warn("backfill slot not given back", zap.String("serial", Clip(serial)), zap.Error(uerr))
+		}
 		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
 	}
 	v := j.View()

@@ -41,6 +41,11 @@ const (
 	// maxWindow is the widest window of receive time a page reads: an
 	// empty stretch of a range costs one page a month.
 	maxWindow = float64(31 * 24 * time.Hour)
+	// A page's already-stored lookup takes at most lookupIDs events at a
+	// time (an event id is ~40 bytes of the query), and events more than
+	// lookupGap apart in reading time in lookups of their own.
+	lookupIDs = 2000
+	lookupGap = 7 * 24 * time.Hour
 	// settle is how old a raw message must be before a job reads it: the
 	// raw log is written within a second of the values, so by then every
 	// message the pipeline handled under the old mapping is in it.
@@ -57,10 +62,10 @@ const (
 	busyRate      = 25_000
 	// retryWait is the pause after a page that failed for a while.
 	retryWait = 5 * time.Second
-	// maxFailures consecutive failed pages (each in a window a quarter of
-	// the last) fail the job with the last error: about two minutes of
-	// retries, then the one runner moves on to the next job.
-	maxFailures = 24
+	// A job whose pages have failed for failFor in a row (each retry in a
+	// window a quarter of the last) fails with the last error, and the one
+	// runner moves on to the next job: longer than a ClickHouse restart.
+	failFor = 10 * time.Minute
 )
 
 // Runner runs jobs while it holds the lease.
@@ -175,7 +180,7 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 	r.running.Set(1)
 	defer r.running.Set(0)
 	p := newPager(j, r.store)
-	failing := 0
+	failing, failingSince := 0, time.Time{}
 	for {
 		if _, held, err := r.jobs.TakeLease(ctx, backfill.LeaseRunner, r.owner, time.Now(), leaseTTL, 0); err != nil || !held {
 			return cmp.Or(err, errLeaseLost)
@@ -194,9 +199,12 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 		switch {
 		case err != nil && failure.KindOf(err) == failure.Permanent:
 			state, errText = backfill.Failed, err.Error()
-		case err != nil && failing+1 >= maxFailures:
+		case err != nil && failing > 0 && time.Since(failingSince) >= failFor:
 			state, errText = backfill.Failed, err.Error()
 		case err != nil:
+			if failing == 0 {
+				failingSince = start
+			}
 			failing++
 			errText = err.Error()
 			p.windowNs = max(1, p.windowNs/4)
