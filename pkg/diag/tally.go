@@ -21,7 +21,8 @@ type Limits struct {
 	Unknown int
 	// Rejections is the most rejections kept per serial and interval (the
 	// latest), Keys the most unmatched keys per serial and interval, and
-	// WindowKeys the most in a minute's window over all serials.
+	// WindowKeys the most over all serials in one window (one report
+	// interval of one minute; 0: no bound).
 	Rejections, Keys, WindowKeys int
 }
 
@@ -29,7 +30,8 @@ type Limits struct {
 // MB of counts, ~80 MB when every one of them also keeps 3 rejections (a
 // wrong-token flood over the whole fleet, ~30,000 a second; measured in
 // docs/performance.md, "Diagnostics under a flood"); and at most 10,000
-// unmatched keys a window, ~5 MB with their clipped names and values.
+// unmatched keys a report interval, ~5 MB with their clipped names and
+// values.
 var DefaultLimits = Limits{Serials: 100_000, Unknown: 256, Rejections: 3, Keys: 32, WindowKeys: 10_000}
 
 // Interval is how often a Tally reports (and the most that is lost of
@@ -134,7 +136,7 @@ func (t *Tally) Key(serial, key string, value []byte, at time.Time) {
 	key = Clip(key, maxKey)
 	k := e.keys[key]
 	if k == nil {
-		if len(e.keys) >= t.lim.Keys || w.keys >= t.lim.WindowKeys {
+		if len(e.keys) >= t.lim.Keys || (t.lim.WindowKeys > 0 && w.keys >= t.lim.WindowKeys) {
 			t.dropped.Add(1)
 			return
 		}

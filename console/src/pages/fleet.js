@@ -42,7 +42,7 @@ export async function fleetPage({ el, signal, link }) {
       f.unknownUntracked > 0 ? h('p', { class: 'muted', id: 'fleet-untracked' },
         `${f.unknownUntracked} more requests from serials not tracked by name (each ingest-api copy tracks 256 a minute).`) : null,
       h('h2', null, 'Requests that named no serial'),
-      h('p', { class: 'muted' }, 'Not JSON, no serial, too large with no serial in its first 4 KiB, or from an address refused for its failures.'),
+      h('p', { class: 'muted' }, 'For example not JSON, no serial, too large with no serial found, too slow, or from an address refused for its failures.'),
       table('fleet-unnamed', f.unnamed, ['Answer', 'Requests'], (c) => h('tr', { 'data-kind': c.kind },
         h('td', null, KINDS[c.kind] || c.kind), h('td', { class: 'num' }, c.requests))));
   }

@@ -26,9 +26,9 @@ const (
 	linger     = 2 * time.Second
 	maxReports = 256
 	timeout    = 30 * time.Second
-	// partRetryMax is the longest wait between tries of the tables a
-	// partly stored batch still misses (less than AckWait).
-	partRetryMax = 30 * time.Second
+	// partRetry is the first wait before trying the tables a partly stored
+	// batch still misses again (doubled each time, within timeout).
+	partRetry = 500 * time.Millisecond
 )
 
 // Sink consumes the diagnostics stream into ClickHouse.
@@ -52,21 +52,21 @@ func (s *Sink) Run(ctx context.Context) error {
 	return bus.ConsumeBatches(ctx, s.js, bus.Durable{Stream: s.names.DiagStream, Name: s.names.DiagConsumer,
 		ConsumerConfig: bus.ConsumerConfig{MaxAckPending: 4 * maxReports, PullBatch: maxReports, AckWait: time.Minute}},
 		s.log, batcher.Config{MaxItems: maxReports, Linger: linger}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
-			s.flush(ctx, b.Items)
+			s.flush(b.Items)
 			release(0)
 		})
 }
 
-// flush stores one batch of reports. A report that cannot be read is a
-// dead letter; a failed insert is retried, as a keyed event's is: nothing
-// else would send the counts again. Once a table holds the batch's rows,
-// the rest are retried here until stored or ctx ends (the messages kept
-// in progress), never redelivered: the summing tables would count the
-// stored ones twice.
-func (s *Sink) flush(ctx context.Context, msgs []jetstream.Msg) {
+// flush stores one batch of reports, within timeout in all (as long as one
+// insert may take, so that the reports waiting behind it are not
+// redelivered meanwhile). A report that cannot be read is a dead letter; a
+// failed insert is retried, as a keyed event's is: nothing else would send
+// the counts again. But once a table holds the batch's rows, the rest are
+// retried here until the timeout, then dropped (logged): redelivered, the
+// batch would add its counts to the summing tables twice.
+func (s *Sink) flush(msgs []jetstream.Msg) {
 	var reports []diag.Report
 	var taken []*settle.Msg
-	var held []jetstream.Msg
 	for _, m := range msgs {
 		sm := s.settle.Take(m)
 		sm.SetKeyed(true)
@@ -79,43 +79,32 @@ func (s *Sink) flush(ctx context.Context, msgs []jetstream.Msg) {
 			sm.Settle(settle.StoreFailed, failure.AsPermanent(fmt.Errorf("unreadable diagnostics report (format %d): %v", r.Format, err)))
 			continue
 		}
-		reports, taken, held = append(reports, r), append(taken, sm), append(held, m)
+		reports, taken = append(reports, r), append(taken, sm)
 	}
 	if len(reports) == 0 {
 		return
 	}
-	done, err := s.insert(reports, 0)
-	for wait := time.Second; err != nil && done > 0 && ctx.Err() == nil; wait = min(2*wait, partRetryMax) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done, err := s.store.InsertDiag(ctx, reports, 0)
+	for wait := partRetry; err != nil && done > 0 && ctx.Err() == nil; wait = min(2*wait, timeout) {
 		s.log.Warn("diagnostics partly stored, storing the rest", zap.Int("tables", done), zap.Error(err))
-		inProgress(held)
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
-			inProgress(held)
-			done, err = s.insert(reports, done)
+			done, err = s.store.InsertDiag(ctx, reports, done)
 		}
 	}
 	result := settle.Done
-	if err != nil {
+	switch {
+	case err != nil && done > 0:
+		s.log.Warn("diagnostics partly stored, the rest dropped", zap.Int("reports", len(reports)), zap.Int("tables", done), zap.Error(err))
+		err = nil
+	case err != nil:
 		result = settle.StoreFailed
 		s.log.Warn("diagnostics not stored", zap.Int("reports", len(reports)), zap.Error(err))
 	}
 	for _, sm := range taken {
 		sm.Settle(result, err)
-	}
-}
-
-// insert writes reports to the tables from the from-th on, in timeout.
-func (s *Sink) insert(reports []diag.Report, from int) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	return s.store.InsertDiag(ctx, reports, from)
-}
-
-// inProgress keeps msgs from being redelivered for another AckWait: a
-// redelivery would store the tables already written again.
-func inProgress(msgs []jetstream.Msg) {
-	for _, m := range msgs {
-		_ = m.InProgress()
 	}
 }
