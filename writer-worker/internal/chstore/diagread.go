@@ -112,25 +112,28 @@ const (
 	silentLookback  = 30 * 24 * time.Hour
 )
 
-// silent returns the devices silent now, latest first, in one query. Only
-// serials with stored requests (provisioned devices) are read from
-// device_seen, so the serials a stranger invents cost nothing here, and
-// only those quiet for silentMin have their hours read: the reading is
-// bounded by the fleet (its quiet part times the hours of silentLookback).
+// silent returns the devices silent now, latest first, in one query run by
+// ClickHouse: the serials quiet for silentMin (device_seen), and the
+// hourly counts of those with stored requests (found by the table's key),
+// one group per device. Its answer is at most maxFleet rows: nothing in
+// writer-worker grows with the serials strangers invent, and none of
+// them can push a silent device out of the list.
 func (s *Store) silent(ctx context.Context, stored string, now time.Time) ([]query.FleetSerial, error) {
 	db := s.db
 	from := now.Add(-silentLookback).Unix() / 3600 * 3600
 	quietNs := now.Add(-silentMin).UnixNano()
-	withStored := "SELECT DISTINCT serial FROM " + db + ".device_stats_hourly WHERE hour >= ? AND kind IN " + stored
-	seen := "SELECT serial, max(last_ns) AS last FROM " + db + ".device_seen WHERE serial GLOBAL IN (" + withStored + ") GROUP BY serial HAVING last < ?"
-	hours := "SELECT serial, hour, sum(requests) AS r FROM " + db + ".device_stats_hourly WHERE hour >= ? AND kind IN " + stored +
-		" AND serial GLOBAL IN (SELECT serial FROM (" + seen + ")) GROUP BY serial, hour"
-	usual := "SELECT serial, min(hour) AS h0, sum(r) AS n, sum(r) - argMin(r, hour) AS later FROM (" + hours + ") GROUP BY serial HAVING later >= 2"
+	seen := "SELECT serial, max(last_ns) AS last FROM " + db + ".device_seen WHERE serial != '' GROUP BY serial HAVING last < ?"
+	// The stored requests after each quiet device's first hour: all its
+	// hours' rows at once (one group per device, the first hour's rows
+	// summed from the group's arrays), not a group per hour.
+	usual := "SELECT serial, min(hour) AS h0, sum(requests) AS n, n - arraySum(arrayFilter((r, h) -> h = h0, groupArray(requests), groupArray(hour))) AS later" +
+		" FROM " + db + ".device_stats_hourly WHERE hour >= ? AND kind IN " + stored + " AND serial GLOBAL IN (SELECT serial FROM (" + seen + "))" +
+		" GROUP BY serial HAVING later >= 2"
 	interval := "(last / 1e9 - (h0 + 3600)) / later"
 	return collect(ctx, s.reads, "query silent devices", "scan silent device",
 		"SELECT serial, n, last, "+interval+" AS iv FROM ("+seen+") ANY INNER JOIN ("+usual+") USING serial"+
 			" WHERE ? - last > ? * 1e9 * "+interval+" ORDER BY last DESC, serial LIMIT ?",
-		[]any{from, quietNs, from, from, quietNs, now.UnixNano(), silentIntervals, maxFleet},
+		[]any{quietNs, from, quietNs, now.UnixNano(), silentIntervals, maxFleet},
 		func(scan func(...any) error) (d query.FleetSerial, err error) {
 			var last int64
 			err = scan(&d.Serial, &d.Requests, &last, &d.IntervalS)
