@@ -11,7 +11,7 @@ import (
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/registry"
-	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore/chtest"
 )
 
 // BenchmarkBackfillMonth: a month of one device's raw messages, one every
@@ -25,15 +25,8 @@ func BenchmarkBackfillMonth(b *testing.B) {
 		b.Skip("needs CLICKHOUSE_TEST_ADDR (make bench runs it against its ClickHouse)")
 	}
 	ctx := context.Background()
-	addr, db := testenv.ClickHouseDB(b)
-	store, err := chstore.Open(chstore.Config{URL: "clickhouse://default@" + addr + "/" + db})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = store.Close() })
-	if err := store.Migrate(ctx); err != nil {
-		b.Fatal(err)
-	}
+	_, db := testenv.ClickHouseDB(b)
+	store := chtest.Open(b, "default", db)
 	const n, every = 30 * 24 * 360, 10 * time.Second
 	end := time.Now().Add(-time.Minute).Truncate(time.Second)
 	start := end.Add(-n * every)

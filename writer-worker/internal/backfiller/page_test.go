@@ -8,6 +8,7 @@ import (
 
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore/chtest"
 )
 
 // A page of 10,000 events (UUIDs: one list of them is more than
@@ -15,15 +16,8 @@ import (
 // rest, half of them stored: the lookup finds exactly the stored half.
 func TestStoredValuesOfALargePage(t *testing.T) {
 	ctx := context.Background()
-	addr, db := testenv.ClickHouseDB(t)
-	store, err := chstore.Open(chstore.Config{URL: "clickhouse://ingest_writer@" + addr + "/" + db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, db := testenv.ClickHouseDB(t)
+	store := chtest.Open(t, "ingest_writer", db)
 	const n = 10_000
 	base := time.Now().Add(-time.Hour).UnixNano()
 	var rows, stored []chstore.ValueRow

@@ -9,20 +9,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/devicehub/eventservice/integration/testenv"
-	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore/chtest"
 )
-
-func openDB(b *testing.B, db string) *chstore.Store {
-	s, err := chstore.Open(chstore.Config{URL: "clickhouse://default@" + testenv.ClickHouseAddr(b) + "/" + db})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	return s
-}
 
 // BenchmarkRestore backs up and restores 10 M readings (input_values rows as
 // the writer stores them, 1,000 devices): the tables' part of a backup and
@@ -35,7 +23,7 @@ func BenchmarkRestore(b *testing.B) {
 	const n = 10_000_000
 	ctx := context.Background()
 	addr, db := testenv.ClickHouseDB(b)
-	src := openDB(b, db)
+	src := chtest.Open(b, "default", db)
 	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, ReadTimeout: 5 * time.Minute})
 	if err != nil {
 		b.Fatal(err)
@@ -59,7 +47,7 @@ func BenchmarkRestore(b *testing.B) {
 		}
 		backedUp := time.Since(t0)
 		_, fresh := testenv.ClickHouseDB(b)
-		dst := openDB(b, fresh)
+		dst := chtest.Open(b, "default", fresh)
 		t1 := time.Now()
 		if err := restoreTables(ctx, dst, dir, counts); err != nil {
 			b.Fatal(err)

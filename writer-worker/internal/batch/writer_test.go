@@ -18,6 +18,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore/chtest"
 	"github.com/devicehub/eventservice/writer-worker/internal/idem"
 )
 
@@ -35,15 +36,8 @@ func newRig(t *testing.T) *rig {
 	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
 		t.Fatal(err)
 	}
-	addr, db := testenv.ClickHouseDB(t)
-	store, err := chstore.Open(chstore.Config{URL: "clickhouse://default@" + addr + "/" + db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	_, db := testenv.ClickHouseDB(t)
+	store := chtest.Open(t, "default", db)
 	return &rig{nc: nc, js: js, store: store, db: db}
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/settle"
-	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore/chtest"
 )
 
 // A batch whose counts are stored but whose rejections' table fails is
@@ -27,14 +27,7 @@ func TestAPartlyStoredBatchIsFinishedNotCountedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, db := testenv.ClickHouseDB(t)
-	store, err := chstore.Open(chstore.Config{URL: "clickhouse://ingest_writer@" + addr + "/" + db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	if err := store.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	store := chtest.Open(t, "ingest_writer", db)
 	admin, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}})
 	if err != nil {
 		t.Fatal(err)

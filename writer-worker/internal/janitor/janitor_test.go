@@ -13,6 +13,7 @@ import (
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/retention"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore/chtest"
 )
 
 type rig struct {
@@ -24,14 +25,7 @@ type rig struct {
 func newRig(t *testing.T) rig {
 	t.Helper()
 	addr, db := testenv.ClickHouseDB(t)
-	s, err := chstore.Open(chstore.Config{URL: "clickhouse://ingest_writer@" + addr + "/" + db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	if err := s.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s := chtest.Open(t, "ingest_writer", db)
 	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}})
 	if err != nil {
 		t.Fatal(err)

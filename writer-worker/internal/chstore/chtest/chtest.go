@@ -1,0 +1,27 @@
+// Package chtest opens chstore Stores on the tests' ClickHouse server
+// (integration/testenv), for the tests of the packages that use chstore.
+package chtest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+)
+
+// Open returns a Store on database db of the tests' ClickHouse server as
+// user (ingest_writer, as deployed; default for benchmarks that generate
+// their rows in ClickHouse), its schema migrated, closed when tb ends.
+func Open(tb testing.TB, user, db string) *chstore.Store {
+	tb.Helper()
+	s, err := chstore.Open(chstore.Config{URL: "clickhouse://" + user + "@" + testenv.ClickHouseAddr(tb) + "/" + db})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	if err := s.Migrate(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
