@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS device_events.input_values
                       substring(value_json, 1, 1) = '{', 'object', substring(value_json, 1, 1) = '[', 'array', 'number')
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.input_values', '{replica}')
-PARTITION BY toYYYYMM(toDateTime(intDiv(ts_ns, 1000000000)))
+PARTITION BY toYYYYMM(toDateTime(intDiv(ts_ns, 1000000000), 'UTC'))
 ORDER BY (entity, input, ts_ns, event_id, device_input);
 
 CREATE TABLE IF NOT EXISTS device_events.device_messages
@@ -43,7 +43,7 @@ CREATE TABLE IF NOT EXISTS device_events.device_messages
     ts_ms      Int64 ALIAS intDiv(ts_ns, 1000000)
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.device_messages', '{replica}')
-PARTITION BY toYYYYMM(toDateTime(intDiv(ts_ns, 1000000000)))
+PARTITION BY toYYYYMM(toDateTime(intDiv(ts_ns, 1000000000), 'UTC'))
 ORDER BY (serial, ts_ns, event_id);
 
 CREATE TABLE IF NOT EXISTS device_events.event_keys
@@ -53,7 +53,7 @@ CREATE TABLE IF NOT EXISTS device_events.event_keys
     outcome    UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.event_keys', '{replica}')
-PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
+PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000), 'UTC'))
 ORDER BY event_id
 SETTINGS index_granularity = 256;
 
@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS device_events.device_stats
     readings   UInt64
 )
 ENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/device_events.device_stats', '{replica}', (requests, readings))
-PARTITION BY toYYYYMMDD(toDateTime(minute))
+PARTITION BY toYYYYMMDD(toDateTime(minute, 'UTC'))
 ORDER BY (serial, minute, kind);
 
 CREATE TABLE IF NOT EXISTS device_events.device_stats_hourly
@@ -78,7 +78,7 @@ CREATE TABLE IF NOT EXISTS device_events.device_stats_hourly
     readings   UInt64
 )
 ENGINE = ReplicatedSummingMergeTree('/clickhouse/tables/{shard}/device_events.device_stats_hourly', '{replica}', (requests, readings))
-PARTITION BY toYYYYMM(toDateTime(hour))
+PARTITION BY toYYYYMM(toDateTime(hour, 'UTC'))
 ORDER BY (serial, hour, kind);
 
 CREATE TABLE IF NOT EXISTS device_events.device_seen
@@ -100,7 +100,7 @@ CREATE TABLE IF NOT EXISTS device_events.device_rejections
     source     String
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/device_events.device_rejections', '{replica}')
-PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
+PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000), 'UTC'))
 ORDER BY (serial, ts_ns);
 
 CREATE TABLE IF NOT EXISTS device_events.device_keys
@@ -112,7 +112,7 @@ CREATE TABLE IF NOT EXISTS device_events.device_keys
     value      String
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/device_events.device_keys', '{replica}')
-PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000)))
+PARTITION BY toYYYYMMDD(toDateTime(intDiv(ts_ns, 1000000000), 'UTC'))
 ORDER BY (serial, key, ts_ns);
 
 CREATE TABLE IF NOT EXISTS device_events.input_minutes
@@ -130,7 +130,7 @@ CREATE TABLE IF NOT EXISTS device_events.input_minutes
     version           Int64
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.input_minutes', '{replica}', version)
-PARTITION BY toYYYYMM(toDateTime(bucket))
+PARTITION BY toYYYYMM(toDateTime(bucket, 'UTC'))
 ORDER BY (entity, input, bucket);
 
 CREATE TABLE IF NOT EXISTS device_events.input_hours
@@ -148,7 +148,7 @@ CREATE TABLE IF NOT EXISTS device_events.input_hours
     version           Int64
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/device_events.input_hours', '{replica}', version)
-PARTITION BY toYear(toDateTime(bucket))
+PARTITION BY toYear(toDateTime(bucket, 'UTC'))
 ORDER BY (entity, input, bucket);
 
 CREATE TABLE IF NOT EXISTS device_events.rollup_dirty
@@ -159,6 +159,6 @@ CREATE TABLE IF NOT EXISTS device_events.rollup_dirty
     minute     Int64
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/device_events.rollup_dirty', '{replica}')
-PARTITION BY toYYYYMMDD(toDateTime(intDiv(marked_ns, 1000000000)))
+PARTITION BY toYYYYMMDD(toDateTime(intDiv(marked_ns, 1000000000), 'UTC'))
 ORDER BY marked_ns;
 

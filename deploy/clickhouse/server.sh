@@ -6,6 +6,8 @@
 # Works with Debian's clickhouse-server 18.16 and with current releases.
 # CLICKHOUSE_EXTRA_CONFIG, if set, is XML put inside <yandex> (cluster.sh uses
 # it for ZooKeeper, macros, the interserver port and remote_servers).
+# CLICKHOUSE_TIMEZONE, if set, is the server's <timezone> (default UTC): tests
+# start a server west of UTC to check that nothing depends on it.
 set -euo pipefail
 cmd=${1:?usage: server.sh start|stop DIR [TCP_PORT] [HTTP_PORT]}
 dir=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
@@ -34,7 +36,7 @@ start)
   <users_config>$dir/users.xml</users_config>
   <default_profile>default</default_profile>
   <default_database>default</default_database>
-  <timezone>UTC</timezone>
+  <timezone>${CLICKHOUSE_TIMEZONE:-UTC}</timezone>
   <mark_cache_size>268435456</mark_cache_size>
   <max_concurrent_queries>200</max_concurrent_queries>
   <!-- Parts replaced by merges are deleted after 60 s instead of 480 s: a
