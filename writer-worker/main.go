@@ -82,7 +82,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		return err
 	}
 	backfills := backfiller.New(jobs, store, writer.Events, reg, log.With(zap.String("component", "backfill")))
-	rollups := rollup.New(jobs, store, cfg.Retention.Periods[retention.Readings], reg, log.With(zap.String("component", "rollup")))
+	rollups := rollup.New(jobs, store, cfg.Retention.Periods[retention.Readings], rollup.DefaultBudget, reg, log.With(zap.String("component", "rollup")))
 	sweeps := janitor.New(store, cfg.Retention.Periods, cfg.Batch.KeyWindow, reg, log.With(zap.String("component", "retention")))
 	queries := reads.New(nc, names.QueryPrefix(), store, keys.Lookup, log.With(zap.String("component", "reads")))
 

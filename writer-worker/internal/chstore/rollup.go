@@ -83,32 +83,55 @@ func latestOf(db string, t Tier, where string) string {
 }
 
 // Rollup computes again the minutes marked in (fromNs, toNs], and the
-// hours they lie in, from the readings below them, with version versionNs:
-// a bucket's newest computation is what it holds. The marks are read by
-// ClickHouse itself (GLOBAL IN: once, also behind Distributed tables);
-// their span of minutes bounds the scan by the primary key.
+// hours they lie in, in one chunk of any size: RollupChunk without bounds.
+func (s *Store) Rollup(ctx context.Context, fromNs, toNs, sinceMinute, versionNs int64) error {
+	return s.RollupChunk(ctx, Chunk{FromNs: fromNs, ToNs: toNs}, sinceMinute, versionNs, 0)
+}
+
+// RollupChunk computes again the minutes c marks, and the hours they lie
+// in, from the readings below them, with version versionNs: a bucket's
+// newest computation is what it holds. The marks are read by ClickHouse
+// itself (GLOBAL IN: once, also behind Distributed tables); their entities,
+// inputs and span of minutes bound the scan by the primary key. Each of
+// its two queries reads at most maxRows rows, the marks' included (0: no
+// bound), or fails before it reads any (TooBig).
 //
 // Minutes before sinceMinute (Unix s) are left out: their readings' month
 // is past retention, dropped or about to be, and a bucket computed again
 // from what is left would lose the readings the rollup still counts.
-func (s *Store) Rollup(ctx context.Context, fromNs, toNs, sinceMinute, versionNs int64) error {
+func (s *Store) RollupChunk(ctx context.Context, c Chunk, sinceMinute, versionNs int64, maxRows uint64) error {
 	var lo, hi int64
 	var n uint64
-	marked := "FROM " + s.db + ".rollup_dirty WHERE marked_ns > ? AND marked_ns <= ? AND minute >= " + strconv.FormatInt(sinceMinute, 10)
-	if err := s.conn.QueryRow(ctx, "SELECT min(minute), max(minute), count() "+marked, fromNs, toNs).Scan(&lo, &hi, &n); err != nil {
+	var e0, e1, i0, i1 string
+	marked, m := c.marked(s.db, sinceMinute)
+	if err := s.conn.QueryRow(ctx, "SELECT min(minute), max(minute), count(), min(entity), max(entity), min(input), max(input) "+marked, m...).
+		Scan(&lo, &hi, &n, &e0, &e1, &i0, &i1); err != nil {
 		return fmt.Errorf("read rollup marks: %w", classify(err))
 	}
 	if n == 0 {
 		return nil
 	}
-	raw := rawFold(s.db, "entity GLOBAL IN (SELECT entity "+marked+") AND ts_ns >= ? AND ts_ns < ? AND "+
-		"(entity, input, intDiv(ts_ns, 60000000000) * 60) GLOBAL IN (SELECT entity, input, minute "+marked+")")
-	if err := s.fold(ctx, Minutes, raw, "v", []any{fromNs, toNs, lo * 1e9, (hi + 60) * 1e9, fromNs, toNs}, versionNs); err != nil {
+	ctx = readLimit(ctx, maxRows)
+	// The marks' ranges of entities and inputs, as values: ClickHouse 18.16
+	// bounds a scan by the primary key with them, not with GLOBAL IN sets.
+	keys := "entity >= ? AND entity <= ? AND input >= ? AND input <= ? AND entity GLOBAL IN (SELECT entity " + marked + ")"
+	k := join([]any{e0, e1, i0, i1}, m)
+	raw := rawFold(s.db, keys+" AND ts_ns >= ? AND ts_ns < ? AND (entity, input, intDiv(ts_ns, 60000000000) * 60) GLOBAL IN (SELECT entity, input, minute "+marked+")")
+	if err := s.fold(ctx, Minutes, raw, "v", join(k, []any{lo * 1e9, (hi + 60) * 1e9}, m), versionNs); err != nil {
 		return err
 	}
-	fine := latestOf(s.db, Minutes, "entity GLOBAL IN (SELECT entity "+marked+") AND bucket >= ? AND bucket < ? AND "+
+	fine := latestOf(s.db, Minutes, keys+" AND bucket >= ? AND bucket < ? AND "+
 		"(entity, input, intDiv(bucket, 3600) * 3600) GLOBAL IN (SELECT entity, input, intDiv(minute, 3600) * 3600 "+marked+")")
-	return s.fold(ctx, Hours, fine, "", []any{fromNs, toNs, lo / 3600 * 3600, hi/3600*3600 + 3600, fromNs, toNs}, versionNs)
+	return s.fold(ctx, Hours, fine, "", join(k, []any{lo / 3600 * 3600, hi/3600*3600 + 3600}, m), versionNs)
+}
+
+// join is the arguments of a query's placeholders, part after part.
+func join(parts ...[]any) []any {
+	var out []any
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
 }
 
 // fold inserts into tier t the buckets of the rows of from (tier rows, or
