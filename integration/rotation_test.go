@@ -171,7 +171,7 @@ func keyID(t *testing.T, key string) string {
 // works on the old one), then to the new copy alone once the old one has
 // stopped, and last to a copy on new alone. Every post is stored; the
 // records stay under old while a copy reads old only, and are under new
-// once it has gone.
+// once it has gone. A copy on a key it cannot read them with answers 503.
 func TestTokenKeyRotationLocksNobodyOut(t *testing.T) {
 	s := startStack(t) // TOKEN_KEY=tokenKey: the old key
 	oldID, newID := keyID(t, tokenKey), keyID(t, newTokenKey)
@@ -230,5 +230,23 @@ func TestTokenKeyRotationLocksNobodyOut(t *testing.T) {
 	p.storedOn(t, lastCopy, 5)
 	s.base = lastCopy
 	expect(t, s.post(t, `{"serial":"rotating","data":{"t":3}}`, bearer(added)), 200, storedMsg, "")
+
+	// A copy started on a key no record is under (a mistake) cannot check
+	// the device's token: it answers 503 + Retry-After, never 401, and
+	// does not count it against the address (past SOURCE_AUTH_FAILURES).
+	strayCopy := "http://" + freeAddr(t)
+	s.start("ingest-api.4", "HTTP_ADDR="+strings.TrimPrefix(strayCopy, "http://"), "TOKEN_KEY=e2e-stray-token-key-5d7f9b1c3e5a7092b4d6f8a0c2e4")
+	s.bases = []string{strayCopy}
+	s.waitReady()
+	s.base = strayCopy
+	for range 25 {
+		r := s.post(t, `{"serial":"rotating","data":{"t":4}}`, bearer(token))
+		expect(t, r, 503, "Failed to process message", "The access token cannot be checked on this server yet, retry later")
+		if r.Header.Get("Retry-After") == "" {
+			t.Fatal("503 without Retry-After")
+		}
+	}
+	s.kill(t, "ingest-api.4", os.Interrupt)
+	p.storedOn(t, lastCopy, 5)
 	p.finish(t)
 }
