@@ -42,7 +42,6 @@ type Census struct {
 	changed chan struct{} // a token whenever the copies agree on another key
 	ready   chan struct{}
 	once    sync.Once
-	takes   int
 	state   string // what was last logged
 }
 
@@ -79,8 +78,9 @@ func OpenCensus(ctx context.Context, js jetstream.JetStream, bucket string, repl
 		changed: make(chan struct{}, 1), ready: make(chan struct{})}, nil
 }
 
-// Ready is closed once this copy's announcement has been up for one round,
-// so that the other copies have seen it before this one serves.
+// Ready is closed at the first round that sees this copy's announcement
+// (announceEvery after Run starts), so that the other copies have seen it
+// before this one serves.
 func (c *Census) Ready() <-chan struct{} { return c.ready }
 
 // Agreed reports whether every live copy reads the key this one writes
@@ -90,75 +90,94 @@ func (c *Census) Agreed() bool { return c.agreed.Load() }
 // Changed receives a token whenever the copies come to agree on a key.
 func (c *Census) Changed() <-chan struct{} { return c.changed }
 
-// Run announces this copy every announceEvery and takes the census, until
-// ctx ends; then it withdraws the announcement.
+// Run announces this copy every announceEvery and follows the others'
+// announcements, deciding at each round, until ctx ends; then it
+// withdraws the announcement.
 func (c *Census) Run(ctx context.Context) error {
+	w, err := c.kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("follow the token key census: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	defer c.withdraw()
 	t := time.NewTicker(announceEvery)
 	defer t.Stop()
-	defer c.withdraw()
+	seen := map[string]seenCopy{}
+	c.announce(ctx)
 	for {
-		if err := c.take(ctx); err != nil && ctx.Err() == nil {
-			// Nothing changes meanwhile: the key written under stays,
-			// and records are rewritten only after a census.
-			c.agreed.Store(false)
-			c.log.Warn("token key census", zap.Error(err))
-		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case e, ok := <-w.Updates():
+			if !ok {
+				return errors.New("the token key census watch ended")
+			}
+			if e != nil {
+				seen[e.Key()] = seenCopy{keys: decodeKeys(e), at: time.Now(), gone: e.Operation() != jetstream.KeyValuePut}
+			}
+		case now := <-t.C:
+			c.announce(ctx)
+			c.decide(c.live(seen, now))
 		}
 	}
 }
 
-// take announces this copy, reads every live announcement and decides.
-func (c *Census) take(ctx context.Context) error {
+// seenCopy is a copy's announcement as this one last saw it.
+type seenCopy struct {
+	keys []string
+	at   time.Time // when this copy saw it
+	gone bool      // withdrawn
+}
+
+func decodeKeys(e jetstream.KeyValueEntry) []string {
+	var a announcement
+	if json.Unmarshal(e.Value(), &a) != nil {
+		return nil // a copy whose keys cannot be told might read none of ours
+	}
+	return a.Keys
+}
+
+// live returns the key sets of the copies seen announcing within
+// announceTTL, and forgets the others; nil when this copy's own
+// announcement is not among them (its watch or its announcements
+// stalled: the census is unknown, not empty).
+func (c *Census) live(seen map[string]seenCopy, now time.Time) [][]string {
+	var sets [][]string
+	for id, sc := range seen {
+		if sc.gone || now.Sub(sc.at) > announceTTL {
+			delete(seen, id)
+			continue
+		}
+		sets = append(sets, sc.keys)
+	}
+	if _, ok := seen[c.self]; !ok {
+		return nil
+	}
+	return sets
+}
+
+// announce puts this copy's entry, with the keys it reads.
+func (c *Census) announce(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, announceEvery)
 	defer cancel()
 	b, _ := json.Marshal(announcement{Keys: c.keys.IDs()})
-	if _, err := c.kv.Put(ctx, c.self, b); err != nil {
-		return fmt.Errorf("announce: %w", err)
-	}
-	sets, err := c.read(ctx)
-	if err != nil {
-		return err
-	}
-	c.decide(sets)
-	if c.takes++; c.takes >= 2 {
-		c.once.Do(func() { close(c.ready) })
-	}
-	return nil
-}
-
-// read returns the key sets of every live copy, this one's included.
-func (c *Census) read(ctx context.Context) ([][]string, error) {
-	w, err := c.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
-	if err != nil {
-		return nil, fmt.Errorf("read the census: %w", err)
-	}
-	defer func() { _ = w.Stop() }()
-	var sets [][]string
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read the census: %w", ctx.Err())
-		case e := <-w.Updates():
-			if e == nil {
-				return sets, nil
-			}
-			var a announcement
-			if json.Unmarshal(e.Value(), &a) != nil {
-				// A copy whose keys cannot be told might read none of ours.
-				a.Keys = nil
-			}
-			sets = append(sets, a.Keys)
-		}
+	if _, err := c.kv.Put(ctx, c.self, b); err != nil && ctx.Err() == nil {
+		c.log.Warn("announce to the token key census", zap.Error(err))
 	}
 }
 
 // decide writes under the newest of this copy's keys that every set
-// holds; with none in common it keeps its key and rewrites nothing.
+// holds; with none in common, or no census, it keeps its key and
+// rewrites nothing.
 func (c *Census) decide(sets [][]string) {
+	if sets == nil {
+		c.agreed.Store(false)
+		c.logState("unknown", func() {
+			c.log.Warn("this copy's token key announcement is not seen: records are not rewritten until it is")
+		})
+		return
+	}
+	defer c.once.Do(func() { close(c.ready) })
 	id, ok := common(c.keys.IDs(), sets)
 	was := c.keys.ID()
 	if ok {
@@ -171,20 +190,24 @@ func (c *Census) decide(sets [][]string) {
 		}
 	}
 	c.agreed.Store(ok)
-	state := "agreed " + id
 	if !ok {
-		state = "none in common"
-	}
-	if state == c.state {
+		c.logState("none in common", func() {
+			c.log.Error("the ingest-api copies hold no TOKEN_KEY in common: records stay as they are, and a copy answers 503 for devices whose tokens are under keys it does not hold; start the copies with TOKEN_KEY=<new>,<old>",
+				zap.Strings("keys", c.keys.IDs()), zap.Int("copies", len(sets)))
+		})
 		return
 	}
-	c.state = state
-	if ok {
+	c.logState("agreed "+id, func() {
 		c.log.Info("every ingest-api copy reads this token key: records are written under it", zap.String("key", id), zap.Int("copies", len(sets)))
-		return
+	})
+}
+
+// logState logs, once per change of state, what the census decided.
+func (c *Census) logState(state string, log func()) {
+	if state != c.state {
+		c.state = state
+		log()
 	}
-	c.log.Error("the ingest-api copies hold no TOKEN_KEY in common: records stay as they are, and a copy answers 503 for devices whose tokens are under keys it does not hold; start the copies with TOKEN_KEY=<new>,<old>",
-		zap.Strings("keys", c.keys.IDs()), zap.Int("copies", len(sets)))
 }
 
 // common returns the first of mine that every one of sets holds.

@@ -226,3 +226,26 @@ func TestNoCommonKeyNoAgreement(t *testing.T) {
 	b.stop()
 	until(t, "a copy alone agrees with itself", func() bool { return a.census.Agreed() })
 }
+
+// A copy counts announcements seen within announceTTL, withdrawn ones
+// never, and knows nothing while its own is not among them.
+func TestLiveCopies(t *testing.T) {
+	c := &Census{self: "me"}
+	now := time.Now()
+	seen := map[string]seenCopy{
+		"me":    {keys: []string{"new", "old"}, at: now.Add(-time.Second)},
+		"other": {keys: []string{"old"}, at: now.Add(-announceTTL + time.Second)},
+		"dead":  {keys: []string{"older"}, at: now.Add(-announceTTL - time.Second)},
+		"left":  {keys: []string{"older"}, at: now, gone: true},
+	}
+	sets := c.live(seen, now)
+	if len(sets) != 2 || len(seen) != 2 {
+		t.Fatalf("live sets %v, kept %v", sets, seen)
+	}
+	if id, ok := common([]string{"new", "old"}, sets); !ok || id != "old" {
+		t.Fatalf("common %q %v", id, ok)
+	}
+	if sets := c.live(seen, now.Add(announceTTL)); sets != nil {
+		t.Fatalf("own announcement not renewed, yet the census is %v", sets)
+	}
+}
