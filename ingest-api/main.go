@@ -54,6 +54,10 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	census, err := registry.OpenCensus(ctx, js, names.CensusBucket, cfg.NATS.Replicas, keys, log.With(zap.String("component", "census")))
+	if err != nil {
+		return err
+	}
 	adminKeys, err := adminkeys.Open(ctx, js, names.KeysBucket, cfg.NATS.Replicas, cfg.AdminToken, log.With(zap.String("component", "adminkeys")))
 	if err != nil {
 		return err
@@ -130,6 +134,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	return program.Run(ctx, log,
 		program.Stage{
 			{Name: "registry", Run: store.Run, Ready: store.Cache().Synced()},
+			{Name: "token key census", Run: census.Run, Ready: census.Ready()},
 			{Name: "admin keys", Run: adminKeys.Run, Ready: adminKeys.Synced()},
 			{Name: "submitter", Run: sub.Run},
 			{Name: "ops", Run: ops.Run},
@@ -137,7 +142,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "diagnostics", Run: tally.Run},
 			{Name: "rate sharing", Run: limiter.Sharing(nc, names.RateSubject(), waiter.Subject(), log.With(zap.String("component", "ratelimit")))},
 		},
-		program.Stage{{Name: "registry upgrade", Run: store.KeepUpgraded(keys)}, {Name: "http", Run: func(ctx context.Context) error {
+		program.Stage{{Name: "registry upgrade", Run: store.KeepUpgraded(keys, census)}, {Name: "http", Run: func(ctx context.Context) error {
 			ln, err := net.Listen("tcp", cfg.HTTPAddr)
 			if err != nil {
 				return fmt.Errorf("listen: %w", err)

@@ -114,7 +114,7 @@ func TestCustomNATSNames(t *testing.T) {
 		streams = append(streams, n)
 	}
 	sort.Strings(streams)
-	if want := []string{"FLEET_EU_AUDIT", "FLEET_EU_CLAIMS", "FLEET_EU_DEADLETTER", "FLEET_EU_DIAG", "FLEET_EU_EVENTS", "FLEET_EU_MAPPED", "KV_fleet_eu_backfills", "KV_fleet_eu_keys", "KV_fleet_eu_registry"}; !slices.Equal(streams, want) {
+	if want := []string{"FLEET_EU_AUDIT", "FLEET_EU_CLAIMS", "FLEET_EU_DEADLETTER", "FLEET_EU_DIAG", "FLEET_EU_EVENTS", "FLEET_EU_MAPPED", "KV_fleet_eu_backfills", "KV_fleet_eu_census", "KV_fleet_eu_keys", "KV_fleet_eu_registry"}; !slices.Equal(streams, want) {
 		t.Fatalf("streams %v, want %v", streams, want)
 	}
 	// The keyed reading's claim is in the renamed stream, under the prefix.

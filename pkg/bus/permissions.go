@@ -68,7 +68,7 @@ func Users(n Names) []User {
 	}
 	return []User{
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
-			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), writeKV(n.BackfillBucket), []string{
+			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), writeKV(n.BackfillBucket), writeKV(n.CensusBucket), []string{
 				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(), n.DiagSubject(),
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
 				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.UPDATE." + audit, "$JS.API.STREAM.INFO." + audit,

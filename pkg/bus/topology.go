@@ -21,6 +21,7 @@ import (
 //	ingest-api --p.audit--> P_AUDIT; KV buckets p_registry (devices) and p_keys (workspace keys)
 //	ingest-api, mapper-worker --p.diag--> P_DIAG --consumer "diag"--> writer-worker (device diagnostics)
 //	ingest-api <--KV p_backfills--> writer-worker (backfill jobs: created and cancelled, run)
+//	ingest-api <--KV p_census--> ingest-api (which TOKEN_KEYs each live copy reads)
 //
 // Every name derives from the prefix, so two deployments share a NATS
 // account by taking different prefixes.
@@ -60,6 +61,7 @@ type Names struct {
 	RegistryBucket   string // the device registry
 	KeysBucket       string // the workspace API's keys
 	BackfillBucket   string // backfill jobs (pkg/backfill) and the lease of who runs them
+	CensusBucket     string // the live ingest-api copies and the TOKEN_KEYs each reads (pkg/registry.Census)
 	MapperConsumer   string // durable consumer of EventsStream
 	WriterConsumer   string // durable consumer of MappedStream
 	DiagConsumer     string // durable consumer of DiagStream
@@ -81,6 +83,7 @@ func NamesFor(prefix string) Names {
 		RegistryBucket:   low + "_registry",
 		KeysBucket:       low + "_keys",
 		BackfillBucket:   low + "_backfills",
+		CensusBucket:     low + "_census",
 		MapperConsumer:   "mapper",
 		WriterConsumer:   "writer",
 		DiagConsumer:     "diag",

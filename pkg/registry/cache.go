@@ -70,7 +70,11 @@ func (e *Entry) Authenticate(k *Keyring, secrets ...string) (name string, ok boo
 		if s == "" {
 			continue
 		}
-		var current *[sha256.Size]byte // computed once per secret
+		var written *[sha256.Size]byte // under the key written under: computed once per secret
+		var w *tokenKey
+		if k != nil {
+			w = k.writer()
+		}
 		for i := range e.tokens {
 			t := &e.tokens[i]
 			var dg [sha256.Size]byte
@@ -79,18 +83,18 @@ func (e *Entry) Authenticate(k *Keyring, secrets ...string) (name string, ok boo
 				dg = sha256.Sum256([]byte(s))
 			case k == nil:
 				continue
-			case t.key == k.id:
-				if current == nil {
-					d := k.Digest(s)
-					current = &d
+			case t.key == w.id:
+				if written == nil {
+					d := w.sum(s)
+					written = &d
 				}
-				dg = *current
+				dg = *written
 			default:
 				r := k.under(t.key)
 				if r == nil {
 					continue
 				}
-				dg = r.Digest(s)
+				dg = r.sum(s)
 			}
 			if subtle.ConstantTimeCompare(dg[:], t.digest[:]) == 1 {
 				return t.name, true
@@ -98,6 +102,19 @@ func (e *Entry) Authenticate(k *Keyring, secrets ...string) (name string, ok boo
 		}
 	}
 	return "", false
+}
+
+// Unreadable reports whether one of the device's tokens is under a
+// TOKEN_KEY k does not hold: a secret that matched none of the others
+// may be that one, so its failure is not the device's (a copy started on
+// other keys than the copy that wrote the record).
+func (e *Entry) Unreadable(k *Keyring) bool {
+	for _, t := range e.tokens {
+		if t.key != "" && (k == nil || !k.Holds(t.key)) {
+			return true
+		}
+	}
+	return false
 }
 
 // AcceptsAPI reports whether the device may post over this HTTP interface.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"sync"
+	"sync/atomic"
 )
 
 // MinKeyLen is the shortest TOKEN_KEY accepted: 32 bytes (make run and the
@@ -25,35 +26,44 @@ const MinKeyLen = 32
 //     subkey, bound to the serial and the token's name, so that a sealed
 //     token copied into another record does not open.
 //
-// A previous key (TOKEN_KEY's second) is kept only to read what it made
-// while the registry is upgraded to the current one.
+// It reads what either of its keys made (TOKEN_KEY's current one and the
+// one after the comma) and writes under one of them: the current key,
+// unless the other ingest-api copies cannot read it yet (Census chooses).
 type Keyring struct {
-	id       string // names the key in what it made (not secret: a digest of it)
-	digest   []byte
-	aead     cipher.AEAD
-	pool     sync.Pool // hash.Hash under digest
-	previous *Keyring
+	keys  []*tokenKey // the current key first
+	write atomic.Pointer[tokenKey]
+}
+
+// tokenKey is the subkeys of one TOKEN_KEY.
+type tokenKey struct {
+	id     string // names the key in what it made (not secret: a digest of it)
+	digest []byte
+	aead   cipher.AEAD
+	pool   sync.Pool // hash.Hash under digest
 }
 
 // NewKeyring derives the subkeys of key; previous, if not empty, is the key
-// being replaced.
+// being replaced. It writes under key until WriteUnder says otherwise.
 func NewKeyring(key, previous string) (*Keyring, error) {
-	k, err := newKeyring(key)
+	cur, err := newTokenKey(key)
 	if err != nil {
 		return nil, err
 	}
+	k := &Keyring{keys: []*tokenKey{cur}}
 	if previous != "" {
-		if k.previous, err = newKeyring(previous); err != nil {
+		prev, err := newTokenKey(previous)
+		if err != nil {
 			return nil, fmt.Errorf("previous key: %w", err)
 		}
-		if k.previous.id == k.id {
-			k.previous = nil
+		if prev.id != cur.id {
+			k.keys = append(k.keys, prev)
 		}
 	}
+	k.write.Store(cur)
 	return k, nil
 }
 
-func newKeyring(key string) (*Keyring, error) {
+func newTokenKey(key string) (*tokenKey, error) {
 	if len(key) < MinKeyLen {
 		return nil, fmt.Errorf("token key must be at least %d bytes (64 hex digits from a random source)", MinKeyLen)
 	}
@@ -70,63 +80,95 @@ func newKeyring(key string) (*Keyring, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Keyring{id: hex.EncodeToString(sub("id")[:6]), digest: sub("digest"), aead: aead}
-	k.pool.New = func() any { return hmac.New(sha256.New, k.digest) }
-	return k, nil
+	t := &tokenKey{id: hex.EncodeToString(sub("id")[:6]), digest: sub("digest"), aead: aead}
+	t.pool.New = func() any { return hmac.New(sha256.New, t.digest) }
+	return t, nil
 }
 
-// ID names the key (12 hex digits), so that a record made under another
-// key is recognised.
-func (k *Keyring) ID() string { return k.id }
+// ID names the key records are written under (12 hex digits), so that a
+// record made under another key is recognised.
+func (k *Keyring) ID() string { return k.writer().id }
 
-// Digest is the keyed digest of secret.
-func (k *Keyring) Digest(secret string) [sha256.Size]byte {
-	m := k.pool.Get().(hash.Hash)
-	m.Reset()
-	m.Write([]byte(secret))
-	var out [sha256.Size]byte
-	m.Sum(out[:0])
-	k.pool.Put(m)
+// IDs names the keys the ring reads, the current one first.
+func (k *Keyring) IDs() []string {
+	out := make([]string, len(k.keys))
+	for i, t := range k.keys {
+		out[i] = t.id
+	}
 	return out
 }
 
-// Seal encrypts token for the record of serial, under its name.
-func (k *Keyring) Seal(serial, name, token string) ([]byte, error) {
-	nonce := make([]byte, k.aead.NonceSize(), k.aead.NonceSize()+len(token)+k.aead.Overhead())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, fmt.Errorf("seal token: %w", err)
+// WriteUnder makes the ring write under its key named id, and reports
+// whether it holds one.
+func (k *Keyring) WriteUnder(id string) bool {
+	t := k.under(id)
+	if t != nil {
+		k.write.Store(t)
 	}
-	return k.aead.Seal(nonce, nonce, []byte(token), sealContext(serial, name)), nil
+	return t != nil
+}
+
+// writer is the key to write under: callers that make a digest and a
+// sealed copy take it once, so that both are under the same key.
+func (k *Keyring) writer() *tokenKey { return k.write.Load() }
+
+// Digest is the keyed digest of secret, under the key written under.
+func (k *Keyring) Digest(secret string) [sha256.Size]byte { return k.writer().sum(secret) }
+
+// Seal encrypts token for the record of serial, under its name, under the
+// key written under.
+func (k *Keyring) Seal(serial, name, token string) ([]byte, error) {
+	return k.writer().seal(serial, name, token)
 }
 
 // ErrKey is returned for a token sealed under a key this ring does not hold,
 // or altered.
 var ErrKey = errors.New("token sealed under another TOKEN_KEY, or altered")
 
-// Open decrypts a token that Seal made for serial and name, under this
-// key or the previous one (keyID says which).
+// Open decrypts a token that Seal made for serial and name, under either
+// key (keyID says which).
 func (k *Keyring) Open(keyID, serial, name string, sealed []byte) (string, error) {
-	r := k.under(keyID)
-	if r == nil || len(sealed) < r.aead.NonceSize() {
+	t := k.under(keyID)
+	if t == nil || len(sealed) < t.aead.NonceSize() {
 		return "", ErrKey
 	}
-	n := r.aead.NonceSize()
-	plain, err := r.aead.Open(nil, sealed[:n], sealed[n:], sealContext(serial, name))
+	n := t.aead.NonceSize()
+	plain, err := t.aead.Open(nil, sealed[:n], sealed[n:], sealContext(serial, name))
 	if err != nil {
 		return "", ErrKey
 	}
 	return string(plain), nil
 }
 
-// under returns the ring of key keyID: this one or the previous one.
-func (k *Keyring) under(keyID string) *Keyring {
-	switch {
-	case keyID == k.id:
-		return k
-	case k.previous != nil && keyID == k.previous.id:
-		return k.previous
+// Holds reports whether the ring reads what key keyID made.
+func (k *Keyring) Holds(keyID string) bool { return k.under(keyID) != nil }
+
+// under returns the key named keyID, or nil.
+func (k *Keyring) under(keyID string) *tokenKey {
+	for _, t := range k.keys {
+		if t.id == keyID {
+			return t
+		}
 	}
 	return nil
+}
+
+func (t *tokenKey) sum(secret string) [sha256.Size]byte {
+	m := t.pool.Get().(hash.Hash)
+	m.Reset()
+	m.Write([]byte(secret))
+	var out [sha256.Size]byte
+	m.Sum(out[:0])
+	t.pool.Put(m)
+	return out
+}
+
+func (t *tokenKey) seal(serial, name, token string) ([]byte, error) {
+	nonce := make([]byte, t.aead.NonceSize(), t.aead.NonceSize()+len(token)+t.aead.Overhead())
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, fmt.Errorf("seal token: %w", err)
+	}
+	return t.aead.Seal(nonce, nonce, []byte(token), sealContext(serial, name)), nil
 }
 
 func sealContext(serial, name string) []byte {

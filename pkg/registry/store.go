@@ -127,13 +127,19 @@ func (s *Store) Update(ctx context.Context, serial string, change func(d *Device
 
 // Upgrade rewrites, in the form k makes, every record that is not (tokens
 // in the clear from before they were kept as digests, or made under
-// TOKEN_KEY's previous key). ingest-api runs it once the registry is loaded; an
-// upgrade that races a workspace change simply reads the record again. A
-// record it cannot upgrade (sealed under a key it does not hold) is left as
-// it is and counted in failed; err is the first such failure.
+// another TOKEN_KEY than the one k writes under). ingest-api runs it once
+// its copies agree on that key (KeepUpgraded); an upgrade that races a
+// workspace change simply reads the record again, and one that sees k
+// change keys stops. A record it cannot upgrade (sealed under a key it
+// does not hold) is left as it is and counted in failed; err is the first
+// such failure.
 func (s *Store) Upgrade(ctx context.Context, k *Keyring) (upgraded, failed int, first error) {
 	now := time.Now()
-	for _, serial := range s.cache.Stale(k.ID()) {
+	target := k.ID()
+	for _, serial := range s.cache.Stale(target) {
+		if k.ID() != target {
+			break
+		}
 		changed := false
 		_, err := s.Update(ctx, serial, func(d *Device, exists bool) error {
 			if !exists {
@@ -160,29 +166,34 @@ func (s *Store) Upgrade(ctx context.Context, k *Keyring) (upgraded, failed int, 
 	return upgraded, failed, first
 }
 
-// upgradeEvery is how often KeepUpgraded looks for records not in the
-// current form (written by an older copy during a rolling upgrade).
+// upgradeEvery is how often KeepUpgraded looks again for records not in
+// the current form (written by an older copy during a rolling upgrade)
+// when the copies' agreement has not changed.
 const upgradeEvery = time.Minute
 
-// KeepUpgraded is ingest-api's part that runs Upgrade at start and then
-// every minute until ctx ends; meanwhile records not yet upgraded still
-// authenticate.
-func (s *Store) KeepUpgraded(k *Keyring) func(ctx context.Context) error {
+// KeepUpgraded is ingest-api's part that runs Upgrade whenever the live
+// copies come to agree on the key to write under (c), and every minute
+// while they do; while they do not, records stay as they are, and every
+// copy reads them.
+func (s *Store) KeepUpgraded(k *Keyring, c *Census) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		t := time.NewTicker(upgradeEvery)
 		defer t.Stop()
 		for {
-			n, failed, err := s.Upgrade(ctx, k)
-			if n > 0 {
-				s.log.Info("registry records upgraded to the current token key", zap.Int("devices", n), zap.String("key", k.ID()))
-			}
-			if failed > 0 {
-				s.log.Error("registry records left as they are", zap.Int("devices", failed), zap.Error(err))
+			if c.Agreed() {
+				n, failed, err := s.Upgrade(ctx, k)
+				if n > 0 {
+					s.log.Info("registry records upgraded to the current token key", zap.Int("devices", n), zap.String("key", k.ID()))
+				}
+				if failed > 0 {
+					s.log.Error("registry records left as they are", zap.Int("devices", failed), zap.Error(err))
+				}
 			}
 			select {
 			case <-ctx.Done():
 				return nil
 			case <-t.C:
+			case <-c.Changed():
 			}
 		}
 	}

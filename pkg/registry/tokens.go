@@ -78,6 +78,11 @@ func checkToken(secret string) error {
 // value secret (generated when empty), as its secondary; it returns the
 // token, which is not kept anywhere in the clear.
 func (d *Device) AddToken(k *Keyring, name, secret string, now time.Time) (string, error) {
+	return d.addToken(k, k.writer(), name, secret, now)
+}
+
+// addToken is AddToken writing under w, one of k's keys.
+func (d *Device) addToken(k *Keyring, w *tokenKey, name, secret string, now time.Time) (string, error) {
 	if len(d.Tokens) >= MaxTokens {
 		return "", fmt.Errorf("%w: the device holds %d tokens; retire one first", ErrConflict, MaxTokens)
 	}
@@ -103,12 +108,12 @@ func (d *Device) AddToken(k *Keyring, name, secret string, now time.Time) (strin
 	} else if d.tokenIndex(k, secret) >= 0 {
 		return "", fmt.Errorf("%w: the device already has this token", ErrConflict)
 	}
-	sealed, err := k.Seal(d.Serial, name, secret)
+	sealed, err := w.seal(d.Serial, name, secret)
 	if err != nil {
 		return "", err
 	}
-	dg := k.Digest(secret)
-	d.Tokens = append(d.Tokens, Token{Name: name, Created: now.UTC(), Key: k.ID(), Digest: dg[:], Sealed: sealed})
+	dg := w.sum(secret)
+	d.Tokens = append(d.Tokens, Token{Name: name, Created: now.UTC(), Key: w.id, Digest: dg[:], Sealed: sealed})
 	d.TokenSeq++
 	return secret, nil
 }
@@ -163,15 +168,16 @@ func (d *Device) Reveal(k *Keyring, name string) (string, error) {
 
 // Upgrade rewrites d's tokens in the current form: a token kept in the
 // clear (a record from before tokens were digests) becomes token-1, and
-// a token made under the previous TOKEN_KEY is made again under the
-// current one. It reports whether d changed.
+// a token made under another TOKEN_KEY is made again under the one k
+// writes under. It reports whether d changed.
 func (d *Device) Upgrade(k *Keyring, now time.Time) (bool, error) {
+	w := k.writer()
 	changed := false
 	if d.AccessToken != "" {
 		secret := d.AccessToken
 		d.AccessToken = ""
 		if d.tokenIndex(k, secret) < 0 {
-			if _, err := d.AddToken(k, "", secret, now); err != nil {
+			if _, err := d.addToken(k, w, "", secret, now); err != nil {
 				return false, err
 			}
 		}
@@ -179,18 +185,18 @@ func (d *Device) Upgrade(k *Keyring, now time.Time) (bool, error) {
 	}
 	for i := range d.Tokens {
 		t := &d.Tokens[i]
-		if t.Key == k.ID() {
+		if t.Key == w.id {
 			continue
 		}
 		secret, err := k.Open(t.Key, d.Serial, t.Name, t.Sealed)
 		if err != nil {
 			return false, fmt.Errorf("token %q: %w", t.Name, err)
 		}
-		if t.Sealed, err = k.Seal(d.Serial, t.Name, secret); err != nil {
+		if t.Sealed, err = w.seal(d.Serial, t.Name, secret); err != nil {
 			return false, err
 		}
-		dg := k.Digest(secret)
-		t.Digest, t.Key = dg[:], k.ID()
+		dg := w.sum(secret)
+		t.Digest, t.Key = dg[:], w.id
 		changed = true
 	}
 	return changed, nil
@@ -209,7 +215,7 @@ func (d *Device) named(name string) int {
 func (d *Device) tokenIndex(k *Keyring, secret string) int {
 	for i, t := range d.Tokens {
 		if r := k.under(t.Key); r != nil {
-			dg := r.Digest(secret)
+			dg := r.sum(secret)
 			if subtle.ConstantTimeCompare(dg[:], t.Digest) == 1 {
 				return i
 			}

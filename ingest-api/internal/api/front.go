@@ -68,6 +68,11 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 		return s.authFailed(c, k, outcome.DeviceNotFound)
 	}
 	token, ok := dev.Authenticate(s.Keys, headerToken, bodyToken)
+	if !ok && dev.Unreadable(s.Keys) {
+		// Its token may be one this copy cannot check (TOKEN_KEY being
+		// rotated): not the device's failure, nor its address's.
+		return s.answer(c, k, outcome.ProcessingFailed, "", tokenUncheckable)
+	}
 	if !ok || !dev.AcceptsAPI() {
 		if ok {
 			k.kind = diag.KindMQTT
@@ -86,6 +91,10 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 	}
 	return handle(authorized{devReq: k, dev: dev, token: token, secrets: []string{headerToken, bodyToken}})
 }
+
+// tokenUncheckable is the detail of a device request whose token this
+// copy cannot check.
+const tokenUncheckable = "The access token cannot be checked on this server yet, retry later"
 
 // authFailed answers a failed authentication with code, or, when it is
 // past its address's limit (it got by the door while others used the limit
