@@ -14,7 +14,17 @@ import (
 )
 
 // Key maps any name onto the KV key alphabet.
-func Key(name string) string { return base64.RawURLEncoding.EncodeToString([]byte(name)) }
+func Key(name string) string { return keys.EncodeToString([]byte(name)) }
+
+// Name is the name whose key is key; false: key is no name's. Decoding is
+// strict, so that one name has one key: loose base64 reads "QR" as "A", as
+// it does "QQ", and a record under "QR" would stand for, or delete, A's.
+func Name(key string) (string, bool) {
+	raw, err := keys.DecodeString(key)
+	return string(raw), err == nil
+}
+
+var keys = base64.RawURLEncoding.Strict()
 
 type slot[V any] struct {
 	rev  uint64
@@ -156,14 +166,13 @@ func (m *Map[V]) apply(e jetstream.KeyValueEntry, r Reader[V]) {
 		}
 		return
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(e.Key())
-	if err != nil {
+	name, ok := Name(e.Key())
+	if !ok {
 		if r.BadKey != nil {
 			r.BadKey(e.Key())
 		}
 		return
 	}
-	name := string(raw)
 	if e.Operation() == jetstream.KeyValuePut {
 		v, ok := r.Decode(name, e.Value(), e.Revision())
 		if ok {
