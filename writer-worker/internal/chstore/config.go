@@ -113,12 +113,33 @@ func (c Config) Validate() error {
 		return err
 	}
 	switch {
-	case c.Database == "" || strings.ContainsAny(c.Database, "/`' "):
+	case c.Database == "":
 		return errors.New("CLICKHOUSE_URL must name a database: clickhouse://user@host:port/database")
+	case !identifier(c.Database, ""):
+		// It is written into every query unquoted: "device-events" would
+		// pass here and fail every statement.
+		return errors.New("CLICKHOUSE_URL's database must be letters, digits and '_', not starting with a digit")
+	case !identifier(c.Cluster, "-.") && c.Cluster != "":
+		return errors.New("CLICKHOUSE_CLUSTER must be letters, digits, '_', '-' and '.'")
 	case c.Cluster != "" && !c.Replicated:
 		return errors.New("CLICKHOUSE_CLUSTER needs CLICKHOUSE_REPLICATED")
 	case c.quorum > 1 && !c.Replicated:
 		return errors.New("an insert_quorum above 1 needs CLICKHOUSE_REPLICATED")
 	}
 	return nil
+}
+
+// identifier reports whether s is a name written into statements as it
+// is: letters, digits, '_' and the bytes of extra, not starting with a
+// digit.
+func identifier(s, extra string) bool {
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r == '_', strings.ContainsRune(extra, r) && r < 0x80:
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
 }

@@ -236,9 +236,27 @@ func TestURLAndQuorum(t *testing.T) {
 		"http://h:9000/ev":                       "must be clickhouse://",
 		"clickhouse://h:9000/":                   "must name a database",
 		"clickhouse://h:9000/ev?insert_quorum=2": "needs CLICKHOUSE_REPLICATED",
+		// Written into every statement unquoted: refused at start, not
+		// a syntax error on each.
+		"clickhouse://h:9000/device-events": "database must be letters, digits and '_'",
+		"clickhouse://h:9000/dev.events":    "database must be letters, digits and '_'",
+		"clickhouse://h:9000/ev;DROP":       "database must be letters, digits and '_'",
+		"clickhouse://h:9000/1ev":           "database must be letters, digits and '_'",
+		"clickhouse://h:9000/%C3%A9v":       "database must be letters, digits and '_'",
 	} {
 		if err := (Config{URL: url}).Validate(); err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "pw") {
 			t.Errorf("%s: %v, want an error saying %q (and not the password)", url, err, want)
+		}
+	}
+	for _, cluster := range []string{"it's", `a\b`, "a b"} {
+		c := Config{URL: "clickhouse://h:9000/ev", Replicated: true, Cluster: cluster}
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "CLICKHOUSE_CLUSTER must be") {
+			t.Errorf("cluster %q: %v", cluster, err)
+		}
+	}
+	for _, ok := range []Config{{URL: "clickhouse://h:9000/device_events_2"}, {URL: "clickhouse://h:9000/_ev", Replicated: true, Cluster: "prod-eu.1"}} {
+		if err := ok.Validate(); err != nil {
+			t.Errorf("%s, cluster %q: %v", ok.URL, ok.Cluster, err)
 		}
 	}
 }
