@@ -25,7 +25,8 @@ backup writes, while ingestion runs, the device registry, the workspace keys
 and the audit trail (NATS) and the readings, raw messages, idempotency
 records and diagnostics (ClickHouse) into DIR: everything answered stored
 before it began is in it. restore loads such a directory into a fresh
-deployment (empty tables and streams) before its programs start; the rollups
+deployment (empty tables and streams, the backup's NATS_PREFIX) before its
+programs start; the rollups
 are computed again when writer-worker starts. Both take the worker's NATS
 and ClickHouse settings; run them as the operator NATS user. Device tokens
 are kept as digests and sealed copies: the restored deployment needs the
@@ -70,7 +71,7 @@ func backupCommand(cmd string, args []string, out io.Writer) error {
 	if cmd == "backup" {
 		m, err = backup.Backup(ctx, js, nc.Names(), store, dir, version.Version)
 	} else {
-		m, err = backup.Restore(ctx, js, store, dir)
+		m, err = backup.Restore(ctx, js, nc.Names(), store, dir)
 	}
 	if err != nil {
 		return err

@@ -24,6 +24,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -171,10 +173,11 @@ func restoreTables(ctx context.Context, store *chstore.Store, dir string, want m
 	return nil
 }
 
-// Restore loads the backup in dir into a fresh deployment: its tables
-// (schema applied first) and streams must be empty. Run it before the
-// programs start on that deployment.
-func Restore(ctx context.Context, js jetstream.JetStream, store *chstore.Store, dir string) (Manifest, error) {
+// Restore loads the backup in dir into a fresh deployment, whose streams
+// are named names: its tables (schema applied first) and streams must be
+// empty, and the backup must be of streams of those names (the same
+// NATS_PREFIX). Run it before the programs start on that deployment.
+func Restore(ctx context.Context, js jetstream.JetStream, names bus.Names, store *chstore.Store, dir string) (Manifest, error) {
 	var m Manifest
 	b, err := os.ReadFile(filepath.Join(dir, manifestFile))
 	if err != nil {
@@ -182,6 +185,9 @@ func Restore(ctx context.Context, js jetstream.JetStream, store *chstore.Store, 
 	}
 	if err := json.Unmarshal(b, &m); err != nil {
 		return m, fmt.Errorf("%s: %w", manifestFile, err)
+	}
+	if err := sameStreams(m, names); err != nil {
+		return m, err
 	}
 	if err := store.Migrate(ctx); err != nil {
 		return m, err
@@ -199,7 +205,8 @@ func Restore(ctx context.Context, js jetstream.JetStream, store *chstore.Store, 
 	if err := restoreTables(ctx, store, dir, m.Tables); err != nil {
 		return m, err
 	}
-	for name, want := range m.Streams {
+	for _, name := range Streams(names) {
+		want := m.Streams[name]
 		var n int
 		err := readFile(filepath.Join(dir, name+".stream"), func(dec *gob.Decoder) error {
 			var err error
@@ -214,4 +221,27 @@ func Restore(ctx context.Context, js jetstream.JetStream, store *chstore.Store, 
 		}
 	}
 	return m, nil
+}
+
+// sameStreams checks that m is a backup of the streams names has: a
+// backup restored under another NATS_PREFIX would land in streams the
+// programs never read (its devices all unknown), and only these names
+// are read from the backup's directory.
+func sameStreams(m Manifest, names bus.Names) error {
+	want := Streams(names)
+	ok := len(m.Streams) == len(want)
+	for _, name := range want {
+		if _, in := m.Streams[name]; !in {
+			ok = false
+		}
+	}
+	if !ok {
+		got := make([]string, 0, len(m.Streams))
+		for name := range m.Streams {
+			got = append(got, name)
+		}
+		slices.Sort(got)
+		return fmt.Errorf("the backup holds the streams %s, this deployment's are %s: restore with the NATS_PREFIX the backup was taken with", strings.Join(got, ", "), strings.Join(want, ", "))
+	}
+	return nil
 }
