@@ -26,8 +26,7 @@ and the audit trail (NATS) and the readings, raw messages, idempotency
 records and diagnostics (ClickHouse) into DIR: everything answered stored
 before it began is in it. restore loads such a directory into a fresh
 deployment (empty tables and streams, the backup's NATS_PREFIX) before its
-programs start; the rollups
-are computed again when writer-worker starts. Both take the worker's NATS
+programs start; the rollups are computed again when writer-worker starts. Both take the worker's NATS
 and ClickHouse settings; run them as the operator NATS user. Device tokens
 are kept as digests and sealed copies: the restored deployment needs the
 same TOKEN_KEY. It prints one JSON line: the backup's manifest.`
