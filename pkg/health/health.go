@@ -16,14 +16,22 @@ import (
 // Server answers /healthz (the process is alive), /readyz (ready reports
 // nil) and /debug/pprof. Extra handlers (such as /metrics) may be mounted on Mux.
 type Server struct {
-	Mux   *http.ServeMux
-	addr  string
-	ready func(context.Context) error
+	Mux      *http.ServeMux
+	addr     string
+	ready    func(context.Context) error
+	timeouts timeouts
 }
+
+// timeouts bound every connection of the listener: none stays open for
+// ever, idle between requests or trickling one (net/http/pprof extends the
+// write bound of a profile or trace by the seconds asked for).
+type timeouts struct{ header, read, write, idle time.Duration }
+
+var defaultTimeouts = timeouts{header: 5 * time.Second, read: 10 * time.Second, write: 10 * time.Second, idle: time.Minute}
 
 // New returns a server for addr; ready decides /readyz.
 func New(addr string, ready func(context.Context) error) *Server {
-	s := &Server{Mux: http.NewServeMux(), addr: addr, ready: ready}
+	s := &Server{Mux: http.NewServeMux(), addr: addr, ready: ready, timeouts: defaultTimeouts}
 	s.Mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		write(w, http.StatusOK, true, "alive", "")
 	})
@@ -68,7 +76,8 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("health listen: %w", err)
 	}
-	hs := &http.Server{Handler: s.Mux, ReadHeaderTimeout: 5 * time.Second, WriteTimeout: 10 * time.Second}
+	t := s.timeouts
+	hs := &http.Server{Handler: s.Mux, ReadHeaderTimeout: t.header, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
 	done := make(chan error, 1)
 	go func() { done <- hs.Serve(ln) }()
 	select {
