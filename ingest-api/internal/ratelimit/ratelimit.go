@@ -1,6 +1,8 @@
 // Package ratelimit bounds how often each device may post: a token bucket per
 // serial, kept only for devices that authenticated, so the table is bounded
-// by the registry and no stranger can grow it. Copies of ingest-api share
+// by the registry and no stranger can grow it, and only while it is not
+// full (a full bucket is what a new one is): devices deleted on another
+// copy, or silent, do not stay in it. Copies of ingest-api share
 // what they granted (share.go), so that a device is held to its rate
 // across them.
 package ratelimit
@@ -19,8 +21,12 @@ type Limiter struct {
 
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter
+	sweepAt int            // the number of buckets at which the full ones are dropped
 	granted map[string]int // readings granted since the last share; nil: not shared
 }
+
+// minSweep is the fewest buckets swept: sweeps cost O(1) a new bucket.
+const minSweep = 1024
 
 // New allows perSecond readings per device with bursts of burst; perSecond
 // of zero or less turns limiting off.
@@ -58,10 +64,26 @@ func (l *Limiter) bucket(serial string) *rate.Limiter {
 	defer l.mu.Unlock()
 	b, ok := l.buckets[serial]
 	if !ok {
+		if len(l.buckets) >= l.sweepAt {
+			l.sweep(time.Now())
+		}
 		b = rate.NewLimiter(l.perSecond, l.burst)
 		l.buckets[serial] = b
 	}
 	return b
+}
+
+// sweep drops the buckets that are full: a device's next request makes
+// it a new one, full, which is the same. (A request that took its bucket
+// just before may spend its tokens on the dropped one: at most one
+// request's readings are not counted.) l.mu is held.
+func (l *Limiter) sweep(now time.Time) {
+	for serial, b := range l.buckets {
+		if b.TokensAt(now) >= float64(l.burst) {
+			delete(l.buckets, serial)
+		}
+	}
+	l.sweepAt = max(2*len(l.buckets), minSweep)
 }
 
 // debit takes n readings another copy granted from serial's bucket, into

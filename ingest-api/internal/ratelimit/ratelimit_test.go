@@ -93,3 +93,31 @@ func TestSharedAcrossCopies(t *testing.T) {
 func (l *Limiter) peek(serial string) float64 {
 	return l.bucket(serial).Tokens()
 }
+
+// The table holds the devices whose buckets are not full, not every
+// device that ever posted to this copy (those deleted on another copy, or
+// long silent, included): a full bucket is dropped, and a new one is the
+// same.
+func TestFullBucketsAreDropped(t *testing.T) {
+	l := New(1e6, 1) // a bucket is full again a microsecond after a reading
+	const devices = 20_000
+	for i := range devices {
+		if !l.ok(fmt.Sprintf("dev-%d", i), 1) {
+			t.Fatalf("device %d refused", i)
+		}
+	}
+	l.mu.Lock()
+	n := len(l.buckets)
+	l.mu.Unlock()
+	if n > 2*minSweep {
+		t.Fatalf("%d buckets held after %d devices posted once each, want at most %d", n, devices, 2*minSweep)
+	}
+	slow := New(0.001, 2) // a drained bucket stays: its device is still held to its rate
+	slow.ok("busy", 2)
+	for i := range devices {
+		slow.ok(fmt.Sprintf("dev-%d", i), 1)
+	}
+	if slow.ok("busy", 1) {
+		t.Fatal("a drained bucket was dropped: its device posted again at once")
+	}
+}
