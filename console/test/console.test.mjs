@@ -5,7 +5,8 @@
 // a reload), the entity page's latest value and drawn chart for a range, a
 // script-looking value shown as text with no dialog, every deep link after
 // a reload, a backfill from raw messages after a key is mapped (a second
-// one over the same range stores nothing twice), and sign-out. Screenshots
+// one over the same range stores nothing twice), a device whose serial and
+// names carry reserved URL characters, and sign-out. Screenshots
 // of each page go to SCREENSHOTS.
 //
 // Env: CONSOLE_BASE (http://127.0.0.1:PORT), ADMIN_TOKEN, SCREENSHOTS (a
@@ -24,6 +25,10 @@ mkdirSync(shots, { recursive: true });
 
 const SCRIPT = '<img src=x onerror=alert(1)>';
 const serial = `console-dev-${Date.now().toString(36)}`;
+// A serial and names with every character that means something in a URL.
+const odd = `mac AA:BB/7@x+1,2;k=v&$% Küche-${Date.now().toString(36)}`;
+const oddEntity = 'hall #2/3?a=b&c';
+const oddInput = 't°C 50%/x';
 const step = (what) => console.log(`console test: ${what}`);
 
 // send posts as field clients do: a 429 is retried after its Retry-After
@@ -87,7 +92,7 @@ try {
   page.on('response', (r) => {
     const u = new URL(r.url());
     const expected = (r.status() === 401 && u.pathname === '/api/v1/admin/whoami')
-      || (r.status() === 404 && u.pathname === `/api/v1/admin/devices/${serial}`)
+      || (r.status() === 404 && [serial, odd].some((x) => u.pathname === `/api/v1/admin/devices/${encodeURIComponent(x)}`))
       || ([400, 409].includes(r.status()) && r.request().method() === 'POST' && u.pathname === `/api/v1/admin/devices/${encodeURIComponent(bfSerial)}/backfills`);
     if (r.status() >= 400 && !expected) problems.push(`${r.status()} for ${u.pathname}`);
   });
@@ -334,6 +339,32 @@ try {
   await page.goto(`${base}/console/devices?q=${encodeURIComponent(serial)}`);
   await page.locator('#devices').getByText(serial).waitFor();
   await shot('devices');
+
+  step('a serial and names with reserved URL characters: made in the console, posted to, read back, deep links reload');
+  await page.goto(`${base}/console/devices`);
+  await page.getByRole('button', { name: 'New device' }).click();
+  await page.getByLabel('Serial', { exact: true }).fill(odd);
+  await fillRow(0, 'temp', oddEntity, oddInput);
+  await page.getByRole('button', { name: 'Create device' }).click();
+  await page.getByRole('heading', { name: odd }).waitFor();
+  assert.equal(new URL(page.url()).pathname, `/console/devices/${encodeURIComponent(odd)}`);
+  assert.equal((await admin('GET', `/devices/${encodeURIComponent(odd)}`)).serial, odd, 'stored under the serial as typed');
+  const oddRow = page.locator('#device-tokens tr[data-token="token-1"]');
+  await oddRow.getByRole('button', { name: 'Reveal' }).click();
+  await oddRow.getByRole('button', { name: 'Hide' }).waitFor();
+  const oddToken = (await oddRow.locator('.token-value').textContent()).trim();
+  await post('/api/v1/deviceapi/event', { serial: odd, data: { temp: 31.5 } }, oddToken);
+  await page.getByRole('tab', { name: 'Messages' }).click();
+  await page.waitForFunction(() => (document.querySelector('#messages li.message pre') || {}).textContent?.includes('31.5'));
+  await page.reload();
+  await page.getByRole('heading', { name: odd }).waitFor();
+  await page.getByRole('tab', { name: 'Overview' }).click();
+  await page.getByRole('link', { name: `${oddEntity} / ${oddInput}` }).click();
+  await page.locator('#latest-value').filter({ hasText: '31.5' }).waitFor();
+  assert.equal(new URL(page.url()).pathname, `/console/entities/${encodeURIComponent(oddEntity)}/inputs/${encodeURIComponent(oddInput)}`);
+  await page.reload();
+  await page.locator('#latest-value').filter({ hasText: '31.5' }).waitFor();
+  await shot('odd-names');
 
   step('an admin makes a viewer key and reads the audit trail');
   await page.goto(`${base}/console/keys`);

@@ -118,6 +118,14 @@ func decodeDevice(body io.Reader, serial string) (registry.Device, error) {
 	if err := d.Normalize(); err != nil {
 		return d, err
 	}
+	if dotSegment(serial) {
+		return d, errors.New(`serial may not be "." or "..": no URL can name it`)
+	}
+	for _, in := range d.Inputs {
+		if dotSegment(in.Entity) || dotSegment(in.EntityInput) {
+			return d, errors.New(`an entity or entity input may not be "." or "..": no URL can name it`)
+		}
+	}
 	return d, nil
 }
 

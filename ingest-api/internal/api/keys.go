@@ -37,6 +37,9 @@ func (s *Server) createKey(c echo.Context) error {
 	if err := decodeStrict(c, &req); err != nil {
 		return s.respond(c, outcome.BadRequest, "", "", "key must be a JSON object {name, role, expires?}: "+err.Error())
 	}
+	if dotSegment(req.Name) {
+		return s.respond(c, outcome.BadRequest, "", "", `a key's name may not be "." or "..": no URL can name it`)
+	}
 	k, secret, err := s.AdminKeys.Create(c.Request().Context(), req.Name, req.Role, req.Expires, caller(c).Name, time.Now())
 	if err != nil {
 		return s.changeError(c, "", err)

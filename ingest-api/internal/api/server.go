@@ -105,6 +105,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 	// peer is a configured proxy (TRUSTED_PROXIES).
 	e.IPExtractor = func(r *http.Request) string { return d.Proxies.Client(r).String() }
 	e.HTTPErrorHandler = s.handleError
+	e.Pre(escapedPath)
 	e.Use(markBusy, s.metrics.timeRoutes, middleware.Recover())
 
 	e.POST("/api/v1/deviceapi/event", s.postEvent)
@@ -119,7 +120,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 	e.GET(console.Prefix+"*", ui)
 	e.HEAD(console.Prefix+"*", ui)
 
-	admin := e.Group(AdminPrefix, s.authenticateAdmin, s.boundReads)
+	admin := e.Group(AdminPrefix, s.decodeParams, s.authenticateAdmin, s.boundReads)
 	for _, r := range s.workspaceRoutes() {
 		admin.Add(r.Method, r.Path, r.handler, s.requireRole(r.Role))
 	}

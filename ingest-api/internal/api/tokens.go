@@ -30,6 +30,9 @@ func (s *Server) addToken(c echo.Context) error {
 	if err := decodeStrict(c, &req); err != nil {
 		return s.respond(c, outcome.BadRequest, Clip(c.Param("serial")), "", "token must be a JSON object {name, token}, both optional: "+err.Error())
 	}
+	if dotSegment(req.Name) {
+		return s.respond(c, outcome.BadRequest, Clip(c.Param("serial")), "", `a token's name may not be "." or "..": no URL can name it`)
+	}
 	var shown namedToken
 	return s.changeDevice(c, "token.added", func(d *registry.Device) error {
 		tok, err := d.AddToken(s.Keys, req.Name, req.Token, time.Now())
