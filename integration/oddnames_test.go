@@ -28,6 +28,7 @@ func uriComponent(s string) string { return strings.ReplaceAll(url.QueryEscape(s
 // stored, and every read route finds the values under the escaped names.
 func TestOddSerialsAndNames(t *testing.T) {
 	s := startStack(t)
+	t.Run("two listeners", func(t *testing.T) { testTwoListeners(t, s) })
 	from := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
 	for i, name := range oddSerials {
 		enc, tok := uriComponent(name), fmt.Sprintf("odd-token-%d-5f1c2a9e", i)
@@ -67,4 +68,37 @@ func TestOddSerialsAndNames(t *testing.T) {
 	eventually(t, 10*time.Second, func() bool {
 		return s.post(t, fmt.Sprintf(`{"serial":%q,"data":{}}`, name), bearer("odd-token-0-5f1c2a9e")).Status == http.StatusNotFound
 	})
+}
+
+// testTwoListeners: the device port answers the device endpoints and its
+// own document, and not the workspace API or the console; the workspace
+// listener answers those, and not the device endpoints.
+func testTwoListeners(t *testing.T, s *stack) {
+	adm := bearer(adminToken)
+	for _, c := range []struct {
+		base, method, path string
+		status             int
+	}{
+		{s.base, http.MethodGet, "/api/v1/admin/whoami", 404},
+		{s.base, http.MethodPut, "/api/v1/admin/devices/x", 404},
+		{s.base, http.MethodGet, "/console/devices", 404},
+		{s.ws, http.MethodGet, "/api/v1/admin/whoami", 200},
+		{s.ws, http.MethodPost, "/api/v1/deviceapi/event", 404},
+	} {
+		if r := s.doOn(t, c.base, c.method, c.path, nil, adm); r.Status != c.status {
+			t.Errorf("%s %s%s = %d, want %d: %s", c.method, c.base, c.path, r.Status, c.status, r.Raw)
+		}
+	}
+	doc := s.do(t, http.MethodGet, docPath, nil, nil)
+	if doc.Status != 200 || strings.Contains(string(doc.Raw), "/api/v1/admin") {
+		t.Errorf("the device port's document: %d, naming the workspace API: %v", doc.Status, strings.Contains(string(doc.Raw), "/api/v1/admin"))
+	}
+	resp, err := s.http.Get(s.ws + "/console/devices")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("the console on the workspace listener: %d", resp.StatusCode)
+	}
 }

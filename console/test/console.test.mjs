@@ -9,8 +9,9 @@
 // names carry reserved URL characters, and sign-out. Screenshots
 // of each page go to SCREENSHOTS.
 //
-// Env: CONSOLE_BASE (http://127.0.0.1:PORT), ADMIN_TOKEN, SCREENSHOTS (a
-// directory), CHROMIUM (default /usr/bin/chromium).
+// Env: CONSOLE_BASE (the workspace listener, http://127.0.0.1:PORT),
+// DEVICE_BASE (the device port, where readings are posted), ADMIN_TOKEN,
+// SCREENSHOTS (a directory), CHROMIUM (default /usr/bin/chromium).
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -18,9 +19,10 @@ import { join } from 'node:path';
 import { bfSerial, sendUnmapped, backfillSteps } from './backfill.mjs';
 
 const base = process.env.CONSOLE_BASE;
+const deviceBase = process.env.DEVICE_BASE;
 const adminToken = process.env.ADMIN_TOKEN;
 const shots = process.env.SCREENSHOTS || '.';
-assert.ok(base && adminToken, 'CONSOLE_BASE and ADMIN_TOKEN are needed');
+assert.ok(base && deviceBase && adminToken, 'CONSOLE_BASE, DEVICE_BASE and ADMIN_TOKEN are needed');
 mkdirSync(shots, { recursive: true });
 
 const SCRIPT = '<img src=x onerror=alert(1)>';
@@ -38,7 +40,7 @@ async function send(path, body, token, key) {
   if (key) headers['Idempotency-Key'] = key;
   let res;
   for (let attempt = 0; attempt < 4; attempt++) {
-    res = await fetch(`${base}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    res = await fetch(`${deviceBase}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
     if (res.status !== 429) break;
     const wait = Number(res.headers.get('retry-after'));
     assert.ok(wait >= 1 && wait <= 60, `429 with Retry-After ${wait}`);
@@ -103,6 +105,12 @@ try {
   const csp = res.headers.get('content-security-policy') || '';
   assert.match(csp, /script-src 'self'/);
   assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+
+  step('the device port serves neither the console nor the workspace API');
+  for (const path of ['/console/devices', '/api/v1/admin/whoami']) {
+    const r = await fetch(`${deviceBase}${path}`, { headers: { Authorization: `Bearer ${adminToken}` } });
+    assert.equal(r.status, 404, `${path} on the device port`);
+  }
 
   step('a wrong token is refused');
   await page.goto(`${base}/console/`);
@@ -207,7 +215,7 @@ try {
   await page.locator('#device-tokens tr[data-token="token-1"] .confirm').getByRole('button', { name: 'Retire' }).click();
   await page.locator('#device-tokens tr[data-token="token-1"]').waitFor({ state: 'detached' });
   assert.equal(await page.locator('#device-tokens tbody tr').count(), 1);
-  const refused = await fetch(`${base}/api/v1/deviceapi/event`, {
+  const refused = await fetch(`${deviceBase}/api/v1/deviceapi/event`, {
     method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
     body: JSON.stringify({ serial, data: { temp: 1 } }),
   });
@@ -251,11 +259,11 @@ try {
 
   step('the fleet view: the most rejected device and a serial not provisioned, as text');
   const ghost = `ghost-${SCRIPT}`;
-  const knock = await fetch(`${base}/api/v1/deviceapi/event`, {
+  const knock = await fetch(`${deviceBase}/api/v1/deviceapi/event`, {
     method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: 'Bearer nope' }, body: JSON.stringify({ serial: ghost, data: { temp: 1 } }),
   });
   assert.equal(knock.status, 404);
-  const unnamed = await fetch(`${base}/api/v1/deviceapi/event`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '<not json>' });
+  const unnamed = await fetch(`${deviceBase}/api/v1/deviceapi/event`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '<not json>' });
   assert.equal(unnamed.status, 400);
   await page.goto(`${base}/console/fleet`);
   const fleetShown = async () => (await page.locator('#fleet').textContent()).includes(ghost) && await page.locator('#fleet-unnamed tr[data-kind="invalid_format"]').count() > 0;

@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
 	"github.com/devicehub/eventservice/ingest-api/internal/audit"
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
@@ -88,7 +89,7 @@ func (s *Server) listAudit(c echo.Context) error {
 	if err != nil {
 		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
 	}
-	body := map[string]any{"records": orEmpty(recs)}
+	body := map[string]any{"records": edge.OrEmpty(recs)}
 	if next > 0 {
 		body["next"] = strconv.FormatUint(next, 10)
 	}
@@ -110,8 +111,8 @@ func (s *Server) record(c echo.Context, action, target string, before, after any
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
 	defer cancel()
 	if err := s.Audit.Record(ctx, r); err != nil {
-		s.metrics.auditFailures.Inc()
-		s.Log.Error("audit record not kept", zap.String("action", action), zap.String("target", Clip(target)),
+		s.auditFailures.Inc()
+		s.Log.Error("audit record not kept", zap.String("action", action), zap.String("target", edge.Clip(target)),
 			zap.String("actor", id.Name), zap.String("remote", r.Source), zap.Error(err))
 	}
 }

@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -47,9 +48,7 @@ func registryServer(t *testing.T) (*echo.Echo, *registry.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _ := New(Deps{Log: zap.NewNop(), Registry: store, Keys: keys, AdminKeys: adminkeys.Bootstrap("adm"),
-		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4}})
-	return e, store
+	return New(Deps{Log: zap.NewNop(), Registry: store, Keys: keys, AdminKeys: adminkeys.Bootstrap("adm")}), store
 }
 
 // admCall sends a workspace request whose path is given already escaped,
@@ -102,7 +101,7 @@ func TestPathParametersAreDecoded(t *testing.T) {
 			t.Fatalf("retire token-1 of %q: %d", name, st)
 		}
 		if i == 0 { // the path's serial and the body's must agree, decoded
-			var b Body
+			var b edge.Body
 			if st := admCall(t, e, "PUT", "/devices/"+enc, `{"serial":"AA%3ABB%3ACC%3ADD%3AEE%3AFF"}`, &b); st != 400 {
 				t.Fatalf("a body naming the escaped serial: %d %+v", st, b)
 			}
@@ -119,7 +118,7 @@ func TestDotNamesAreRefused(t *testing.T) {
 		{"/devices/dots", `{"inputs":[{"name":"t","entity":"."}]}`},
 		{"/devices/dots", `{"inputs":[{"name":"t","entity":"e","entityInput":".."}]}`},
 	} {
-		var b Body
+		var b edge.Body
 		if st := admCall(t, e, "PUT", c.path, c.body, &b); st != 400 || !strings.Contains(b.Error, "no URL can name it") {
 			t.Errorf("PUT %s %s = %d %+v, want 400", c.path, c.body, st, b)
 		}
@@ -127,7 +126,7 @@ func TestDotNamesAreRefused(t *testing.T) {
 	if st := admCall(t, e, "PUT", "/devices/dots", `{}`, nil); st != 200 {
 		t.Fatalf("PUT /devices/dots = %d", st)
 	}
-	var b Body
+	var b edge.Body
 	if st := admCall(t, e, "POST", "/devices/dots/tokens", `{"name":".."}`, &b); st != 400 {
 		t.Errorf("a token named ..: %d %+v", st, b)
 	}
