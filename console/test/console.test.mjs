@@ -235,10 +235,15 @@ try {
   step('the Diagnostics tab: answers by kind, the rejection, keys no input takes (as text), and mapping one');
   await post('/api/v1/deviceapi/event', { serial, data: { temp: 29, humidity: 55, [SCRIPT]: SCRIPT } }, second, `live-${serial}-keys`);
   await page.goto(`${base}/console/devices/${encodeURIComponent(serial)}?tab=diagnostics`);
+  await page.locator('#diag-last-seen').waitFor(); // the first load drawn
   // Reports reach storage within about 12 s.
   for (let i = 0; i < 40 && await page.locator('#diag-keys tr[data-key="humidity"]').count() === 0; i++) {
     await page.waitForTimeout(1000);
+    // One load at a time: a load still in flight would redraw the table
+    // after the key's form is opened.
+    const loaded = page.waitForResponse((r) => r.url().includes('/diagnostics?'));
     await page.getByRole('button', { name: 'Refresh' }).click();
+    await loaded;
   }
   const keyRow = page.locator('#diag-keys tr[data-key="humidity"]');
   await keyRow.waitFor();
