@@ -123,6 +123,14 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	hs := httpServer(e, cfg.OutcomeTimeout+writeSlack)
 	wss := httpServer(ws, queryTimeout+writeSlack)
 
+	// The workspace listener is open before the device port answers
+	// ready: a client told "ready" finds both.
+	wln, err := net.Listen("tcp", cfg.WorkspaceAddr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer wln.Close()
+
 	// The publisher, registry and operations listener outlive the HTTP
 	// server: the requests it still answers while draining need them.
 	return program.Run(ctx, log,
@@ -145,12 +153,8 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			log.Info("ingest-api listening", zap.String("addr", ln.Addr().String()), zap.Int("devices", store.Cache().Len()))
 			return serve(ctx, cfg, hs, conns, srv.Drain, log)
 		}}, {Name: "workspace", Run: func(ctx context.Context) error {
-			ln, err := net.Listen("tcp", cfg.WorkspaceAddr)
-			if err != nil {
-				return fmt.Errorf("listen: %w", err)
-			}
-			log.Info("workspace listening", zap.String("addr", ln.Addr().String()))
-			return serve(ctx, cfg, wss, ln, func() {}, log)
+			log.Info("workspace listening", zap.String("addr", wln.Addr().String()))
+			return serve(ctx, cfg, wss, wln, func() {}, log)
 		}}},
 	)
 }
