@@ -44,6 +44,7 @@ const (
 // Config is ingest-api's whole configuration.
 type Config struct {
 	HTTPAddr         string
+	WorkspaceAddr    string
 	MetricsAddr      string
 	TLSCert, TLSKey  string
 	AdminToken       string
@@ -64,7 +65,8 @@ type Config struct {
 
 // Register adds every setting as a flag and environment variable.
 func (c *Config) Register(s *envflag.Set) {
-	s.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address")
+	s.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address of the device endpoints (the device port)")
+	s.String(&c.WorkspaceAddr, "workspace-addr", "127.0.0.1:8084", "HTTP listen address of the workspace API and the console; keep it off the public network")
 	s.String(&c.MetricsAddr, "metrics-addr", "127.0.0.1:8083", "address of the operations listener: /metrics, /healthz, /readyz, /debug/pprof (empty: off); keep it off the public network")
 	s.String(&c.TLSCert, "http-tls-cert", "", "certificate file: serve HTTPS when set")
 	s.String(&c.TLSKey, "http-tls-key", "", "key file for -http-tls-cert")
@@ -101,6 +103,8 @@ func (c *Config) Validate() error {
 		return errors.New("MAX_READING_AGE must be positive")
 	case c.HTTPAddr == "":
 		return errors.New("HTTP_ADDR is empty")
+	case c.WorkspaceAddr == "" || c.WorkspaceAddr == c.HTTPAddr || c.WorkspaceAddr == c.MetricsAddr:
+		return errors.New("WORKSPACE_ADDR must be set, apart from HTTP_ADDR and METRICS_ADDR: the workspace API and the console have a listener of their own")
 	case d.AdminToken == "":
 		return errors.New("ADMIN_TOKEN is empty: set it, or pass -dev for the development default")
 	case d.AdminToken == devAdminToken && !c.Dev:

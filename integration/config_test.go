@@ -70,8 +70,8 @@ func TestConfiguration(t *testing.T) {
 			}
 		}
 	}
-	if len(all) > 45 {
-		t.Errorf("%d settings in all; at most 45", len(all))
+	if len(all) > 46 { // 46: WORKSPACE_ADDR, the admin plane's own listener
+		t.Errorf("%d settings in all; at most 46", len(all))
 	}
 
 	for _, c := range []struct {
@@ -141,7 +141,7 @@ func TestCustomNATSNames(t *testing.T) {
 	}
 }
 
-// HTTP_TLS_CERT and HTTP_TLS_KEY serve the API over HTTPS.
+// HTTP_TLS_CERT and HTTP_TLS_KEY serve both listeners over HTTPS.
 func TestHTTPS(t *testing.T) {
 	p := testenv.NewPKI(t)
 	ns := testenv.NATSControl(t)
@@ -149,12 +149,15 @@ func TestHTTPS(t *testing.T) {
 	s.nats = ns
 	addr := strings.TrimPrefix(s.base, "http://")
 	s.base, s.bases = "https://"+addr, []string{"https://" + addr}
+	s.ws = "https://" + strings.TrimPrefix(s.ws, "http://")
 	s.http = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}}}
 	for _, prog := range []string{"writer-worker", "mapper-worker", "ingest-api"} {
 		s.start(prog)
 	}
 	s.waitReady()
-	s.admin(t, http.MethodPut, "/devices/dev-TLS", `{"accessToken":"tok-TLS","inputs":[{"name":"t","entity":"tls","entityInput":"t"}]}`)
+	if r := s.admin(t, http.MethodPut, "/devices/dev-TLS", `{"accessToken":"tok-TLS","inputs":[{"name":"t","entity":"tls","entityInput":"t"}]}`); r.Status != 200 {
+		t.Fatalf("PUT over HTTPS on the workspace listener: %d %s", r.Status, r.Raw)
+	}
 	r := s.post(t, `{"serial":"dev-TLS","data":{"t":1}}`, bearer("tok-TLS"))
 	expect(t, r, 200, storedMsg, "")
 	// Plain HTTP on the TLS port is not served.

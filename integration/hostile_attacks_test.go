@@ -18,7 +18,7 @@ import (
 
 // target is what an attack aims at: ingest-api's public address and its
 // operations listener (where the Kubernetes probes go).
-type target struct{ base, ops string }
+type target struct{ base, ws, ops string }
 
 // attackFunc attacks until ctx ends and counts what it got, by kind.
 type attackFunc func(ctx context.Context, s target) map[string]int
@@ -296,7 +296,7 @@ func guessing(path string, device bool) attackFunc {
 			if device {
 				req, _ = http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, strings.NewReader(`{"serial":"hostile-0","data":{"v":1}}`))
 			} else {
-				req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+				req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.ws+path, nil)
 			}
 			req.Header.Set("Authorization", fmt.Sprintf("Bearer guess-%d-%d", w, n))
 			return req
@@ -377,7 +377,7 @@ func deepAndWide() attackFunc {
 func readFlood(conc int) attackFunc {
 	return func(ctx context.Context, s target) map[string]int {
 		return flood(ctx, conc, func(int) string { return attackerIP(800) }, func(ctx context.Context, _, _ int) *http.Request {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/api/v1/admin/devices/hostile-big/messages?limit=10000", nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.ws+"/api/v1/admin/devices/hostile-big/messages?limit=10000", nil)
 			req.Header.Set("Authorization", "Bearer "+adminToken)
 			return req
 		})

@@ -248,7 +248,7 @@ func TestHostileAttacker(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), d)
-			got := run(ctx, target{base: os.Getenv("HOSTILE_BASE"), ops: os.Getenv("HOSTILE_OPS")})
+			got := run(ctx, target{base: os.Getenv("HOSTILE_BASE"), ws: os.Getenv("HOSTILE_WORKSPACE"), ops: os.Getenv("HOSTILE_OPS")})
 			cancel()
 			b, _ := json.Marshal(got)
 			fmt.Printf("\nhostile-tally %s\n", b)
@@ -264,7 +264,7 @@ func attack(t *testing.T, s *stack, a hostileAttack, d time.Duration, start func
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileAttacker$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "HOSTILE_ATTACK="+a.name, "HOSTILE_DURATION="+d.String(),
-		"HOSTILE_BASE="+s.base, "HOSTILE_OPS="+s.ops["ingest-api"])
+		"HOSTILE_BASE="+s.base, "HOSTILE_WORKSPACE="+s.ws, "HOSTILE_OPS="+s.ops["ingest-api"])
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

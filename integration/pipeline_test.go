@@ -315,10 +315,10 @@ func testConcurrent(t *testing.T, s *stack) {
 }
 
 func testWorkspace(t *testing.T, s *stack) {
-	if r := s.do(t, http.MethodGet, "/api/v1/admin/devices/dev-A", nil, nil); r.Status != 401 || r.Body["success"] != false {
+	if r := s.doOn(t, s.ws, http.MethodGet, "/api/v1/admin/devices/dev-A", nil, nil); r.Status != 401 || r.Body["success"] != false {
 		t.Errorf("no admin token: %d %s", r.Status, r.Raw)
 	}
-	if r := s.do(t, http.MethodGet, "/api/v1/admin/devices/dev-A", nil, bearer(tokA)); r.Status != 401 {
+	if r := s.doOn(t, s.ws, http.MethodGet, "/api/v1/admin/devices/dev-A", nil, bearer(tokA)); r.Status != 401 {
 		t.Errorf("device token as admin token: %d", r.Status)
 	}
 	r := s.admin(t, http.MethodPut, "/devices/gen-1", `{"inputs":[{"name":"t","entity":"e"}]}`)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Backfill under load, run by bench.sh against its stack (INGEST_ADDR,
+# Backfill under load, run by bench.sh against its stack (INGEST_ADDR, WORKSPACE_ADDR,
 # CLICKHOUSE_HTTP_PORT, ADMIN_TOKEN and PIDS set): a month of one device's
 # raw messages (259,200, one every 10 s, two inputs: 518,400 readings) is
 # written straight into the raw log, then backfilled while an open-loop
@@ -11,11 +11,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rate=${BENCH_BACKFILL_RATE:-2000} secs=${BENCH_BACKFILL_SECONDS:-20} pairs=${BENCH_BACKFILL_PAIRS:-2}
-api=http://$INGEST_ADDR/api/v1/admin ch="http://127.0.0.1:$CLICKHOUSE_HTTP_PORT/"
+api=http://$WORKSPACE_ADDR/api/v1/admin ch="http://127.0.0.1:$CLICKHOUSE_HTTP_PORT/"
 auth="Authorization: Bearer $ADMIN_TOKEN"
 n=259200
 load() {
-  bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "$ch" -devices "${BENCH_DEVICES:-1000}" -rates "$rate" \
+  bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "$ch" -devices "${BENCH_DEVICES:-1000}" -rates "$rate" \
     -duration "${secs}s" -pids "$PIDS" -out bench/results.txt
 }
 for pair in $(seq 1 "$pairs"); do

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 export RUN_DIR=$root/.run/bench NATS_PORT=${BENCH_NATS_PORT:-14222} CLICKHOUSE_PORT=${BENCH_CLICKHOUSE_PORT:-19200} \
   CLICKHOUSE_HTTP_PORT=${BENCH_CLICKHOUSE_HTTP_PORT:-18223} INGEST_ADDR=127.0.0.1:${BENCH_INGEST_PORT:-18080} \
-  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 \
+  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 WORKSPACE_ADDR=127.0.0.1:${BENCH_WORKSPACE_PORT:-18084} \
   LOG_LEVEL=warn
 export ADMIN_TOKEN=${ADMIN_TOKEN:-bench-admin-token-$RANDOM$RANDOM}
 go build -o bin/loadgen ./bench/loadgen
@@ -25,12 +25,12 @@ if [ -d "$RUN_DIR" ]; then
 fi
 . deploy/dev/stack.sh
 start_stack
-bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
   -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_CONC:-16,64,256,1024}" -duration "${BENCH_DURATION:-10s}" \
   -pids "${pids%,}" -out bench/results.txt ${BENCH_KEYED:+-keyed}
 # Backlogs: 100 messages of 2 inputs per request, 32 connections.
 if [ "${BENCH_BATCH:-100}" != 0 ]; then
-  bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+  bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
     -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_BATCH_CONC:-32}" -duration "${BENCH_DURATION:-10s}" \
     -pids "${pids%,}" -out bench/results.txt -batch "${BENCH_BATCH:-100}"
 fi
@@ -39,12 +39,12 @@ fi
 # after an unkeyed run at the same rate, so that the pair meets ClickHouse
 # in the same state (the sweep leaves parts to merge).
 if [ "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" != 0 ]; then
-  bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+  bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
     -devices "${BENCH_DEVICES:-1000}" -rates "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" -duration "${BENCH_OPEN_DURATION:-20s}" \
     -pids "${pids%,}" -out bench/results.txt
   for rate in $(echo "${BENCH_OPEN_KEYED_RATES:-2000,4000}" | tr , ' '); do
     for keyed in "" -keyed; do
-      bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+      bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
         -devices "${BENCH_DEVICES:-1000}" -rates "$rate" -duration "${BENCH_OPEN_DURATION:-20s}" \
         -pids "${pids%,}" -out bench/results.txt $keyed
     done

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -155,13 +154,6 @@ func (s *Server) refuseSource(c echo.Context, wait time.Duration) {
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 	}
 	setRetryAfter(c, wait)
-}
-
-// setRetryAfter tells the client when to come back: wait in whole seconds,
-// at least one.
-func setRetryAfter(c echo.Context, wait time.Duration) {
-	secs := int((wait + time.Second - 1) / time.Second)
-	c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 }
 
 // sniffBytes is how much of a body too large to read whole is looked at

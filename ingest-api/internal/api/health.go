@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/devicehub/eventservice/pkg/query"
 )
 
 // Health: liveness, and readiness answered from a check made in the
@@ -62,7 +64,8 @@ func (s *Server) check(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := s.ping(ctx); err != nil {
+	var resp query.Response
+	if _, err := s.Query.Ask(ctx, query.Ping, query.Request{}, &resp, &resp.Error); err != nil {
 		return fmt.Errorf("storage path: %w", err)
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"strings"
 
 	"github.com/devicehub/eventservice/pkg/jsonobj"
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -89,14 +88,4 @@ func writeMembers(out *bytes.Buffer, ms []jsonobj.Member, skip ...string) {
 		out.WriteByte(':')
 		_ = json.Compact(out, m.Value) // valid: cannot fail
 	}
-}
-
-// bearer returns the token of an "Authorization: Bearer <token>" header; the
-// scheme is case-insensitive. Any other scheme yields no token.
-func bearer(h string) string {
-	const scheme = "bearer "
-	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return ""
-	}
-	return strings.TrimSpace(h[len(scheme):])
 }

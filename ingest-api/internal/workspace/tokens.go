@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -28,7 +29,10 @@ type namedToken struct {
 func (s *Server) addToken(c echo.Context) error {
 	var req namedToken
 	if err := decodeStrict(c, &req); err != nil {
-		return s.respond(c, outcome.BadRequest, Clip(c.Param("serial")), "", "token must be a JSON object {name, token}, both optional: "+err.Error())
+		return s.respond(c, outcome.BadRequest, edge.Clip(c.Param("serial")), "", "token must be a JSON object {name, token}, both optional: "+err.Error())
+	}
+	if dotSegment(req.Name) {
+		return s.respond(c, outcome.BadRequest, edge.Clip(c.Param("serial")), "", `a token's name may not be "." or "..": no URL can name it`)
 	}
 	var shown namedToken
 	return s.changeDevice(c, "token.added", func(d *registry.Device) error {

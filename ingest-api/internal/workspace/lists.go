@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
@@ -44,7 +45,7 @@ func (s *Server) listDevices(c echo.Context) error {
 	out := make([]deviceSummary, len(devs))
 	serials := make([]string, len(devs))
 	for i, d := range devs {
-		out[i] = deviceSummary{Serial: d.Serial, ConnectionType: d.ConnectionType, Inputs: orEmpty(d.Inputs), TimestampInput: d.TimestampInput}
+		out[i] = deviceSummary{Serial: d.Serial, ConnectionType: d.ConnectionType, Inputs: edge.OrEmpty(d.Inputs), TimestampInput: d.TimestampInput}
 		serials[i] = d.Serial
 	}
 	body := map[string]any{"devices": out}

@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
 )
@@ -37,7 +38,7 @@ func (s *Server) deviceMessages(c echo.Context) error {
 	}
 	code, err := s.Query.Ask(c.Request().Context(), query.Messages, req, &resp, &resp.Error)
 	if err != nil {
-		return s.respond(c, code, Clip(req.Serial), "", err.Error())
+		return s.respond(c, code, edge.Clip(req.Serial), "", err.Error())
 	}
 	// A page holds at most limit messages and about 4 MiB of payloads;
 	// next asks for the page after it.
@@ -88,13 +89,13 @@ func (s *Server) series(c echo.Context) error {
 		return c.JSON(http.StatusOK, struct {
 			Step   string         `json:"step"`
 			Points []query.Bucket `json:"points"`
-		}{query.FormatStep(req.StepMs), orEmpty(resp.Buckets)})
+		}{query.FormatStep(req.StepMs), edge.OrEmpty(resp.Buckets)})
 	}
 	resp, code, err := s.ask(c.Request().Context(), query.Series, req)
 	if err != nil {
 		return s.respond(c, code, "", "", err.Error())
 	}
-	pts := orEmpty(resp.Points)
+	pts := edge.OrEmpty(resp.Points)
 	for i := range pts {
 		pts[i].Serial = ""
 	}
@@ -169,9 +170,4 @@ func (s *Server) ask(ctx context.Context, kind string, req query.Request) (query
 	var resp query.Response
 	code, err := s.Query.Ask(ctx, kind, req, &resp, &resp.Error)
 	return resp, code, err
-}
-
-func (s *Server) ping(ctx context.Context) error {
-	_, _, err := s.ask(ctx, query.Ping, query.Request{})
-	return err
 }
