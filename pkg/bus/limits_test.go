@@ -131,3 +131,39 @@ func ask(nc *nats.Conn, violations <-chan error, subject, body string) error {
 		}
 	}
 }
+
+// A bucket is opened as it is too: a copy with another limit names that
+// limit alone, and the bucket keeps its own.
+func TestEnsureBucketKeepsTheBucketsLimits(t *testing.T) {
+	_, js := testenv.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	kc := jetstream.KeyValueConfig{Bucket: "limits", History: 1, TTL: time.Hour, MaxBytes: 1 << 20, MaxValueSize: 4 << 10,
+		Storage: jetstream.FileStorage, Replicas: 1}
+	if _, err := bus.EnsureBucket(ctx, js, kc, zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	if _, err := bus.EnsureBucket(ctx, js, kc, zap.New(core)); err != nil || logs.Len() != 0 {
+		t.Fatalf("the same bucket again: %v, %d warnings", err, logs.Len())
+	}
+	smaller := kc
+	smaller.MaxBytes, smaller.Description = 1<<10, "another description"
+	if _, err := bus.EnsureBucket(ctx, js, smaller, zap.New(core)); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for _, l := range logs.All() {
+		said = append(said, l.ContextMap()["limit"].(string))
+	}
+	if len(said) != 1 || said[0] != "max_bytes" {
+		t.Errorf("limits said to differ: %v, want [max_bytes]", said)
+	}
+	st, err := js.Stream(ctx, "KV_limits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.MaxBytes; got != 1<<20 {
+		t.Errorf("bucket's max bytes %d, want %d", got, 1<<20)
+	}
+}
