@@ -18,7 +18,7 @@ func TestAStorageFailureAnswerNamesTheConditionOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer down.Close()
+	t.Cleanup(func() { _ = down.Close() }) // after the writer stops (r.run's cleanup runs first)
 	r.store = down
 	sub, err := r.nc.SubscribeSync("test.down.>")
 	if err != nil {
