@@ -31,26 +31,29 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.Stre
 	return st, nil
 }
 
-// EnsureBucket is EnsureStream for a KV bucket.
+// EnsureBucket is EnsureStream for a KV bucket. Its stream is laid out as
+// the client library lays out a bucket, but refuses rollups: a message with
+// "Nats-Rollup: all", which any user who may write the bucket can send,
+// would otherwise purge the whole bucket (a key is deleted, never purged,
+// here).
 func EnsureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyValueConfig, log *zap.Logger) (jetstream.KeyValue, error) {
-	kv, err := js.CreateKeyValue(ctx, kc)
-	if !errors.Is(err, jetstream.ErrBucketExists) {
-		return kv, err
-	}
-	if kv, err = js.KeyValue(ctx, kc.Bucket); err != nil {
+	if _, err := EnsureStream(ctx, js, bucketStream(kc), log); err != nil {
 		return nil, err
 	}
-	st, err := js.Stream(ctx, "KV_"+kc.Bucket)
-	if err != nil {
-		return nil, err
+	return js.KeyValue(ctx, kc.Bucket)
+}
+
+// bucketStream is the stream of bucket kc (nats.go's layout, kv.go
+// prepareKeyValueConfig, without rollups).
+func bucketStream(kc jetstream.KeyValueConfig) jetstream.StreamConfig {
+	dups := 2 * time.Minute
+	if kc.TTL > 0 && kc.TTL < dups {
+		dups = kc.TTL
 	}
-	// A bucket's retention and discard policy are the client library's.
-	have := st.CachedInfo().Config
-	want := jetstream.StreamConfig{Name: have.Name, Retention: have.Retention, Discard: have.Discard, Replicas: max(kc.Replicas, 1), MaxAge: kc.TTL,
-		MaxBytes: orUnlimited(kc.MaxBytes), MaxMsgSize: int32(orUnlimited(int64(kc.MaxValueSize))),
-		MaxMsgsPerSubject: int64(max(kc.History, 1)), Storage: kc.Storage}
-	reportDifferences(want, have, log)
-	return kv, nil
+	return jetstream.StreamConfig{Name: "KV_" + kc.Bucket, Description: kc.Description, Subjects: []string{"$KV." + kc.Bucket + ".>"},
+		MaxMsgsPerSubject: int64(max(kc.History, 1)), MaxBytes: orUnlimited(kc.MaxBytes), MaxAge: kc.TTL,
+		MaxMsgSize: int32(orUnlimited(int64(kc.MaxValueSize))), Storage: kc.Storage, Replicas: max(kc.Replicas, 1),
+		DenyDelete: true, Duplicates: dups, MaxMsgs: -1, MaxConsumers: -1, AllowDirect: true, Discard: jetstream.DiscardNew}
 }
 
 func orUnlimited(n int64) int64 {
@@ -96,5 +99,6 @@ func Differences(want, have jetstream.StreamConfig) []Difference {
 	add("discard", want.Discard, have.Discard, true)
 	add("storage", want.Storage, have.Storage, true)
 	add("subjects", want.Subjects, have.Subjects, len(want.Subjects) > 0)
+	add("allow_rollup", want.AllowRollup, have.AllowRollup, true)
 	return out
 }
