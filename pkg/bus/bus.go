@@ -158,7 +158,7 @@ func Open(ctx context.Context, cfg Config, name string, log *zap.Logger) (*nats.
 		nc.Close()
 		return nil, nil, err
 	}
-	if err := UntilReady(ctx, log, func(ctx context.Context) error { return EnsureStreams(ctx, js, cfg) }); err != nil {
+	if err := UntilReady(ctx, log, func(ctx context.Context) error { return ensureStreams(ctx, js, cfg, log) }); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
