@@ -275,8 +275,8 @@ func TestSerialOfABodyTooLarge(t *testing.T) {
 func TestDeviceEndpointsWithATrailingSlash(t *testing.T) {
 	srv, _ := frontServer(t, Deps{Limits: Limits{MaxBatchMessages: 10}})
 	for path, body := range map[string]string{
-		EventPath:  `{"serial":"dev-1","data":{"temp":1}}`,
-		EventsPath: `{"serial":"dev-1","messages":[{"data":{"temp":1}}]}`,
+		"/api/v1/deviceapi/event":  `{"serial":"dev-1","data":{"temp":1}}`,
+		"/api/v1/deviceapi/events": `{"serial":"dev-1","messages":[{"data":{"temp":1}}]}`,
 	} {
 		for _, p := range []string{path, path + "/"} {
 			req, _ := http.NewRequest("POST", srv.URL+p, strings.NewReader(body))
