@@ -46,7 +46,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.URL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
 	s.String(&c.CredsFile, "nats-creds", "", "NATS credentials file (JWT + nkey)")
 	s.String(&c.User, "nats-user", "", "NATS user of this program (deploy/nats/auth.conf has one per program)")
-	s.String(&c.Password, "nats-password", "", "password of NATS_USER (from a secret; never logged)")
+	s.Secret(&c.Password, "nats-password", "password of NATS_USER (from a secret; never logged)")
 	s.String(&c.TLSCAFile, "nats-tls-ca", "", "CA file to verify the NATS server")
 	s.String(&c.TLSCert, "nats-tls-cert", "", "client certificate for NATS mutual TLS")
 	s.String(&c.TLSKey, "nats-tls-key", "", "client key for NATS mutual TLS")
