@@ -21,6 +21,10 @@ import (
 // program refuses it unless -dev is given.
 const devAdminToken = "dev-admin-token"
 
+// minAdminToken is ADMIN_TOKEN's shortest length: it opens the whole
+// workspace, and a guesser has 20 tries a minute per address.
+const minAdminToken = 16
+
 // devTokenKey is the TOKEN_KEY of -dev when none is given: a development
 // registry's tokens are not protected by it.
 const devTokenKey = "dev-token-key-not-secret-0123456789abcdef"
@@ -105,6 +109,8 @@ func (c *Config) Validate() error {
 		return errors.New("ADMIN_TOKEN is empty: set it, or pass -dev for the development default")
 	case d.AdminToken == devAdminToken && !c.Dev:
 		return errors.New("ADMIN_TOKEN is the development default: set your own, or pass -dev")
+	case len(d.AdminToken) < minAdminToken && d.AdminToken != devAdminToken:
+		return fmt.Errorf("ADMIN_TOKEN must be at least %d bytes: generate one with `openssl rand -hex 32`", minAdminToken)
 	case len(key) < registry.MinKeyLen || (previous != "" && len(previous) < registry.MinKeyLen):
 		return fmt.Errorf("TOKEN_KEY must be at least %d bytes (and so must the previous key after a comma): generate one with `openssl rand -hex 32`, or pass -dev for the development default", registry.MinKeyLen)
 	case key == devTokenKey && !c.Dev:

@@ -44,3 +44,33 @@ func TestUsageShowsNoSecret(t *testing.T) {
 		}
 	}
 }
+
+// ADMIN_TOKEN opens the whole workspace: one of fewer than 16 bytes is
+// refused at start, except the development default under -dev.
+func TestAdminTokenHasAMinimumLength(t *testing.T) {
+	t.Setenv("TOKEN_KEY", "key-b71e0c4f9a2d63e8b71e0c4f9a2d63e8")
+	for _, tc := range []struct {
+		token string
+		dev   bool
+		want  string
+	}{
+		{"x", false, "ADMIN_TOKEN must be at least 16 bytes"},
+		{"admin-token-0123", true, ""},
+		{"0123456789abcde", false, "ADMIN_TOKEN must be at least 16 bytes"},
+		{"0123456789abcdef", false, ""},
+		{"dev-admin-token", true, ""},
+		{"", true, ""}, // -dev's default
+	} {
+		var c Config
+		fs := envflag.New("ingest-api")
+		c.Register(fs)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		c.AdminToken, c.Dev = tc.token, tc.dev
+		err := c.Validate()
+		if (tc.want == "" && err != nil) || (tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want))) {
+			t.Errorf("ADMIN_TOKEN %q (dev %v): %v, want %q", tc.token, tc.dev, err, tc.want)
+		}
+	}
+}

@@ -81,7 +81,8 @@ func TestConfiguration(t *testing.T) {
 	}{
 		{"ingest-api", []string{"ADMIN_TOKEN="}, "ingest-api: ADMIN_TOKEN"},
 		{"ingest-api", []string{"ADMIN_TOKEN=x", "MAX_IN_FLIGHT=abc"}, `ingest-api: MAX_IN_FLIGHT="abc"`},
-		{"ingest-api", []string{"ADMIN_TOKEN=x", "TOKEN_KEY=too-short"}, "ingest-api: TOKEN_KEY must be at least 32 bytes"},
+		{"ingest-api", []string{"ADMIN_TOKEN=x"}, "ingest-api: ADMIN_TOKEN must be at least 16 bytes"},
+		{"ingest-api", []string{"ADMIN_TOKEN=admin-token-0123456789", "TOKEN_KEY=too-short"}, "ingest-api: TOKEN_KEY must be at least 32 bytes"},
 		{"writer-worker", []string{"IDEMPOTENCY_WINDOW=0s"}, "writer-worker: IDEMPOTENCY_WINDOW must be positive"},
 		{"mapper-worker", []string{"NATS_PREFIX=a..b"}, "mapper-worker: NATS_PREFIX must be dot-separated tokens"},
 		{"writer-worker", []string{"CLICKHOUSE_URL=clickhouse://u:secret@h:9000/db"}, "writer-worker: CLICKHOUSE_URL must not hold a password"},
