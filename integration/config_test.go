@@ -101,9 +101,9 @@ func TestConfiguration(t *testing.T) {
 // pipeline works and uses only the names derived from it.
 func TestCustomNATSNames(t *testing.T) {
 	s := startStack(t, "NATS_PREFIX=fleet.eu")
-	s.admin(t, http.MethodPut, "/devices/dev-EU", `{"accessToken":"tok-EU","inputs":[{"name":"t","entity":"eu","entityInput":"t"}]}`)
-	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":1}}`, bearer("tok-EU")), 200, storedMsg, "")
-	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":2}}`, keyHeader("tok-EU", "eu-1")), 200, storedMsg, "")
+	s.admin(t, http.MethodPut, "/devices/dev-EU", `{"accessToken":"tok-5f0c2b9e71d4-EU","inputs":[{"name":"t","entity":"eu","entityInput":"t"}]}`)
+	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":1}}`, bearer("tok-5f0c2b9e71d4-EU")), 200, storedMsg, "")
+	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":2}}`, keyHeader("tok-5f0c2b9e71d4-EU", "eu-1")), 200, storedMsg, "")
 	if r := s.admin(t, http.MethodGet, "/entities/eu/inputs/t/latest", ""); r.Status != 200 {
 		t.Fatalf("read through the renamed query subject: %d %s", r.Status, r.Raw)
 	}
@@ -155,8 +155,8 @@ func TestHTTPS(t *testing.T) {
 		s.start(prog)
 	}
 	s.waitReady()
-	s.admin(t, http.MethodPut, "/devices/dev-TLS", `{"accessToken":"tok-TLS","inputs":[{"name":"t","entity":"tls","entityInput":"t"}]}`)
-	r := s.post(t, `{"serial":"dev-TLS","data":{"t":1}}`, bearer("tok-TLS"))
+	s.admin(t, http.MethodPut, "/devices/dev-TLS", `{"accessToken":"tok-5f0c2b9e71d4-TLS","inputs":[{"name":"t","entity":"tls","entityInput":"t"}]}`)
+	r := s.post(t, `{"serial":"dev-TLS","data":{"t":1}}`, bearer("tok-5f0c2b9e71d4-TLS"))
 	expect(t, r, 200, storedMsg, "")
 	// Plain HTTP on the TLS port is not served.
 	if resp, err := client.Get("http://" + addr + "/healthz"); err == nil {

@@ -118,7 +118,7 @@ func decodeDevice(body io.Reader, serial string) (registry.Device, error) {
 	if err := d.Normalize(); err != nil {
 		return d, err
 	}
-	return d, nil
+	return d, checkNewToken(d.AccessToken)
 }
 
 // decodeStrict reads a small JSON object of known fields into v; an empty
