@@ -74,3 +74,21 @@ func TestAdminTokenHasAMinimumLength(t *testing.T) {
 		}
 	}
 }
+
+// A configuration error names the setting, never quotes a secret: a
+// NATS_URL that does not parse holds its password in the parser's error.
+func TestConfigErrorsShowNoSecret(t *testing.T) {
+	t.Setenv("ADMIN_TOKEN", "admin-5f0c2b9e71d4a8e3")
+	t.Setenv("TOKEN_KEY", "key-b71e0c4f9a2d63e8b71e0c4f9a2d63e8")
+	t.Setenv("NATS_URL", "nats://ingest:url-pw-9e7a41@127.0.0.1:x")
+	var c Config
+	fs := envflag.New("ingest-api")
+	c.Register(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Validate()
+	if err == nil || strings.Contains(err.Error(), "url-pw-9e7a41") || !strings.HasPrefix(err.Error(), "NATS_URL") {
+		t.Fatalf("a NATS_URL that does not parse: %v, want an error naming NATS_URL without its password", err)
+	}
+}
