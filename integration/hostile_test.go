@@ -97,7 +97,7 @@ func (f *fleet) run(ctx context.Context, base string, rate int, first int) {
 			dev := v % hostileDevices
 			body := fmt.Sprintf(`{"serial":"hostile-%d","data":{"v":%d}}`, dev, v)
 			req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/deviceapi/event", strings.NewReader(body))
-			req.Header.Set("Authorization", fmt.Sprintf("Bearer hostile-tok-%d", dev))
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer hostile-tok-5f0c2b9e71d4-%d", dev))
 			resp, err := client.Do(req)
 			key, ok := "conn_error", false
 			if err == nil {
@@ -312,12 +312,12 @@ func attack(t *testing.T, s *stack, a hostileAttack, d time.Duration, start func
 // provisionBig makes the device whose large messages the read flood reads.
 func provisionBig(t *testing.T, s *stack) {
 	t.Helper()
-	if r := s.admin(t, http.MethodPut, "/devices/hostile-big", `{"accessToken":"hostile-big-tok","inputs":[{"name":"v","entity":"big","entityInput":"v"}]}`); r.Status != 200 {
+	if r := s.admin(t, http.MethodPut, "/devices/hostile-big", `{"accessToken":"hostile-big-token-1","inputs":[{"name":"v","entity":"big","entityInput":"v"}]}`); r.Status != 200 {
 		t.Fatalf("provision: %d %s", r.Status, r.Raw)
 	}
 	blob := strings.Repeat("x", 700<<10)
 	for i := range hostileBigMessages {
-		r := s.post(t, fmt.Sprintf(`{"serial":"hostile-big","data":{"v":%d,"blob":"%s"}}`, i, blob), bearer("hostile-big-tok"))
+		r := s.post(t, fmt.Sprintf(`{"serial":"hostile-big","data":{"v":%d,"blob":"%s"}}`, i, blob), bearer("hostile-big-token-1"))
 		if r.Status != 200 {
 			t.Fatalf("big message %d: %d %s", i, r.Status, r.Raw)
 		}
@@ -338,7 +338,7 @@ func TestHostileInput(t *testing.T) {
 	s.start("ingest-api")
 	s.waitReady()
 	for i := range hostileDevices {
-		body := fmt.Sprintf(`{"accessToken":"hostile-tok-%d","inputs":[{"name":"v","entity":"chaos","entityInput":"v"}]}`, i)
+		body := fmt.Sprintf(`{"accessToken":"hostile-tok-5f0c2b9e71d4-%d","inputs":[{"name":"v","entity":"chaos","entityInput":"v"}]}`, i)
 		if r := s.admin(t, http.MethodPut, fmt.Sprintf("/devices/hostile-%d", i), body); r.Status != 200 {
 			t.Fatalf("provision: %d %s", r.Status, r.Raw)
 		}

@@ -58,7 +58,7 @@ func parseFlags(args []string) (config, error) {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.StringVar(&c.target, "target", "http://127.0.0.1:8080", "ingest-api's device port, base URL")
 	fs.StringVar(&c.workspace, "workspace", "http://127.0.0.1:8084", "ingest-api's workspace listener, base URL (devices are provisioned there)")
-	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("ADMIN_TOKEN"), "workspace API token")
+	fs.StringVar(&c.adminToken, "admin-token", "", "workspace API token (default: ADMIN_TOKEN, not shown here)")
 	fs.StringVar(&c.clickhouse, "clickhouse-http", "http://127.0.0.1:8123", "ClickHouse HTTP interface, for the reconciliation")
 	fs.StringVar(&c.database, "database", "device_events", "ClickHouse database")
 	fs.IntVar(&c.devices, "devices", 1000, "devices to provision and spread the load over")
@@ -108,6 +108,9 @@ func parseFlags(args []string) (config, error) {
 			return c, fmt.Errorf("bad -pids entry %q", kv)
 		}
 		c.pids[name] = pid
+	}
+	if c.adminToken == "" {
+		c.adminToken = os.Getenv("ADMIN_TOKEN")
 	}
 	if c.adminToken == "" {
 		return c, fmt.Errorf("-admin-token (or ADMIN_TOKEN) is required")

@@ -88,9 +88,9 @@ Console: http://$WORKSPACE_ADDR/console/  (sign in with the admin token, ADMIN_T
 
 Or create a device with curl:
   curl -s -X PUT http://$WORKSPACE_ADDR/api/v1/admin/devices/dev-001 -H "Authorization: Bearer $ADMIN_TOKEN" \\
-    -d '{"connectionType":"API","accessToken":"secret-token-1","inputs":[{"name":"temp","entity":"boiler-1","entityInput":"temperature"}]}'
-Post a reading (the token: secret-token-1 for the curl device, or the one the console shows):
-  curl -s http://$INGEST_ADDR/api/v1/deviceapi/event -H 'Content-Type: application/json' -H 'Authorization: Bearer secret-token-1' \\
+    -d '{"connectionType":"API","accessToken":"secret-token-0001","inputs":[{"name":"temp","entity":"boiler-1","entityInput":"temperature"}]}'
+Post a reading (the token: secret-token-0001 for the curl device, or the one the console shows):
+  curl -s http://$INGEST_ADDR/api/v1/deviceapi/event -H 'Content-Type: application/json' -H 'Authorization: Bearer secret-token-0001' \\
     -d '{"serial":"dev-001","data":{"temp":21.5}}'
 Read it back:
   curl -s http://$WORKSPACE_ADDR/api/v1/admin/entities/boiler-1/inputs/temperature/latest -H "Authorization: Bearer $ADMIN_TOKEN"

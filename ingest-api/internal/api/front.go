@@ -94,6 +94,24 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 // tokenUncheckable is the detail of a device request whose token this
 // copy cannot check.
 const tokenUncheckable = "The access token cannot be checked on this server yet, retry later"
+// Paths of the device endpoints.
+const (
+	EventPath  = "/api/v1/deviceapi/event"
+	EventsPath = "/api/v1/deviceapi/events"
+)
+
+// deviceSlash, run before routing, serves a device endpoint's path with a
+// trailing slash as the path itself: firmware that joins a base URL and a
+// path, or a library that adds the slash, reaches the endpoint it meant
+// instead of a 404 it cannot act on.
+func deviceSlash(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); r.URL.Path == EventPath+"/" || r.URL.Path == EventsPath+"/" {
+			r.URL.Path, r.URL.RawPath = r.URL.Path[:len(r.URL.Path)-1], ""
+		}
+		return next(c)
+	}
+}
 
 // authFailed answers a failed authentication with code, or, when it is
 // past its address's limit (it got by the door while others used the limit

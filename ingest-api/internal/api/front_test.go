@@ -229,3 +229,26 @@ func TestSerialOfABodyTooLarge(t *testing.T) {
 		}
 	}
 }
+
+// A device endpoint's path with a trailing slash is the endpoint: the same
+// answer as without it, not a 404.
+func TestDeviceEndpointsWithATrailingSlash(t *testing.T) {
+	srv, _ := frontServer(t, Deps{Limits: Limits{MaxBatchMessages: 10}})
+	for path, body := range map[string]string{
+		"/api/v1/deviceapi/event":  `{"serial":"dev-1","data":{"temp":1}}`,
+		"/api/v1/deviceapi/events": `{"serial":"dev-1","messages":[{"data":{"temp":1}}]}`,
+	} {
+		for _, p := range []string{path, path + "/"} {
+			req, _ := http.NewRequest("POST", srv.URL+p, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer wrong-token")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := decode(t, resp)
+			if resp.StatusCode != 401 || b.Message != "Invalid access token" || b.Error != "Invalid access token for device with serial dev-1" {
+				t.Errorf("POST %s: %d %+v, want 401 Invalid access token", p, resp.StatusCode, b)
+			}
+		}
+	}
+}

@@ -127,7 +127,7 @@ func decodeDevice(body io.Reader, serial string) (registry.Device, error) {
 			return d, errors.New(`an entity or entity input may not be "." or "..": no URL can name it`)
 		}
 	}
-	return d, nil
+	return d, checkNewToken(d.AccessToken)
 }
 
 // decodeStrict reads a small JSON object of known fields into v; an empty

@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -24,6 +25,20 @@ type namedToken struct {
 	Token string `json:"token"`
 }
 
+// minToken is the shortest device token an operator may set (generated
+// ones are 32 hex digits): a guesser has 20 tries a minute per address.
+// Tokens set before there was a minimum keep working.
+const minToken = 16
+
+// checkNewToken refuses a token an operator names that is too short to
+// keep guessers out; an empty one is generated.
+func checkNewToken(tok string) error {
+	if tok != "" && len(tok) < minToken {
+		return fmt.Errorf("a token must be at least %d bytes (leave it out to have one generated)", minToken)
+	}
+	return nil
+}
+
 // addToken: POST /devices/{serial}/tokens gives the device a secondary
 // token (generated unless the body names one) and answers it, once.
 func (s *Server) addToken(c echo.Context) error {
@@ -33,6 +48,9 @@ func (s *Server) addToken(c echo.Context) error {
 	}
 	if dotSegment(req.Name) {
 		return s.respond(c, outcome.BadRequest, edge.Clip(c.Param("serial")), "", `a token's name may not be "." or "..": no URL can name it`)
+	}
+	if err := checkNewToken(req.Token); err != nil {
+		return s.respond(c, outcome.BadRequest, edge.Clip(c.Param("serial")), "", err.Error())
 	}
 	var shown namedToken
 	return s.changeDevice(c, "token.added", func(d *registry.Device) error {

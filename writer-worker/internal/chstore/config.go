@@ -76,9 +76,9 @@ func (s *Store) Where() (addrs []string, database string) { return s.cfg.addrs, 
 // Register adds the ClickHouse settings.
 func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.URL, "clickhouse-url", "clickhouse://default@127.0.0.1:9000/device_events", "clickhouse://user@host:port[,host:port...]/database[?secure=true[&tls_ca=FILE][&tls_cert=FILE&tls_key=FILE]]: the native protocol address, or the replicas of one shard (the writer uses the first that answers and moves on when it fails), the user that creates the tables and inserts, the database, TLS (the CA that verifies the servers, a client certificate)")
-	s.String(&c.Password, "clickhouse-password", "", "password of CLICKHOUSE_URL's user")
+	s.Secret(&c.Password, "clickhouse-password", "password of CLICKHOUSE_URL's user")
 	s.String(&c.ReadUser, "clickhouse-read-user", "", "ClickHouse user of the workspace reads: readonly, with max_execution_time and max_memory_usage in its profile (empty: CLICKHOUSE_URL's user; deploy/clickhouse/server.sh makes ingest_reader)")
-	s.String(&c.ReadPassword, "clickhouse-read-password", "", "password of CLICKHOUSE_READ_USER")
+	s.Secret(&c.ReadPassword, "clickhouse-read-password", "password of CLICKHOUSE_READ_USER")
 	s.Bool(&c.Replicated, "clickhouse-replicated", false, "the tables are ReplicatedReplacingMergeTree (one shard; servers need the {shard} and {replica} macros and ZooKeeper): created on every address of CLICKHOUSE_URL, inserts wait for a majority of them")
 	s.String(&c.Cluster, "clickhouse-cluster", "", "shard the tables over this cluster of the servers' remote_servers (replicated local tables, Distributed tables in front, synchronous inserts; CLICKHOUSE_URL lists every server); empty: one shard")
 }
