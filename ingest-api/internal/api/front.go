@@ -74,6 +74,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 		}
 		return s.authFailed(c, k, outcome.InvalidToken)
 	}
+	k.authenticated = true
 	if ok, wait := s.Limiter.AllowN(k.serial, cost(k.readings, len(b.b))); !ok {
 		setRetryAfter(c, wait)
 		return s.answer(c, k, outcome.RateLimited, "", "")
