@@ -65,9 +65,13 @@ func (s *Server) latest(c echo.Context) error {
 		return s.respond(c, outcome.NotFound, "", "", fmt.Sprintf("no value stored for entity %s input %s", req.Entity, req.Input))
 	}
 	p := resp.Points[0]
-	return c.JSON(http.StatusOK, map[string]any{
+	body := map[string]any{
 		"entity": req.Entity, "input": req.Input, "value": p.Value, "ts": p.TS, "receivedAt": p.ReceivedAt, "serial": p.Serial,
-	})
+	}
+	if p.ValueBytes > 0 {
+		body["valueBytes"], body["truncated"] = p.ValueBytes, true
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 func (s *Server) series(c echo.Context) error {
@@ -86,9 +90,10 @@ func (s *Server) series(c echo.Context) error {
 			return s.respond(c, code, "", "", err.Error())
 		}
 		return c.JSON(http.StatusOK, struct {
-			Step   string         `json:"step"`
-			Points []query.Bucket `json:"points"`
-		}{query.FormatStep(req.StepMs), orEmpty(resp.Buckets)})
+			Step      string         `json:"step"`
+			Points    []query.Bucket `json:"points"`
+			Truncated bool           `json:"truncated,omitempty"`
+		}{query.FormatStep(req.StepMs), orEmpty(resp.Buckets), resp.Truncated})
 	}
 	resp, code, err := s.ask(c.Request().Context(), query.Series, req)
 	if err != nil {
@@ -98,7 +103,14 @@ func (s *Server) series(c echo.Context) error {
 	for i := range pts {
 		pts[i].Serial = ""
 	}
-	return c.JSON(http.StatusOK, map[string]any{"points": pts})
+	body := map[string]any{"points": pts}
+	if resp.Truncated {
+		body["truncated"] = true
+	}
+	if resp.NextMs > 0 { // the from of the page after
+		body["next"] = query.FormatNs(resp.NextMs * 1e6)
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 // seriesStep reads the aggregation parameters: step (a duration) or points
