@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -41,18 +42,21 @@ func (s *Server) deviceMessages(c echo.Context) error {
 	}
 	// A page holds at most limit messages and about 4 MiB of payloads;
 	// next asks for the page after it.
-	page := make([]byte, 0, len(resp.Messages)+64)
-	page = append(page, `{"messages":`...)
+	// The writer does not escape HTML on the wire (it would make a page of
+	// '<' six times its size); the answer escapes it as every JSON answer.
+	var page bytes.Buffer
+	page.Grow(len(resp.Messages) + 64)
+	page.WriteString(`{"messages":`)
 	if len(resp.Messages) == 0 || string(resp.Messages) == "null" {
-		page = append(page, "[]"...)
+		page.WriteString("[]")
 	} else {
-		page = append(page, resp.Messages...)
+		json.HTMLEscape(&page, resp.Messages)
 	}
 	if resp.NextNs > 0 {
-		page = strconv.AppendInt(append(page, `,"next":"`...), resp.NextNs, 10)
-		page = append(page, '"')
+		page.WriteString(`,"next":"` + strconv.FormatInt(resp.NextNs, 10) + `"`)
 	}
-	return c.JSONBlob(http.StatusOK, append(page, "}\n"...))
+	page.WriteString("}\n")
+	return c.JSONBlob(http.StatusOK, page.Bytes())
 }
 
 func (s *Server) latest(c echo.Context) error {
