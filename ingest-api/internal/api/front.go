@@ -78,6 +78,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 		}
 		return s.authFailed(c, k, outcome.InvalidToken)
 	}
+	k.authenticated = true
 	if ok, wait := s.Limiter.AllowN(k.serial, cost(k.readings, len(b.b))); !ok {
 		setRetryAfter(c, wait)
 		return s.answer(c, k, outcome.RateLimited, "", "")
@@ -94,6 +95,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 // tokenUncheckable is the detail of a device request whose token this
 // copy cannot check.
 const tokenUncheckable = "The access token cannot be checked on this server yet, retry later"
+
 // Paths of the device endpoints.
 const (
 	EventPath  = "/api/v1/deviceapi/event"

@@ -41,7 +41,7 @@ func TestReadyzNamesTheConditionNotTheInternals(t *testing.T) {
 	defer sub.Unsubscribe()
 	core, logs := observer.New(zap.InfoLevel)
 	e, s := New(Deps{Log: zap.New(core), Registry: store,
-		Query: query.NewClient(nc, bus.DefaultNames.QueryPrefix(), time.Second),
+		Query:  query.NewClient(nc, bus.DefaultNames.QueryPrefix(), time.Second),
 		Limits: Limits{MaxBodyBytes: 1 << 10, MaxInFlight: 4}})
 	go func() { _ = s.WatchReady(ctx) }()
 

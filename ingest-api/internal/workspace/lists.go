@@ -86,6 +86,8 @@ type latestValue struct {
 	Value  json.RawMessage `json:"value"`
 	TS     string          `json:"ts"`
 	Serial string          `json:"serial"`
+	// ValueBytes is the size of a value left out (null) for its size.
+	ValueBytes int `json:"valueBytes,omitempty"`
 }
 
 // listEntities: GET /api/v1/admin/entities?prefix=&limit=&cursor=, the
@@ -140,7 +142,7 @@ func (s *Server) listEntities(c echo.Context) error {
 		}
 		for _, p := range resp.Points {
 			if in := at[query.EntityInput{Entity: p.Entity, Input: p.Input}]; in != nil {
-				in.Latest = &latestValue{Value: p.Value, TS: p.TS, Serial: p.Serial}
+				in.Latest = &latestValue{Value: p.Value, TS: p.TS, Serial: p.Serial, ValueBytes: p.ValueBytes}
 			}
 		}
 		pairs = pairs[n:]
