@@ -30,7 +30,7 @@ clean:
 
 bench: deps build
 	deploy/dev/bench.sh
-	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./ingest-api/... ./mapper-worker/... ./writer-worker/... | tee bench/components.txt
+	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./ingest-api/... ./mapper-worker/... ./writer-worker/... | tee bench/out/components.txt
 
 chaos:
 	bash -o pipefail -c 'CHAOS_FULL=1 GOTEST_FLAGS="-run Chaos|Hostile|DiskFull|StorageLimit -v" deploy/dev/test.sh 2>&1 | grep -E "^(chaos fault|hostile attack|--- |ok|FAIL)"'

@@ -21,6 +21,10 @@ import (
 // program refuses it unless -dev is given.
 const devAdminToken = "dev-admin-token"
 
+// minAdminToken is ADMIN_TOKEN's shortest length: it opens the whole
+// workspace, and a guesser has 20 tries a minute per address.
+const minAdminToken = 16
+
 // devTokenKey is the TOKEN_KEY of -dev when none is given: a development
 // registry's tokens are not protected by it.
 const devTokenKey = "dev-token-key-not-secret-0123456789abcdef"
@@ -44,6 +48,7 @@ const (
 // Config is ingest-api's whole configuration.
 type Config struct {
 	HTTPAddr         string
+	WorkspaceAddr    string
 	MetricsAddr      string
 	TLSCert, TLSKey  string
 	AdminToken       string
@@ -64,12 +69,13 @@ type Config struct {
 
 // Register adds every setting as a flag and environment variable.
 func (c *Config) Register(s *envflag.Set) {
-	s.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address")
+	s.String(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "HTTP listen address of the device endpoints (the device port)")
+	s.String(&c.WorkspaceAddr, "workspace-addr", "127.0.0.1:8084", "HTTP listen address of the workspace API and the console; keep it off the public network")
 	s.String(&c.MetricsAddr, "metrics-addr", "127.0.0.1:8083", "address of the operations listener: /metrics, /healthz, /readyz, /debug/pprof (empty: off); keep it off the public network")
 	s.String(&c.TLSCert, "http-tls-cert", "", "certificate file: serve HTTPS when set")
 	s.String(&c.TLSKey, "http-tls-key", "", "key file for -http-tls-cert")
-	s.String(&c.AdminToken, "admin-token", "", "bearer token of the workspace API")
-	s.String(&c.TokenKey, "token-key", "", "secret of at least 32 bytes (64 hex digits from a random source) under which device tokens are kept as keyed digests and sealed copies, then optionally a comma and the key it replaces (records made under that one are rewritten: docs/operations.md); only ingest-api holds it")
+	s.Secret(&c.AdminToken, "admin-token", "bearer token of the workspace API")
+	s.Secret(&c.TokenKey, "token-key", "secret of at least 32 bytes (64 hex digits from a random source) under which device tokens are kept as keyed digests and sealed copies, then optionally a comma and the key it replaces (records made under that one are rewritten: docs/operations.md); only ingest-api holds it")
 	s.Bool(&c.Dev, "dev", false, "development mode: allow the built-in admin token and token key")
 	s.Int64(&c.MaxBodyBytes, "max-body-bytes", 1<<20, "largest request body accepted (413 beyond)")
 	s.Int(&c.MaxInFlight, "max-in-flight", 256*runtime.GOMAXPROCS(0), "authenticated requests in the pipeline at once (default 256 per core; bodies being read do not count: MAX_BODY_MEMORY bounds them); 503 + Retry-After beyond")
@@ -101,10 +107,14 @@ func (c *Config) Validate() error {
 		return errors.New("MAX_READING_AGE must be positive")
 	case c.HTTPAddr == "":
 		return errors.New("HTTP_ADDR is empty")
+	case c.WorkspaceAddr == "" || c.WorkspaceAddr == c.HTTPAddr || c.WorkspaceAddr == c.MetricsAddr:
+		return errors.New("WORKSPACE_ADDR must be set, apart from HTTP_ADDR and METRICS_ADDR: the workspace API and the console have a listener of their own")
 	case d.AdminToken == "":
 		return errors.New("ADMIN_TOKEN is empty: set it, or pass -dev for the development default")
 	case d.AdminToken == devAdminToken && !c.Dev:
 		return errors.New("ADMIN_TOKEN is the development default: set your own, or pass -dev")
+	case len(d.AdminToken) < minAdminToken && d.AdminToken != devAdminToken:
+		return fmt.Errorf("ADMIN_TOKEN must be at least %d bytes: generate one with `openssl rand -hex 32`", minAdminToken)
 	case len(key) < registry.MinKeyLen || (previous != "" && len(previous) < registry.MinKeyLen):
 		return fmt.Errorf("TOKEN_KEY must be at least %d bytes (and so must the previous key after a comma): generate one with `openssl rand -hex 32`, or pass -dev for the development default", registry.MinKeyLen)
 	case key == devTokenKey && !c.Dev:

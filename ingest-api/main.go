@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -16,10 +17,12 @@ import (
 	"github.com/devicehub/eventservice/ingest-api/internal/api"
 	"github.com/devicehub/eventservice/ingest-api/internal/audit"
 	"github.com/devicehub/eventservice/ingest-api/internal/claim"
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/redact"
 	"github.com/devicehub/eventservice/ingest-api/internal/submit"
+	"github.com/devicehub/eventservice/ingest-api/internal/workspace"
 	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/diag"
@@ -97,37 +100,40 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	tally := diag.NewTally(diag.DefaultLimits, diag.Publisher(js, names.DiagSubject()), log.With(zap.String("component", "diagnostics")))
 	tally.Register(reg, metrics.Ingest)
+	answers := edge.NewAnswers(log.With(zap.String("component", "http")), reg)
 	e, srv := api.New(api.Deps{
-		Metrics: reg,
-		Log:     log.With(zap.String("component", "http")), JS: js, Registry: store, Submitter: sub, Replies: waiter.Subject(), Query: reads,
-		Limiter:   limiter,
-		Failures:  failures,
-		Budget:    budget,
-		Work:      guard.NewWork(),
-		Proxies:   proxies,
-		Redactor:  redact.New(cfg.RedactKeys),
-		Keys:      keys,
-		AdminKeys: adminKeys,
-		Audit:     trail,
-		Tally:     counted(tally),
-		Backfills: backfills,
-		Names:     names,
+		Metrics: reg, Answers: answers,
+		Log: log.With(zap.String("component", "http")), Registry: store, Submitter: sub, Replies: waiter.Subject(), Query: reads,
+		Limiter:  limiter,
+		Failures: failures,
+		Budget:   budget,
+		Work:     guard.NewWork(),
+		Proxies:  proxies,
+		Redactor: redact.New(cfg.RedactKeys),
+		Keys:     keys,
+		Tally:    counted(tally),
 		Limits: api.Limits{MaxBodyBytes: cfg.MaxBodyBytes, DiscardBytes: discardFactor * cfg.MaxBodyBytes, MaxInFlight: cfg.MaxInFlight,
 			ReadingTime: cfg.ReadingTime, MaxBatchMessages: cfg.MaxBatchMessages,
 			BodyMinRate: cfg.Guard.BodyMinRate, BodyTimeout: readTimeout},
 	})
+	ws := workspace.New(workspace.Deps{
+		Log: log.With(zap.String("component", "workspace")), Answers: answers, Metrics: reg,
+		Registry: store, Keys: keys, AdminKeys: adminKeys, Audit: trail, Backfills: backfills,
+		Query: reads, JS: js, Names: names, Limiter: limiter, Failures: failures, Proxies: proxies,
+	})
 	// The operations listener's /readyz checks what the API's does.
 	ops := health.New(cfg.MetricsAddr, srv.Ready)
 	ops.Mux.Handle("GET /metrics", metrics.Handler(reg))
-	hs := &http.Server{
-		Handler:           e,
-		ReadHeaderTimeout: readHeaderTimeout,
-		ReadTimeout:       readTimeout,
-		WriteTimeout:      cfg.OutcomeTimeout + writeSlack,
-		IdleTimeout:       idleTimeout,
-		MaxHeaderBytes:    64 << 10,
-		ConnContext:       guard.ConnContext,
+	hs := httpServer(e, cfg.OutcomeTimeout+writeSlack)
+	wss := httpServer(ws, queryTimeout+writeSlack)
+
+	// The workspace listener is open before the device port answers
+	// ready: a client told "ready" finds both.
+	wln, err := net.Listen("tcp", cfg.WorkspaceAddr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
 	}
+	defer wln.Close()
 
 	// The publisher, registry and operations listener outlive the HTTP
 	// server: the requests it still answers while draining need them.
@@ -149,14 +155,33 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			}
 			conns := guard.Listen(ln, cfg.Guard.MaxConnsPerSource, cfg.Guard.MaxConns, proxies, cfg.TLSCert != "")
 			guard.RegisterMetrics(reg, conns, failures, budget)
-			return serve(ctx, cfg, hs, conns, srv, store.Cache().Len(), log)
+			log.Info("ingest-api listening", zap.String("addr", ln.Addr().String()), zap.Int("devices", store.Cache().Len()))
+			return serve(ctx, cfg, hs, conns, srv.Drain, log)
+		}}, {Name: "workspace", Run: func(ctx context.Context) error {
+			log.Info("workspace listening", zap.String("addr", wln.Addr().String()))
+			return serve(ctx, cfg, wss, wln, func() {}, log)
 		}}},
 	)
 }
 
-// serve answers HTTP until ctx ends, then shuts down in order: not ready,
-// stop accepting, answer what is in flight.
-func serve(ctx context.Context, cfg Config, hs *http.Server, ln net.Listener, srv *api.Server, devices int, log *zap.Logger) error {
+// httpServer is the http.Server of one listener: bounded headers and
+// timeouts, each connection's context marked for guard.Conns.
+func httpServer(h http.Handler, writeTimeout time.Duration) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		WriteTimeout:      writeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ConnContext:       guard.ConnContext,
+	}
+}
+
+// serve answers HTTP on ln (HTTPS with HTTP_TLS_CERT) until ctx ends, then
+// shuts down in order: drain (not ready), stop accepting, answer what is in
+// flight.
+func serve(ctx context.Context, cfg Config, hs *http.Server, ln net.Listener, drain func(), log *zap.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() {
 		if cfg.TLSCert != "" {
@@ -165,14 +190,13 @@ func serve(ctx context.Context, cfg Config, hs *http.Server, ln net.Listener, sr
 			serveErr <- hs.Serve(ln)
 		}
 	}()
-	log.Info("ingest-api listening", zap.String("addr", ln.Addr().String()), zap.Int("devices", devices))
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
 	}
-	srv.Drain()
-	log.Info("shutting down")
+	drain()
+	log.Info("shutting down", zap.String("addr", ln.Addr().String()))
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	err := hs.Shutdown(sctx)

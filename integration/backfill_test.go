@@ -64,12 +64,12 @@ func TestBackfill(t *testing.T) {
 	s := startStack(t)
 	const serial = "bf-1"
 	device := func(inputs string) string {
-		return `{"accessToken":"tok-bf","timestampInput":"datetime","inputs":[` + inputs + `]}`
+		return `{"accessToken":"tok-5f0c2b9e71d4-bf","timestampInput":"datetime","inputs":[` + inputs + `]}`
 	}
 	if r := s.admin(t, http.MethodPut, "/devices/"+serial, device(`{"name":"temp","entity":"boiler","entityInput":"temperature"}`)); r.Status != http.StatusOK {
 		t.Fatalf("PUT: %d %s", r.Status, r.Raw)
 	}
-	bearer := map[string]string{"Authorization": "Bearer tok-bf"}
+	bearer := map[string]string{"Authorization": "Bearer tok-5f0c2b9e71d4-bf"}
 	start := time.Now().Add(-time.Second)
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	var readingMs []int64

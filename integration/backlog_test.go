@@ -36,9 +36,9 @@ const (
 // per message, the stored ones stored once, in reading time.
 func TestBacklogContract(t *testing.T) {
 	s := startStack(t, "MAX_BATCH_MESSAGES=5")
-	s.admin(t, "PUT", "/devices/dev-B", `{"accessToken":"tok-B","timestampInput":"datetime","inputs":[{"name":"t","entity":"bk","entityInput":"t"}]}`)
-	s.admin(t, "PUT", "/devices/dev-M", `{"accessToken":"tok-M","connectionType":"MQTT","inputs":[]}`)
-	dev := bearer("tok-B")
+	s.admin(t, "PUT", "/devices/dev-B", `{"accessToken":"tok-5f0c2b9e71d4-B","timestampInput":"datetime","inputs":[{"name":"t","entity":"bk","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/dev-M", `{"accessToken":"tok-5f0c2b9e71d4-M","connectionType":"MQTT","inputs":[]}`)
+	dev := bearer("tok-5f0c2b9e71d4-B")
 	for _, c := range []struct {
 		name, body string
 		header     map[string]string
@@ -49,13 +49,13 @@ func TestBacklogContract(t *testing.T) {
 		{"not an object", `[{"data":{}}]`, dev, 400, "Invalid message format", "Message must be a valid JSON object"},
 		{"no serial", `{"messages":[{"data":{}}]}`, dev, 400, "Missing serial number", "Device serial number is required"},
 		{"no token", `{"serial":"dev-B","messages":[{"data":{}}]}`, nil, 401, "Missing access token", "Device access token is required (either in data or as Bearer token)"},
-		{"no messages", `{"serial":"dev-B","accessToken":"tok-B"}`, nil, 400, "Invalid data format", "Messages must be a non-empty array"},
+		{"no messages", `{"serial":"dev-B","accessToken":"tok-5f0c2b9e71d4-B"}`, nil, 400, "Invalid data format", "Messages must be a non-empty array"},
 		{"messages not an array", `{"serial":"dev-B","messages":{"data":{}}}`, dev, 400, "Invalid data format", "Messages must be a non-empty array"},
 		{"empty", `{"serial":"dev-B","messages":[]}`, dev, 400, "Invalid data format", "Messages must be a non-empty array"},
 		{"too many", `{"serial":"dev-B","messages":[{},{},{},{},{},{}]}`, dev, 413, "Payload too large", "Too many messages in one request (at most 5)"},
 		{"unknown device", `{"serial":"nope","messages":[{"data":{}}]}`, dev, 404, "Device not found", "Device with serial nope not found"},
 		{"wrong token", `{"serial":"dev-B","messages":[{"data":{}}]}`, bearer("bad"), 401, "Invalid access token", "Invalid access token for device with serial dev-B"},
-		{"MQTT device", `{"serial":"dev-M","accessToken":"tok-M","messages":[{"data":{}}]}`, nil, 401, "Invalid access token", "Invalid access token for device with serial dev-M"},
+		{"MQTT device", `{"serial":"dev-M","accessToken":"tok-5f0c2b9e71d4-M","messages":[{"data":{}}]}`, nil, 401, "Invalid access token", "Invalid access token for device with serial dev-M"},
 	} {
 		r := s.postBacklog(t, c.body, c.header)
 		if r.Status != c.status || r.Body["message"] != c.message || r.Body["error"] != c.errText || r.Body["success"] != false || r.Body["results"] != nil {
@@ -66,7 +66,7 @@ func TestBacklogContract(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	at := func(i int) time.Time { return now.Add(-time.Hour + time.Duration(i)*time.Minute) }
 	// Every message stored: 200 and success, in reading time.
-	r := s.postBacklog(t, fmt.Sprintf(`{"serial":"dev-B","accessToken":"tok-B","messages":[
+	r := s.postBacklog(t, fmt.Sprintf(`{"serial":"dev-B","accessToken":"tok-5f0c2b9e71d4-B","messages":[
 		{"ts":%d,"data":{"t":1}},{"data":{"datetime":%q,"t":2}},{"ts":%q,"data":{"t":3,"datetime":null}}]}`,
 		at(0).UnixMilli(), fieldTime(at(1)), at(2).Format(time.RFC3339Nano)), nil)
 	if r.Status != 200 || r.Body["success"] != true || r.Body["message"] != storedText || strings.Join(results(r), ",") != strings.Repeat(okResult+",", 2)+okResult {
@@ -113,14 +113,14 @@ func TestBacklogContract(t *testing.T) {
 // and stores nothing more.
 func TestBacklogKeyedAndFailed(t *testing.T) {
 	s := startStack(t)
-	s.admin(t, "PUT", "/devices/dev-K", `{"accessToken":"tok-K","inputs":[{"name":"t","entity":"bkk","entityInput":"t"}]}`)
-	s.admin(t, "PUT", "/devices/dev-F", `{"accessToken":"tok-F","inputs":[{"name":"t","entity":"bkf","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/dev-K", `{"accessToken":"tok-5f0c2b9e71d4-K","inputs":[{"name":"t","entity":"bkk","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/dev-F", `{"accessToken":"tok-5f0c2b9e71d4-F","inputs":[{"name":"t","entity":"bkf","entityInput":"t"}]}`)
 	// The table refuses everything for good: nothing of the backlog is
 	// stored, every message is answered failed, 503 + Retry-After.
 	if err := s.ch.Exec(t.Context(), "ALTER TABLE "+s.db+".input_values MODIFY COLUMN serial FixedString(4)"); err != nil {
 		t.Fatal(err)
 	}
-	r := s.postBacklog(t, `{"serial":"dev-F","messages":[{"data":{"t":1}},{"data":{"t":2}}]}`, bearer("tok-F"))
+	r := s.postBacklog(t, `{"serial":"dev-F","messages":[{"data":{"t":1}},{"data":{"t":2}}]}`, bearer("tok-5f0c2b9e71d4-F"))
 	failed := "false|Message processed but failed to store data|"
 	rs := results(r)
 	if r.Status != 503 || r.Header.Get("Retry-After") == "" || r.Body["message"] != "Message processed but failed to store data" ||
@@ -135,7 +135,7 @@ func TestBacklogKeyedAndFailed(t *testing.T) {
 	}
 
 	body := `{"serial":"dev-K","messages":[{"data":{"t":1}},{"data":{"u":2}},{"data":{"t":3}}]}`
-	key := keyHeader("tok-K", "backlog-1")
+	key := keyHeader("tok-5f0c2b9e71d4-K", "backlog-1")
 	first := s.postBacklog(t, body, key)
 	want := okResult + ",false|No connections configured|No connections found for this device," + okResult
 	if first.Status != 200 || strings.Join(results(first), ",") != want {
@@ -159,11 +159,11 @@ func TestBacklogKeyedAndFailed(t *testing.T) {
 // and SQL show the backlog in time order, the Messages view shows each one.
 func TestFieldClientBacklog(t *testing.T) {
 	s := startStack(t)
-	s.admin(t, "PUT", "/devices/dev-FC", `{"accessToken":"tok-FC","timestampInput":"datetime","inputs":[
+	s.admin(t, "PUT", "/devices/dev-FC", `{"accessToken":"tok-5f0c2b9e71d4-FC","timestampInput":"datetime","inputs":[
 		{"name":"temp","entity":"field","entityInput":"temp"},{"name":"hum","entity":"field","entityInput":"hum"}]}`)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	live := now.Add(-5 * time.Second)
-	expect(t, s.post(t, fmt.Sprintf(`{"serial":"dev-FC","accessToken":"tok-FC","data":{"datetime":%q,"temp":99.5,"hum":null}}`, fieldTime(live)),
+	expect(t, s.post(t, fmt.Sprintf(`{"serial":"dev-FC","accessToken":"tok-5f0c2b9e71d4-FC","data":{"datetime":%q,"temp":99.5,"hum":null}}`, fieldTime(live)),
 		map[string]string{"Authorization": "Bearer user-jwt-not-a-device-token"}), 200, storedText, "")
 	start := now.Add(-2 * time.Hour)
 	for b := range 8 {
@@ -171,7 +171,7 @@ func TestFieldClientBacklog(t *testing.T) {
 		for i := b * 90; i < (b+1)*90; i++ {
 			msgs = append(msgs, fmt.Sprintf(`{"data":{"datetime":%q,"temp":%d,"hum":null}}`, fieldTime(start.Add(time.Duration(i)*10*time.Second)), i))
 		}
-		body := `{"serial":"dev-FC","accessToken":"tok-FC","messages":[` + strings.Join(msgs, ",") + `]}`
+		body := `{"serial":"dev-FC","accessToken":"tok-5f0c2b9e71d4-FC","messages":[` + strings.Join(msgs, ",") + `]}`
 		r := s.postBacklog(t, body, map[string]string{"Authorization": "Bearer user-jwt-not-a-device-token", "Idempotency-Key": fmt.Sprint("outage-", b)})
 		// A Content-Length, not a chunked answer: simple HTTP stacks read it.
 		if r.Status != 200 || r.Body["success"] != true || len(results(r)) != 90 || r.Header.Get("Content-Length") != fmt.Sprint(len(r.Raw)) {

@@ -41,7 +41,7 @@ func TestBackupRestore(t *testing.T) {
 	s := startStack(t)
 	const devices = 4
 	for d := range devices {
-		s.admin(t, "PUT", fmt.Sprintf("/devices/bk-%d", d), fmt.Sprintf(`{"accessToken":"tok-bk-%d","inputs":[{"name":"t","entity":"bk-%d","entityInput":"t"}]}`, d, d))
+		s.admin(t, "PUT", fmt.Sprintf("/devices/bk-%d", d), fmt.Sprintf(`{"accessToken":"tok-5f0c2b9e71d4-bk-%d","inputs":[{"name":"t","entity":"bk-%d","entityInput":"t"}]}`, d, d))
 	}
 	secret := s.createKey(t, "restored-viewer", "viewer", "")
 
@@ -65,7 +65,7 @@ func TestBackupRestore(t *testing.T) {
 				default:
 				}
 				v := d*1_000_000 + i
-				r := s.post(t, fmt.Sprintf(`{"serial":"bk-%d","data":{"t":%d}}`, d, v), bearer(fmt.Sprintf("tok-bk-%d", d)))
+				r := s.post(t, fmt.Sprintf(`{"serial":"bk-%d","data":{"t":%d}}`, d, v), bearer(fmt.Sprintf("tok-5f0c2b9e71d4-bk-%d", d)))
 				if r.Status == 200 {
 					mu.Lock()
 					stored = append(stored, answered{v, time.Now()})
@@ -156,7 +156,7 @@ func TestBackupRestore(t *testing.T) {
 	if got := strings.Count(string(list.Raw), `"serial":"bk-`); got != devices {
 		t.Fatalf("restored devices: %s", list.Raw)
 	}
-	expect(t, r.post(t, `{"serial":"bk-1","data":{"t":-1}}`, bearer("tok-bk-1")), 200, storedMsg, "")
+	expect(t, r.post(t, `{"serial":"bk-1","data":{"t":-1}}`, bearer("tok-5f0c2b9e71d4-bk-1")), 200, storedMsg, "")
 	if a := r.as(t, secret, "GET", "/devices/bk-0", ""); a.Status != 200 {
 		t.Fatalf("the restored key answered %d %s", a.Status, a.Raw)
 	}

@@ -108,7 +108,7 @@ func TestChaosZooKeeperStopped(t *testing.T) {
 	// Recovered by itself: a new reading is stored without any restart.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		r := s.post(t, `{"serial":"chaos-0","data":{"v":-1}}`, keyHeader("chaos-tok-0", "after-zookeeper"))
+		r := s.post(t, `{"serial":"chaos-0","data":{"v":-1}}`, keyHeader("chaos-tok-5f0c2b9e71d4-0", "after-zookeeper"))
 		if r.Status == 200 {
 			break
 		}

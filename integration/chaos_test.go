@@ -34,7 +34,7 @@ const chaosDevices = 8
 func provisionChaos(t *testing.T, s *stack) {
 	t.Helper()
 	for i := range chaosDevices {
-		body := fmt.Sprintf(`{"accessToken":"chaos-tok-%d","inputs":[{"name":"v","entity":"chaos","entityInput":"v"}]}`, i)
+		body := fmt.Sprintf(`{"accessToken":"chaos-tok-5f0c2b9e71d4-%d","inputs":[{"name":"v","entity":"chaos","entityInput":"v"}]}`, i)
 		if r := s.admin(t, http.MethodPut, fmt.Sprintf("/devices/chaos-%d", i), body); r.Status != 200 {
 			t.Fatalf("provision: %d %s", r.Status, r.Raw)
 		}
@@ -69,7 +69,7 @@ func (l *load) run(ctx context.Context, bases []string, conc int) {
 				dev := v % chaosDevices
 				body := fmt.Sprintf(`{"serial":"chaos-%d","data":{"v":%d}}`, dev, v)
 				req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/deviceapi/event", bytes.NewBufferString(body))
-				req.Header.Set("Authorization", fmt.Sprintf("Bearer chaos-tok-%d", dev))
+				req.Header.Set("Authorization", fmt.Sprintf("Bearer chaos-tok-5f0c2b9e71d4-%d", dev))
 				if keyed {
 					req.Header.Set("Idempotency-Key", fmt.Sprintf("chaos-key-%d", v))
 				}
@@ -249,7 +249,7 @@ func TestChaosNATSRestarted(t *testing.T) {
 		// (Requests already in flight may wait and succeed: their events
 		// are on disk in the stream.)
 		start := time.Now()
-		r := s.post(t, `{"serial":"chaos-0","data":{"v":-1}}`, bearer("chaos-tok-0"))
+		r := s.post(t, `{"serial":"chaos-0","data":{"v":-1}}`, bearer("chaos-tok-5f0c2b9e71d4-0"))
 		expect(t, r, 503, "Failed to process message", r.Body["error"].(string))
 		if took := time.Since(start); took > time.Second {
 			t.Errorf("answer while NATS is down took %v", took)

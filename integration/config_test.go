@@ -70,8 +70,8 @@ func TestConfiguration(t *testing.T) {
 			}
 		}
 	}
-	if len(all) > 45 {
-		t.Errorf("%d settings in all; at most 45", len(all))
+	if len(all) > 46 { // 46: WORKSPACE_ADDR, the admin plane's own listener
+		t.Errorf("%d settings in all; at most 46", len(all))
 	}
 
 	for _, c := range []struct {
@@ -81,7 +81,8 @@ func TestConfiguration(t *testing.T) {
 	}{
 		{"ingest-api", []string{"ADMIN_TOKEN="}, "ingest-api: ADMIN_TOKEN"},
 		{"ingest-api", []string{"ADMIN_TOKEN=x", "MAX_IN_FLIGHT=abc"}, `ingest-api: MAX_IN_FLIGHT="abc"`},
-		{"ingest-api", []string{"ADMIN_TOKEN=x", "TOKEN_KEY=too-short"}, "ingest-api: TOKEN_KEY must be at least 32 bytes"},
+		{"ingest-api", []string{"ADMIN_TOKEN=x"}, "ingest-api: ADMIN_TOKEN must be at least 16 bytes"},
+		{"ingest-api", []string{"ADMIN_TOKEN=admin-token-0123456789", "TOKEN_KEY=too-short"}, "ingest-api: TOKEN_KEY must be at least 32 bytes"},
 		{"writer-worker", []string{"IDEMPOTENCY_WINDOW=0s"}, "writer-worker: IDEMPOTENCY_WINDOW must be positive"},
 		{"mapper-worker", []string{"NATS_PREFIX=a..b"}, "mapper-worker: NATS_PREFIX must be dot-separated tokens"},
 		{"writer-worker", []string{"CLICKHOUSE_URL=clickhouse://u:secret@h:9000/db"}, "writer-worker: CLICKHOUSE_URL must not hold a password"},
@@ -100,9 +101,9 @@ func TestConfiguration(t *testing.T) {
 // pipeline works and uses only the names derived from it.
 func TestCustomNATSNames(t *testing.T) {
 	s := startStack(t, "NATS_PREFIX=fleet.eu")
-	s.admin(t, http.MethodPut, "/devices/dev-EU", `{"accessToken":"tok-EU","inputs":[{"name":"t","entity":"eu","entityInput":"t"}]}`)
-	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":1}}`, bearer("tok-EU")), 200, storedMsg, "")
-	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":2}}`, keyHeader("tok-EU", "eu-1")), 200, storedMsg, "")
+	s.admin(t, http.MethodPut, "/devices/dev-EU", `{"accessToken":"tok-5f0c2b9e71d4-EU","inputs":[{"name":"t","entity":"eu","entityInput":"t"}]}`)
+	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":1}}`, bearer("tok-5f0c2b9e71d4-EU")), 200, storedMsg, "")
+	expect(t, s.post(t, `{"serial":"dev-EU","data":{"t":2}}`, keyHeader("tok-5f0c2b9e71d4-EU", "eu-1")), 200, storedMsg, "")
 	if r := s.admin(t, http.MethodGet, "/entities/eu/inputs/t/latest", ""); r.Status != 200 {
 		t.Fatalf("read through the renamed query subject: %d %s", r.Status, r.Raw)
 	}
@@ -141,7 +142,7 @@ func TestCustomNATSNames(t *testing.T) {
 	}
 }
 
-// HTTP_TLS_CERT and HTTP_TLS_KEY serve the API over HTTPS.
+// HTTP_TLS_CERT and HTTP_TLS_KEY serve both listeners over HTTPS.
 func TestHTTPS(t *testing.T) {
 	p := testenv.NewPKI(t)
 	ns := testenv.NATSControl(t)
@@ -149,13 +150,16 @@ func TestHTTPS(t *testing.T) {
 	s.nats = ns
 	addr := strings.TrimPrefix(s.base, "http://")
 	s.base, s.bases = "https://"+addr, []string{"https://" + addr}
+	s.ws = "https://" + strings.TrimPrefix(s.ws, "http://")
 	s.http = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: p.Pool, MinVersion: tls.VersionTLS12}}}
 	for _, prog := range []string{"writer-worker", "mapper-worker", "ingest-api"} {
 		s.start(prog)
 	}
 	s.waitReady()
-	s.admin(t, http.MethodPut, "/devices/dev-TLS", `{"accessToken":"tok-TLS","inputs":[{"name":"t","entity":"tls","entityInput":"t"}]}`)
-	r := s.post(t, `{"serial":"dev-TLS","data":{"t":1}}`, bearer("tok-TLS"))
+	if r := s.admin(t, http.MethodPut, "/devices/dev-TLS", `{"accessToken":"tok-5f0c2b9e71d4-TLS","inputs":[{"name":"t","entity":"tls","entityInput":"t"}]}`); r.Status != 200 {
+		t.Fatalf("PUT over HTTPS on the workspace listener: %d %s", r.Status, r.Raw)
+	}
+	r := s.post(t, `{"serial":"dev-TLS","data":{"t":1}}`, bearer("tok-5f0c2b9e71d4-TLS"))
 	expect(t, r, 200, storedMsg, "")
 	// Plain HTTP on the TLS port is not served.
 	if resp, err := client.Get("http://" + addr + "/healthz"); err == nil {

@@ -39,7 +39,8 @@ func TestConsole(t *testing.T) {
 	cmd := exec.CommandContext(ctx, "node", "test/console.test.mjs")
 	cmd.Dir = filepath.Join(root, "console")
 	cmd.Env = append(os.Environ(),
-		"CONSOLE_BASE="+s.base,
+		"CONSOLE_BASE="+s.ws,
+		"DEVICE_BASE="+s.base,
 		"ADMIN_TOKEN="+adminToken,
 		"CHROMIUM="+chromium,
 		"SCREENSHOTS="+filepath.Join(root, ".run", "console-screenshots"))

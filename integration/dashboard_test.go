@@ -16,11 +16,11 @@ import (
 // aggregated into buckets in ClickHouse.
 func TestDashboardReads(t *testing.T) {
 	s := startStack(t)
-	s.admin(t, "PUT", "/devices/dash-A", `{"accessToken":"tok-A","inputs":[
+	s.admin(t, "PUT", "/devices/dash-A", `{"accessToken":"tok-5f0c2b9e71d4-A","inputs":[
 		{"name":"t","entity":"boiler","entityInput":"temp"},{"name":"on","entity":"boiler","entityInput":"running"}]}`)
-	s.admin(t, "PUT", "/devices/dash-B", `{"accessToken":"tok-B","inputs":[
+	s.admin(t, "PUT", "/devices/dash-B", `{"accessToken":"tok-5f0c2b9e71d4-B","inputs":[
 		{"name":"t2","entity":"boiler","entityInput":"temp"},{"name":"mode","entity":"pump","entityInput":"mode"}]}`)
-	s.admin(t, "PUT", "/devices/dash-C", `{"accessToken":"tok-C","inputs":[{"name":"x"}]}`)
+	s.admin(t, "PUT", "/devices/dash-C", `{"accessToken":"tok-5f0c2b9e71d4-C","inputs":[{"name":"x"}]}`)
 
 	// One minute of boiler readings 10 s apart (1..6), and three in the next
 	// minute (10, 20, 30), sent as backlogs in reading time.
@@ -32,10 +32,10 @@ func TestDashboardReads(t *testing.T) {
 	for i := range 3 {
 		msgs = append(msgs, fmt.Sprintf(`{"ts":%d,"data":{"t":%d}}`, base.Add(time.Minute+time.Duration(i)*10*time.Second).UnixMilli(), 10*(i+1)))
 	}
-	expect(t, s.postBacklog(t, `{"serial":"dash-A","messages":[`+strings.Join(msgs, ",")+`]}`, bearer("tok-A")), 200, "Message processed and data stored successfully", "")
+	expect(t, s.postBacklog(t, `{"serial":"dash-A","messages":[`+strings.Join(msgs, ",")+`]}`, bearer("tok-5f0c2b9e71d4-A")), 200, "Message processed and data stored successfully", "")
 	const script = `<img src=x onerror=alert(1)>`
 	expect(t, s.postBacklog(t, fmt.Sprintf(`{"serial":"dash-B","messages":[{"ts":%d,"data":{"mode":"eco"}},{"ts":%d,"data":{"mode":%q}}]}`,
-		base.UnixMilli(), base.Add(time.Second).UnixMilli(), script), bearer("tok-B")), 200, "Message processed and data stored successfully", "")
+		base.UnixMilli(), base.Add(time.Second).UnixMilli(), script), bearer("tok-5f0c2b9e71d4-B")), 200, "Message processed and data stored successfully", "")
 
 	// Devices: pages in serial order, a prefix, last-message times (once
 	// the raw log, which lags by its batch interval, has them), no token.
@@ -45,7 +45,7 @@ func TestDashboardReads(t *testing.T) {
 		devs, _ := page.Body["devices"].([]any)
 		return len(devs) == 2 && field(devs[1], "lastMessageAt") != nil
 	})
-	if page.Status != 200 || strings.Contains(string(page.Raw), "tok-") {
+	if page.Status != 200 || strings.Contains(string(page.Raw), "tok-5f0c2b9e71d4-") {
 		t.Fatalf("device page: %d %s", page.Status, page.Raw)
 	}
 	devs := page.Body["devices"].([]any)

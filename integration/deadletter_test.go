@@ -76,21 +76,21 @@ func (s *stack) waitReplayStored(t *testing.T, stored func() bool) {
 func TestDeadLetterAndReplay(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
-	s.admin(t, "PUT", "/devices/dev-long", `{"accessToken":"tok-long","inputs":[{"name":"t","entity":"dl","entityInput":"t"}]}`)
-	s.admin(t, "PUT", "/devices/ok1", `{"accessToken":"tok-ok1","inputs":[{"name":"t","entity":"dl","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/dev-long", `{"accessToken":"tok-5f0c2b9e71d4-long","inputs":[{"name":"t","entity":"dl","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/ok1", `{"accessToken":"tok-5f0c2b9e71d4-ok1","inputs":[{"name":"t","entity":"dl","entityInput":"t"}]}`)
 	// A table that takes serials of at most four bytes: dev-long's values
 	// are rejected for good (a data error, not an outage).
 	if err := s.ch.Exec(ctx, "ALTER TABLE "+s.db+".input_values MODIFY COLUMN serial FixedString(4)"); err != nil {
 		t.Fatal(err)
 	}
 	const stored, failed = "Message processed and data stored successfully", "Message processed but failed to store data"
-	expect(t, s.post(t, `{"serial":"ok1","data":{"t":1}}`, bearer("tok-ok1")), 200, stored, "")
-	keyed := keyHeader("tok-long", "reading-1")
+	expect(t, s.post(t, `{"serial":"ok1","data":{"t":1}}`, bearer("tok-5f0c2b9e71d4-ok1")), 200, stored, "")
+	keyed := keyHeader("tok-5f0c2b9e71d4-long", "reading-1")
 	r := s.post(t, `{"serial":"dev-long","data":{"t":2}}`, keyed)
 	if r.Status != 503 || r.Body["message"] != failed {
 		t.Fatalf("rejected keyed event answered %d %v", r.Status, r.Body)
 	}
-	r = s.post(t, `{"serial":"dev-long","data":{"t":3}}`, bearer("tok-long"))
+	r = s.post(t, `{"serial":"dev-long","data":{"t":3}}`, bearer("tok-5f0c2b9e71d4-long"))
 	if r.Status != 503 || r.Body["message"] != failed {
 		t.Fatalf("rejected unkeyed event answered %d %v", r.Status, r.Body)
 	}
@@ -98,8 +98,10 @@ func TestDeadLetterAndReplay(t *testing.T) {
 	// rejected ones and are all stored.
 	done := make(chan reply, 20)
 	for i := range 10 {
-		go func() { done <- s.post(t, `{"serial":"ok1","data":{"t":`+string(rune('0'+i))+`}}`, bearer("tok-ok1")) }()
-		go func() { done <- s.post(t, `{"serial":"dev-long","data":{"t":9}}`, bearer("tok-long")) }()
+		go func() {
+			done <- s.post(t, `{"serial":"ok1","data":{"t":`+string(rune('0'+i))+`}}`, bearer("tok-5f0c2b9e71d4-ok1"))
+		}()
+		go func() { done <- s.post(t, `{"serial":"dev-long","data":{"t":9}}`, bearer("tok-5f0c2b9e71d4-long")) }()
 	}
 	okStored := 1
 	for range 20 {
@@ -184,12 +186,12 @@ func TestDeadLetterAndReplay(t *testing.T) {
 func TestDeliveryLimitDeadLetter(t *testing.T) {
 	s := startStack(t, "MAX_DELIVER=4", "RETRY_MAX_DELAY=100ms")
 	ctx := context.Background()
-	s.admin(t, "PUT", "/devices/dev-lim", `{"accessToken":"tok-lim","inputs":[{"name":"t","entity":"lim","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/dev-lim", `{"accessToken":"tok-5f0c2b9e71d4-lim","inputs":[{"name":"t","entity":"lim","entityInput":"t"}]}`)
 	if err := s.ch.Exec(ctx, "DROP TABLE "+s.db+".input_values"); err != nil {
 		t.Fatal(err)
 	}
 	const failed = "Message processed but failed to store data"
-	keyed := keyHeader("tok-lim", "reading-lim")
+	keyed := keyHeader("tok-5f0c2b9e71d4-lim", "reading-lim")
 	if r := s.post(t, `{"serial":"dev-lim","data":{"t":7}}`, keyed); r.Status != 503 {
 		t.Fatalf("keyed event with its table gone answered %d %v", r.Status, r.Body)
 	}
@@ -236,16 +238,16 @@ func TestDeadLettersThroughTheWorkspaceAPI(t *testing.T) {
 	s := startStack(t)
 	ctx := context.Background()
 	op := s.createKey(t, "dl-operator", "operator", "")
-	s.admin(t, "PUT", "/devices/dev-long", `{"accessToken":"tok-long","inputs":[{"name":"t","entity":"dl","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/dev-long", `{"accessToken":"tok-5f0c2b9e71d4-long","inputs":[{"name":"t","entity":"dl","entityInput":"t"}]}`)
 	if err := s.ch.Exec(ctx, "ALTER TABLE "+s.db+".input_values MODIFY COLUMN serial FixedString(4)"); err != nil {
 		t.Fatal(err)
 	}
 	const stored = "Message processed and data stored successfully"
-	keyed := keyHeader("tok-long", "api-reading-1")
+	keyed := keyHeader("tok-5f0c2b9e71d4-long", "api-reading-1")
 	if r := s.post(t, `{"serial":"dev-long","data":{"t":2}}`, keyed); r.Status != 503 {
 		t.Fatalf("rejected keyed event answered %d %s", r.Status, r.Raw)
 	}
-	if r := s.post(t, `{"serial":"dev-long","data":{"t":3}}`, bearer("tok-long")); r.Status != 503 {
+	if r := s.post(t, `{"serial":"dev-long","data":{"t":3}}`, bearer("tok-5f0c2b9e71d4-long")); r.Status != 503 {
 		t.Fatalf("rejected unkeyed event answered %d %s", r.Status, r.Raw)
 	}
 	var letters []any

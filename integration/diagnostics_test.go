@@ -68,9 +68,9 @@ func TestDeviceDiagnostics(t *testing.T) {
 	start := time.Now()
 	s := startStack(t, "DEVICE_RATE=1", "DEVICE_BURST=12")
 	for serial, body := range map[string]string{
-		"diag-1": `{"accessToken":"tok-d1","timestampInput":"at","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
-		"diag-m": `{"connectionType":"MQTT","accessToken":"tok-dm","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
-		"diag-b": `{"accessToken":"tok-db","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
+		"diag-1": `{"accessToken":"tok-5f0c2b9e71d4-d1","timestampInput":"at","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
+		"diag-m": `{"connectionType":"MQTT","accessToken":"tok-5f0c2b9e71d4-dm","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
+		"diag-b": `{"accessToken":"tok-5f0c2b9e71d4-db","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`,
 	} {
 		if r := s.admin(t, http.MethodPut, "/devices/"+serial, body); r.Status != http.StatusOK {
 			t.Fatalf("PUT %s: %d %s", serial, r.Status, r.Raw)
@@ -87,38 +87,38 @@ func TestDeviceDiagnostics(t *testing.T) {
 	// with a key the mapping does not know.
 	for k := 1; k <= 5; k++ {
 		at := time.Now().Add(-time.Duration(k) * time.Second).UnixMilli()
-		want(s.post(t, fmt.Sprintf(`{"serial":"diag-1","data":{"at":%d,"temp":%d,"humidity":%d}}`, at, 20+k, 40+k), bearer("tok-d1")), 200)
+		want(s.post(t, fmt.Sprintf(`{"serial":"diag-1","data":{"at":%d,"temp":%d,"humidity":%d}}`, at, 20+k, 40+k), bearer("tok-5f0c2b9e71d4-d1")), 200)
 	}
 	// One whose time lies a day ahead: stored at its receive time.
-	want(s.post(t, fmt.Sprintf(`{"serial":"diag-1","data":{"at":%d,"temp":1}}`, time.Now().Add(24*time.Hour).UnixMilli()), bearer("tok-d1")), 200)
+	want(s.post(t, fmt.Sprintf(`{"serial":"diag-1","data":{"at":%d,"temp":1}}`, time.Now().Add(24*time.Hour).UnixMilli()), bearer("tok-5f0c2b9e71d4-d1")), 200)
 	// A body over MAX_BODY_BYTES (1 MiB), never read whole: counted under
 	// the serial its first bytes name.
-	want(s.post(t, `{"serial":"diag-1","data":{"temp":"`+strings.Repeat("x", 1<<20)+`"}}`, bearer("tok-d1")), 413)
+	want(s.post(t, `{"serial":"diag-1","data":{"temp":"`+strings.Repeat("x", 1<<20)+`"}}`, bearer("tok-5f0c2b9e71d4-d1")), 413)
 	for range 3 {
 		want(s.post(t, `{"serial":"diag-1","data":{"temp":1}}`, bearer("wrong-token")), 401)
 	}
 	for range 2 {
-		want(s.post(t, `{"serial":"diag-1","data":[1]}`, bearer("tok-d1")), 400)
+		want(s.post(t, `{"serial":"diag-1","data":[1]}`, bearer("tok-5f0c2b9e71d4-d1")), 400)
 	}
 	// A backlog: two messages stored (under a renamed key as well), one
 	// not an object.
-	want(s.postBacklog(t, `{"serial":"diag-1","messages":[{"data":{"temp":2,"temperature":7}},{"data":{"temp":3,"temperature":8}},5]}`, bearer("tok-d1")), 200)
+	want(s.postBacklog(t, `{"serial":"diag-1","messages":[{"data":{"temp":2,"temperature":7}},{"data":{"temp":3,"temperature":8}},5]}`, bearer("tok-5f0c2b9e71d4-d1")), 200)
 	// An MQTT-type device, with its right token.
 	for range 2 {
-		want(s.post(t, `{"serial":"diag-m","data":{"temp":1}}`, bearer("tok-dm")), 401)
+		want(s.post(t, `{"serial":"diag-m","data":{"temp":1}}`, bearer("tok-5f0c2b9e71d4-dm")), 401)
 	}
 	// Two bodies that name no serial.
 	for range 2 {
-		want(s.post(t, `not json`, bearer("tok-d1")), 400)
+		want(s.post(t, `not json`, bearer("tok-5f0c2b9e71d4-d1")), 400)
 	}
 	// An unknown serial that keeps knocking.
 	for range 4 {
-		want(s.post(t, `{"serial":"ghost-7","data":{"temp":1}}`, bearer("tok-x")), 404)
+		want(s.post(t, `{"serial":"ghost-7","data":{"temp":1}}`, bearer("tok-5f0c2b9e71d4-x")), 404)
 	}
 	// diag-b: its burst of 12 readings, then rate limited.
 	stored, limited := 0, 0
 	for range 16 {
-		switch r := s.post(t, `{"serial":"diag-b","data":{"temp":1}}`, bearer("tok-db")); r.Status {
+		switch r := s.post(t, `{"serial":"diag-b","data":{"temp":1}}`, bearer("tok-5f0c2b9e71d4-db")); r.Status {
 		case 200:
 			stored++
 		case 429:

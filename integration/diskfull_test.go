@@ -81,12 +81,12 @@ func TestClickHouseDiskFull(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Command(script, "stop", chDir).Run() })
 	s := startStackOn(t, fmt.Sprintf("127.0.0.1:%d", tcp))
-	s.admin(t, "PUT", "/devices/df", `{"accessToken":"tok-df","inputs":[{"name":"t","entity":"df","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/df", `{"accessToken":"tok-5f0c2b9e71d4-df","inputs":[{"name":"t","entity":"df","entityInput":"t"}]}`)
 	stored := map[int]bool{}
 	post := func(v int, key string) reply {
-		h := bearer("tok-df")
+		h := bearer("tok-5f0c2b9e71d4-df")
 		if key != "" {
-			h = keyHeader("tok-df", key)
+			h = keyHeader("tok-5f0c2b9e71d4-df", key)
 		}
 		r := s.post(t, fmt.Sprintf(`{"serial":"df","data":{"t":%d}}`, v), h)
 		switch {
@@ -163,7 +163,7 @@ func jetStreamOn(t *testing.T, disk string, storeLimit int64, env ...string) *st
 	s.start("mapper-worker")
 	s.start("ingest-api")
 	s.waitReady()
-	s.admin(t, "PUT", "/devices/jf", `{"accessToken":"tok-jf","inputs":[{"name":"t","entity":"jf","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/jf", `{"accessToken":"tok-5f0c2b9e71d4-jf","inputs":[{"name":"t","entity":"jf","entityInput":"t"}]}`)
 	return s
 }
 
@@ -171,7 +171,7 @@ func jetStreamOn(t *testing.T, disk string, storeLimit int64, env ...string) *st
 // answered stored; any other answer must be 503 with Retry-After.
 func postJF(t *testing.T, s *stack, stored map[int]bool, v int) reply {
 	t.Helper()
-	r := s.post(t, fmt.Sprintf(`{"serial":"jf","data":{"t":%d}}`, v), bearer("tok-jf"))
+	r := s.post(t, fmt.Sprintf(`{"serial":"jf","data":{"t":%d}}`, v), bearer("tok-5f0c2b9e71d4-jf"))
 	switch {
 	case r.Status == 200:
 		stored[v] = true
@@ -190,7 +190,7 @@ func backlogJF(t *testing.T, s *stack, first int) reply {
 	for i := range msgs {
 		msgs[i] = fmt.Sprintf(`{"data":{"t":%d,"pad":"%s"}}`, first+i, pad)
 	}
-	return s.postBacklog(t, `{"serial":"jf","messages":[`+strings.Join(msgs, ",")+`]}`, bearer("tok-jf"))
+	return s.postBacklog(t, `{"serial":"jf","messages":[`+strings.Join(msgs, ",")+`]}`, bearer("tok-5f0c2b9e71d4-jf"))
 }
 
 // checkStoredOnce fails unless every reading of jf answered stored is

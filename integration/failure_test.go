@@ -14,14 +14,14 @@ import (
 
 func TestStorageFailureIsReportedAndRecovers(t *testing.T) {
 	s := startStack(t)
-	s.admin(t, http.MethodPut, "/devices/dev-F", `{"accessToken":"tok-F-1","inputs":[{"name":"t","entity":"f","entityInput":"t"}]}`)
-	expect(t, s.post(t, `{"serial":"dev-F","data":{"t":1}}`, bearer("tok-F-1")), 200, "Message processed and data stored successfully", "")
+	s.admin(t, http.MethodPut, "/devices/dev-F", `{"accessToken":"tok-5f0c2b9e71d4-F-1","inputs":[{"name":"t","entity":"f","entityInput":"t"}]}`)
+	expect(t, s.post(t, `{"serial":"dev-F","data":{"t":1}}`, bearer("tok-5f0c2b9e71d4-F-1")), 200, "Message processed and data stored successfully", "")
 
 	ctx := context.Background()
 	if err := s.ch.Exec(ctx, "DROP TABLE "+s.db+".input_values"); err != nil {
 		t.Fatal(err)
 	}
-	r := s.post(t, `{"serial":"dev-F","data":{"t":2}}`, bearer("tok-F-1"))
+	r := s.post(t, `{"serial":"dev-F","data":{"t":2}}`, bearer("tok-5f0c2b9e71d4-F-1"))
 	if r.Status != 503 || r.Body["success"] != false || r.Body["message"] != "Message processed but failed to store data" {
 		t.Fatalf("with the table gone: %d %s", r.Status, r.Raw)
 	}
@@ -39,7 +39,7 @@ func TestStorageFailureIsReportedAndRecovers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	expect(t, s.post(t, `{"serial":"dev-F","data":{"t":3}}`, bearer("tok-F-1")), 200, "Message processed and data stored successfully", "")
+	expect(t, s.post(t, `{"serial":"dev-F","data":{"t":3}}`, bearer("tok-5f0c2b9e71d4-F-1")), 200, "Message processed and data stored successfully", "")
 	// The failed reading was not stored later behind the device's back.
 	time.Sleep(200 * time.Millisecond)
 	if n := s.count(t, "input_values WHERE entity = 'f'"); n != 1 {
@@ -51,8 +51,8 @@ func TestOutcomeTimeoutAndRestart(t *testing.T) {
 	// A killed mapper may have had the event delivered to its dead pull
 	// request: it comes back after ACK_WAIT.
 	s := startStack(t, "OUTCOME_TIMEOUT=400ms", "ACK_WAIT=2s", "INSERT_TIMEOUT=1s")
-	s.admin(t, http.MethodPut, "/devices/dev-T", `{"accessToken":"tok-T-1","inputs":[{"name":"t","entity":"tm","entityInput":"t"}]}`)
-	expect(t, s.post(t, `{"serial":"dev-T","data":{"t":1}}`, bearer("tok-T-1")), 200, "Message processed and data stored successfully", "")
+	s.admin(t, http.MethodPut, "/devices/dev-T", `{"accessToken":"tok-5f0c2b9e71d4-T-1","inputs":[{"name":"t","entity":"tm","entityInput":"t"}]}`)
+	expect(t, s.post(t, `{"serial":"dev-T","data":{"t":1}}`, bearer("tok-5f0c2b9e71d4-T-1")), 200, "Message processed and data stored successfully", "")
 
 	mapper := s.procs["mapper-worker"]
 	if err := mapper.Process.Signal(os.Kill); err != nil {
@@ -60,7 +60,7 @@ func TestOutcomeTimeoutAndRestart(t *testing.T) {
 	}
 	_ = mapper.Wait()
 	start := time.Now()
-	r := s.post(t, `{"serial":"dev-T","data":{"t":2}}`, bearer("tok-T-1"))
+	r := s.post(t, `{"serial":"dev-T","data":{"t":2}}`, bearer("tok-5f0c2b9e71d4-T-1"))
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("answer took %v with a 400ms outcome timeout", took)
 	}
@@ -72,7 +72,7 @@ func TestOutcomeTimeoutAndRestart(t *testing.T) {
 	s.start("mapper-worker")
 	// The event already in the stream is processed once the mapper is back.
 	eventually(t, 20*time.Second, func() bool { return s.count(t, "input_values WHERE entity = 'tm'") == 2 })
-	expect(t, s.post(t, `{"serial":"dev-T","data":{"t":3}}`, bearer("tok-T-1")), 200, "Message processed and data stored successfully", "")
+	expect(t, s.post(t, `{"serial":"dev-T","data":{"t":3}}`, bearer("tok-5f0c2b9e71d4-T-1")), 200, "Message processed and data stored successfully", "")
 	if n := s.count(t, "input_values WHERE entity = 'tm'"); n != 3 {
 		t.Fatalf("%d values, want 3", n)
 	}
@@ -81,12 +81,12 @@ func TestOutcomeTimeoutAndRestart(t *testing.T) {
 func TestDeviceRateLimit(t *testing.T) {
 	s := startStack(t, "DEVICE_RATE=0.5", "DEVICE_BURST=2")
 	for _, d := range []string{"dev-R1", "dev-R2"} {
-		s.admin(t, http.MethodPut, "/devices/"+d, `{"accessToken":"tok-`+d+`","inputs":[{"name":"t","entity":"rl","entityInput":"t"}]}`)
+		s.admin(t, http.MethodPut, "/devices/"+d, `{"accessToken":"tok-5f0c2b9e71d4-`+d+`","inputs":[{"name":"t","entity":"rl","entityInput":"t"}]}`)
 	}
 	for range 2 {
-		expect(t, s.post(t, `{"serial":"dev-R1","data":{"t":1}}`, bearer("tok-dev-R1")), 200, "Message processed and data stored successfully", "")
+		expect(t, s.post(t, `{"serial":"dev-R1","data":{"t":1}}`, bearer("tok-5f0c2b9e71d4-dev-R1")), 200, "Message processed and data stored successfully", "")
 	}
-	r := s.post(t, `{"serial":"dev-R1","data":{"t":2}}`, bearer("tok-dev-R1"))
+	r := s.post(t, `{"serial":"dev-R1","data":{"t":2}}`, bearer("tok-5f0c2b9e71d4-dev-R1"))
 	expect(t, r, 429, "Rate limit exceeded", "Too many requests for device with serial dev-R1")
 	if r.Header.Get("Retry-After") == "" {
 		t.Error("429 without Retry-After")
@@ -94,10 +94,10 @@ func TestDeviceRateLimit(t *testing.T) {
 	conformEvent(t, r)
 	// Failed authentication spends no device budget, and devices are apart.
 	expect(t, s.post(t, `{"serial":"dev-R2","data":{"t":1}}`, bearer("wrong")), 401, "Invalid access token", "Invalid access token for device with serial dev-R2")
-	expect(t, s.post(t, `{"serial":"dev-R2","data":{"t":1}}`, bearer("tok-dev-R2")), 200, "Message processed and data stored successfully", "")
+	expect(t, s.post(t, `{"serial":"dev-R2","data":{"t":1}}`, bearer("tok-5f0c2b9e71d4-dev-R2")), 200, "Message processed and data stored successfully", "")
 	// A backlog counts its readings: two messages need two tokens, and
 	// dev-R2 has one left (the second comes in 2 s at 0.5/s).
-	r = s.postBacklog(t, `{"serial":"dev-R2","messages":[{"data":{"t":5}},{"data":{"t":6}}]}`, bearer("tok-dev-R2"))
+	r = s.postBacklog(t, `{"serial":"dev-R2","messages":[{"data":{"t":5}},{"data":{"t":6}}]}`, bearer("tok-5f0c2b9e71d4-dev-R2"))
 	expect(t, r, 429, "Rate limit exceeded", "Too many requests for device with serial dev-R2")
 	if got := r.Header.Get("Retry-After"); got != "2" {
 		t.Errorf("Retry-After %q for a backlog one token short at 0.5/s, want 2", got)
@@ -116,12 +116,12 @@ func TestDeviceRateLimitAcrossCopies(t *testing.T) {
 	s.start("ingest-api.2", "HTTP_ADDR="+second)
 	s.bases = append(s.bases, "http://"+second)
 	s.waitReady()
-	s.admin(t, http.MethodPut, "/devices/dev-X", `{"accessToken":"tok-dev-X","inputs":[{"name":"t","entity":"rlx","entityInput":"t"}]}`)
+	s.admin(t, http.MethodPut, "/devices/dev-X", `{"accessToken":"tok-5f0c2b9e71d4-dev-X","inputs":[{"name":"t","entity":"rlx","entityInput":"t"}]}`)
 	postTo := func(base string, v int) reply {
 		first := s.base
 		s.base = base
 		defer func() { s.base = first }()
-		return s.post(t, fmt.Sprintf(`{"serial":"dev-X","data":{"t":%d}}`, v), bearer("tok-dev-X"))
+		return s.post(t, fmt.Sprintf(`{"serial":"dev-X","data":{"t":%d}}`, v), bearer("tok-5f0c2b9e71d4-dev-X"))
 	}
 	for i := range 3 {
 		expect(t, postTo(s.bases[0], i), 200, storedMsg, "")

@@ -18,7 +18,7 @@ import (
 
 // target is what an attack aims at: ingest-api's public address and its
 // operations listener (where the Kubernetes probes go).
-type target struct{ base, ops string }
+type target struct{ base, ws, ops string }
 
 // attackFunc attacks until ctx ends and counts what it got, by kind.
 type attackFunc func(ctx context.Context, s target) map[string]int
@@ -119,7 +119,7 @@ func stalledUploads(conns, addrs int, body []byte, held int, gz bool) attackFunc
 		if gz {
 			enc = "Content-Encoding: gzip\r\n"
 		}
-		head := fmt.Sprintf("POST /api/v1/deviceapi/event HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hostile-tok-0\r\n%sContent-Length: %d\r\n\r\n", enc, len(body))
+		head := fmt.Sprintf("POST /api/v1/deviceapi/event HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer hostile-tok-5f0c2b9e71d4-0\r\n%sContent-Length: %d\r\n\r\n", enc, len(body))
 		var answers tally
 		var wg sync.WaitGroup
 		for i := range conns {
@@ -228,7 +228,7 @@ func bombs(conc int) attackFunc {
 		return flood(ctx, conc, func(w int) string { return attackerIP(300 + w) }, func(ctx context.Context, _, _ int) *http.Request {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(bomb))
 			req.Header.Set("Content-Encoding", "gzip")
-			req.Header.Set("Authorization", "Bearer hostile-tok-0")
+			req.Header.Set("Authorization", "Bearer hostile-tok-5f0c2b9e71d4-0")
 			return req
 		})
 	}
@@ -296,7 +296,7 @@ func guessing(path string, device bool) attackFunc {
 			if device {
 				req, _ = http.NewRequestWithContext(ctx, http.MethodPost, s.base+path, strings.NewReader(`{"serial":"hostile-0","data":{"v":1}}`))
 			} else {
-				req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+				req, _ = http.NewRequestWithContext(ctx, http.MethodGet, s.ws+path, nil)
 			}
 			req.Header.Set("Authorization", fmt.Sprintf("Bearer guess-%d-%d", w, n))
 			return req
@@ -365,7 +365,7 @@ func deepAndWide() attackFunc {
 	return func(ctx context.Context, s target) map[string]int {
 		return flood(ctx, 4, func(w int) string { return attackerIP(700 + w) }, func(ctx context.Context, _, n int) *http.Request {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.base+"/api/v1/deviceapi/event", bytes.NewReader(bodies[n%2]))
-			req.Header.Set("Authorization", "Bearer hostile-tok-0-wrong")
+			req.Header.Set("Authorization", "Bearer hostile-tok-5f0c2b9e71d4-0-wrong")
 			return req
 		})
 	}
@@ -377,7 +377,7 @@ func deepAndWide() attackFunc {
 func readFlood(conc int) attackFunc {
 	return func(ctx context.Context, s target) map[string]int {
 		return flood(ctx, conc, func(int) string { return attackerIP(800) }, func(ctx context.Context, _, _ int) *http.Request {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/api/v1/admin/devices/hostile-big/messages?limit=10000", nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.ws+"/api/v1/admin/devices/hostile-big/messages?limit=10000", nil)
 			req.Header.Set("Authorization", "Bearer "+adminToken)
 			return req
 		})

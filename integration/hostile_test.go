@@ -97,7 +97,7 @@ func (f *fleet) run(ctx context.Context, base string, rate int, first int) {
 			dev := v % hostileDevices
 			body := fmt.Sprintf(`{"serial":"hostile-%d","data":{"v":%d}}`, dev, v)
 			req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/deviceapi/event", strings.NewReader(body))
-			req.Header.Set("Authorization", fmt.Sprintf("Bearer hostile-tok-%d", dev))
+			req.Header.Set("Authorization", fmt.Sprintf("Bearer hostile-tok-5f0c2b9e71d4-%d", dev))
 			resp, err := client.Do(req)
 			key, ok := "conn_error", false
 			if err == nil {
@@ -248,7 +248,7 @@ func TestHostileAttacker(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), d)
-			got := run(ctx, target{base: os.Getenv("HOSTILE_BASE"), ops: os.Getenv("HOSTILE_OPS")})
+			got := run(ctx, target{base: os.Getenv("HOSTILE_BASE"), ws: os.Getenv("HOSTILE_WORKSPACE"), ops: os.Getenv("HOSTILE_OPS")})
 			cancel()
 			b, _ := json.Marshal(got)
 			fmt.Printf("\nhostile-tally %s\n", b)
@@ -264,7 +264,7 @@ func attack(t *testing.T, s *stack, a hostileAttack, d time.Duration, start func
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileAttacker$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "HOSTILE_ATTACK="+a.name, "HOSTILE_DURATION="+d.String(),
-		"HOSTILE_BASE="+s.base, "HOSTILE_OPS="+s.ops["ingest-api"])
+		"HOSTILE_BASE="+s.base, "HOSTILE_WORKSPACE="+s.ws, "HOSTILE_OPS="+s.ops["ingest-api"])
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -312,12 +312,12 @@ func attack(t *testing.T, s *stack, a hostileAttack, d time.Duration, start func
 // provisionBig makes the device whose large messages the read flood reads.
 func provisionBig(t *testing.T, s *stack) {
 	t.Helper()
-	if r := s.admin(t, http.MethodPut, "/devices/hostile-big", `{"accessToken":"hostile-big-tok","inputs":[{"name":"v","entity":"big","entityInput":"v"}]}`); r.Status != 200 {
+	if r := s.admin(t, http.MethodPut, "/devices/hostile-big", `{"accessToken":"hostile-big-token-1","inputs":[{"name":"v","entity":"big","entityInput":"v"}]}`); r.Status != 200 {
 		t.Fatalf("provision: %d %s", r.Status, r.Raw)
 	}
 	blob := strings.Repeat("x", 700<<10)
 	for i := range hostileBigMessages {
-		r := s.post(t, fmt.Sprintf(`{"serial":"hostile-big","data":{"v":%d,"blob":"%s"}}`, i, blob), bearer("hostile-big-tok"))
+		r := s.post(t, fmt.Sprintf(`{"serial":"hostile-big","data":{"v":%d,"blob":"%s"}}`, i, blob), bearer("hostile-big-token-1"))
 		if r.Status != 200 {
 			t.Fatalf("big message %d: %d %s", i, r.Status, r.Raw)
 		}
@@ -338,7 +338,7 @@ func TestHostileInput(t *testing.T) {
 	s.start("ingest-api")
 	s.waitReady()
 	for i := range hostileDevices {
-		body := fmt.Sprintf(`{"accessToken":"hostile-tok-%d","inputs":[{"name":"v","entity":"chaos","entityInput":"v"}]}`, i)
+		body := fmt.Sprintf(`{"accessToken":"hostile-tok-5f0c2b9e71d4-%d","inputs":[{"name":"v","entity":"chaos","entityInput":"v"}]}`, i)
 		if r := s.admin(t, http.MethodPut, fmt.Sprintf("/devices/hostile-%d", i), body); r.Status != 200 {
 			t.Fatalf("provision: %d %s", r.Status, r.Raw)
 		}

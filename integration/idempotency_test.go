@@ -56,24 +56,24 @@ func (s *stack) retryUntilStored(t *testing.T, body string, header map[string]st
 func TestIdempotencyKey(t *testing.T) {
 	s := startStack(t, "OUTCOME_TIMEOUT=1500ms", "RETRY_MAX_DELAY=400ms")
 	put := func(serial, entity string) {
-		s.admin(t, http.MethodPut, "/devices/"+serial, `{"accessToken":"tok-`+serial+`","inputs":[{"name":"t","entity":"`+entity+`","entityInput":"t"}]}`)
+		s.admin(t, http.MethodPut, "/devices/"+serial, `{"accessToken":"tok-5f0c2b9e71d4-`+serial+`","inputs":[{"name":"t","entity":"`+entity+`","entityInput":"t"}]}`)
 	}
 	put("dev-K", "ik")
 	put("dev-K2", "ik2")
 
 	t.Run("a retry gets the first outcome and stores nothing", func(t *testing.T) {
-		expect(t, s.post(t, `{"serial":"dev-K","data":{"t":1}}`, keyHeader("tok-dev-K", "key-1")), 200, storedMsg, "")
-		expect(t, s.post(t, `{"serial":"dev-K","data":{"t":2}}`, keyHeader("tok-dev-K", "key-1")), 200, storedMsg, "")
+		expect(t, s.post(t, `{"serial":"dev-K","data":{"t":1}}`, keyHeader("tok-5f0c2b9e71d4-dev-K", "key-1")), 200, storedMsg, "")
+		expect(t, s.post(t, `{"serial":"dev-K","data":{"t":2}}`, keyHeader("tok-5f0c2b9e71d4-dev-K", "key-1")), 200, storedMsg, "")
 		if v := s.onlyValue(t, "ik"); v != "1" {
 			t.Fatalf("stored %s, want the first attempt's 1", v)
 		}
 		// The same key from another device is another reading.
-		expect(t, s.post(t, `{"serial":"dev-K2","data":{"t":3}}`, keyHeader("tok-dev-K2", "key-1")), 200, storedMsg, "")
+		expect(t, s.post(t, `{"serial":"dev-K2","data":{"t":3}}`, keyHeader("tok-5f0c2b9e71d4-dev-K2", "key-1")), 200, storedMsg, "")
 		if v := s.onlyValue(t, "ik2"); v != "3" {
 			t.Fatalf("other device stored %s, want 3", v)
 		}
 		// A new key is a new reading.
-		expect(t, s.post(t, `{"serial":"dev-K","data":{"t":4}}`, keyHeader("tok-dev-K", "key-2")), 200, storedMsg, "")
+		expect(t, s.post(t, `{"serial":"dev-K","data":{"t":4}}`, keyHeader("tok-5f0c2b9e71d4-dev-K", "key-2")), 200, storedMsg, "")
 		if n := s.count(t, "input_values WHERE entity = 'ik'"); n != 2 {
 			t.Fatalf("%d values after a new key, want 2", n)
 		}
@@ -87,7 +87,7 @@ func TestIdempotencyKey(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				replies[i] = s.post(t, `{"serial":"dev-KC","data":{"t":5}}`, keyHeader("tok-dev-KC", "key-c"))
+				replies[i] = s.post(t, `{"serial":"dev-KC","data":{"t":5}}`, keyHeader("tok-5f0c2b9e71d4-dev-KC", "key-c"))
 			}()
 		}
 		wg.Wait()
@@ -98,10 +98,10 @@ func TestIdempotencyKey(t *testing.T) {
 	})
 
 	t.Run("no connections is the answer to its retries", func(t *testing.T) {
-		s.admin(t, http.MethodPut, "/devices/dev-KN", `{"accessToken":"tok-dev-KN","inputs":[{"name":"t"}]}`)
-		expect(t, s.post(t, `{"serial":"dev-KN","data":{"t":6}}`, keyHeader("tok-dev-KN", "key-n")), 422, "No connections configured", "No connections found for this device")
+		s.admin(t, http.MethodPut, "/devices/dev-KN", `{"accessToken":"tok-5f0c2b9e71d4-dev-KN","inputs":[{"name":"t"}]}`)
+		expect(t, s.post(t, `{"serial":"dev-KN","data":{"t":6}}`, keyHeader("tok-5f0c2b9e71d4-dev-KN", "key-n")), 422, "No connections configured", "No connections found for this device")
 		put("dev-KN", "ikn")
-		expect(t, s.post(t, `{"serial":"dev-KN","data":{"t":6}}`, keyHeader("tok-dev-KN", "key-n")), 422, "No connections configured", "No connections found for this device")
+		expect(t, s.post(t, `{"serial":"dev-KN","data":{"t":6}}`, keyHeader("tok-5f0c2b9e71d4-dev-KN", "key-n")), 422, "No connections configured", "No connections found for this device")
 		if n := s.count(t, "input_values WHERE entity = 'ikn'"); n != 0 {
 			t.Fatalf("the retry stored %d values", n)
 		}
@@ -110,10 +110,10 @@ func TestIdempotencyKey(t *testing.T) {
 	t.Run("a lost answer: the retry learns the event was stored", func(t *testing.T) {
 		put("dev-KL", "ikl")
 		s.kill(t, "writer-worker", os.Kill)
-		r := s.post(t, `{"serial":"dev-KL","data":{"t":7}}`, keyHeader("tok-dev-KL", "key-l"))
+		r := s.post(t, `{"serial":"dev-KL","data":{"t":7}}`, keyHeader("tok-5f0c2b9e71d4-dev-KL", "key-l"))
 		expect(t, r, 503, "Failed to process message", "timed out waiting for the storage outcome")
 		s.start("writer-worker")
-		s.retryUntilStored(t, `{"serial":"dev-KL","data":{"t":8}}`, keyHeader("tok-dev-KL", "key-l"))
+		s.retryUntilStored(t, `{"serial":"dev-KL","data":{"t":8}}`, keyHeader("tok-5f0c2b9e71d4-dev-KL", "key-l"))
 		if v := s.onlyValue(t, "ikl"); v != "7" {
 			t.Fatalf("stored %s, want the first attempt's 7", v)
 		}
@@ -121,12 +121,12 @@ func TestIdempotencyKey(t *testing.T) {
 
 	t.Run("a retry while the outcomes cannot be read is answered as a storage failure", func(t *testing.T) {
 		put("dev-KR", "ikr")
-		expect(t, s.post(t, `{"serial":"dev-KR","data":{"t":11}}`, keyHeader("tok-dev-KR", "key-r")), 200, storedMsg, "")
+		expect(t, s.post(t, `{"serial":"dev-KR","data":{"t":11}}`, keyHeader("tok-5f0c2b9e71d4-dev-KR", "key-r")), 200, storedMsg, "")
 		ctx := context.Background()
 		if err := s.ch.Exec(ctx, "DROP TABLE "+s.db+".event_keys"); err != nil {
 			t.Fatal(err)
 		}
-		r := s.post(t, `{"serial":"dev-KR","data":{"t":12}}`, keyHeader("tok-dev-KR", "key-r"))
+		r := s.post(t, `{"serial":"dev-KR","data":{"t":12}}`, keyHeader("tok-5f0c2b9e71d4-dev-KR", "key-r"))
 		if r.Status != 503 || r.Body["message"] != "Message processed but failed to store data" || r.Header.Get("Retry-After") == "" {
 			t.Fatalf("retry with event_keys unreadable: %d %s", r.Status, r.Raw)
 		}
@@ -146,7 +146,7 @@ func TestIdempotencyKey(t *testing.T) {
 		if err := s.ch.Exec(ctx, "DROP TABLE "+s.db+".input_values"); err != nil {
 			t.Fatal(err)
 		}
-		r := s.post(t, `{"serial":"dev-KF","data":{"t":9}}`, keyHeader("tok-dev-KF", "key-f"))
+		r := s.post(t, `{"serial":"dev-KF","data":{"t":9}}`, keyHeader("tok-5f0c2b9e71d4-dev-KF", "key-f"))
 		if r.Status != 503 || r.Body["message"] != "Message processed but failed to store data" {
 			t.Fatalf("with the table gone: %d %s", r.Status, r.Raw)
 		}
@@ -155,7 +155,7 @@ func TestIdempotencyKey(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s.retryUntilStored(t, `{"serial":"dev-KF","data":{"t":10}}`, keyHeader("tok-dev-KF", "key-f"))
+		s.retryUntilStored(t, `{"serial":"dev-KF","data":{"t":10}}`, keyHeader("tok-5f0c2b9e71d4-dev-KF", "key-f"))
 		if v := s.onlyValue(t, "ikf"); v != "9" {
 			t.Fatalf("stored %s, want the first attempt's 9", v)
 		}
@@ -166,8 +166,8 @@ func TestIdempotencyKey(t *testing.T) {
 // pipeline: the writer finds the first outcome in event_keys.
 func TestIdempotencyKeyPastThePipelineWindow(t *testing.T) {
 	s := startStack(t)
-	s.admin(t, http.MethodPut, "/devices/dev-KW", `{"accessToken":"tok-KW","inputs":[{"name":"t","entity":"ikw","entityInput":"t"}]}`)
-	expect(t, s.post(t, `{"serial":"dev-KW","data":{"t":1}}`, keyHeader("tok-KW", "key-w")), 200, storedMsg, "")
+	s.admin(t, http.MethodPut, "/devices/dev-KW", `{"accessToken":"tok-5f0c2b9e71d4-KW","inputs":[{"name":"t","entity":"ikw","entityInput":"t"}]}`)
+	expect(t, s.post(t, `{"serial":"dev-KW","data":{"t":1}}`, keyHeader("tok-5f0c2b9e71d4-KW", "key-w")), 200, storedMsg, "")
 	eventually(t, 10*time.Second, func() bool { return s.count(t, "event_keys") == 1 })
 	// The window passing, without waiting bus.PipelineWindow: the claims go.
 	js := testenv.OperatorJS(t, s.nats.Server().ClientURL())
@@ -178,7 +178,7 @@ func TestIdempotencyKeyPastThePipelineWindow(t *testing.T) {
 	if err := st.Purge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	expect(t, s.post(t, `{"serial":"dev-KW","data":{"t":2}}`, keyHeader("tok-KW", "key-w")), 200, storedMsg, "")
+	expect(t, s.post(t, `{"serial":"dev-KW","data":{"t":2}}`, keyHeader("tok-5f0c2b9e71d4-KW", "key-w")), 200, storedMsg, "")
 	time.Sleep(700 * time.Millisecond) // the raw log's interval
 	if v := s.onlyValue(t, "ikw"); v != "1" {
 		t.Fatalf("stored %s, want the first attempt's 1", v)
@@ -204,7 +204,7 @@ func TestKeyedRetryOnAnotherCopyWhileTheFirstIsInFlight(t *testing.T) {
 	s.start("ingest-api.2", "HTTP_ADDR="+strings.TrimPrefix(second, "http://"))
 	s.waitReady()
 	s.kill(t, "writer-worker", os.Interrupt)
-	s.admin(t, http.MethodPut, "/devices/dev-KF", `{"accessToken":"tok-KF","inputs":[{"name":"t","entity":"ikf","entityInput":"t"}]}`)
+	s.admin(t, http.MethodPut, "/devices/dev-KF", `{"accessToken":"tok-5f0c2b9e71d4-KF","inputs":[{"name":"t","entity":"ikf","entityInput":"t"}]}`)
 
 	js := testenv.OperatorJS(t, ns.Server().ClientURL())
 	msgs := func(stream string) uint64 {
@@ -217,7 +217,9 @@ func TestKeyedRetryOnAnotherCopyWhileTheFirstIsInFlight(t *testing.T) {
 
 	// No writer: the first attempt is mapped and waits in the stream.
 	first := make(chan reply, 1)
-	go func() { first <- s.post(t, `{"serial":"dev-KF","data":{"t":1}}`, keyHeader("tok-KF", "key-f")) }()
+	go func() {
+		first <- s.post(t, `{"serial":"dev-KF","data":{"t":1}}`, keyHeader("tok-5f0c2b9e71d4-KF", "key-f"))
+	}()
 	eventually(t, 10*time.Second, func() bool { return msgs(bus.DefaultNames.MappedStream) == 1 })
 	if n := msgs(bus.DefaultNames.ClaimsStream); n != 1 {
 		t.Fatalf("%d claims, want 1", n)
@@ -227,7 +229,7 @@ func TestKeyedRetryOnAnotherCopyWhileTheFirstIsInFlight(t *testing.T) {
 	// say how the first ended) and enters nothing.
 	other := *s
 	other.base = second
-	r := other.post(t, `{"serial":"dev-KF","data":{"t":2}}`, keyHeader("tok-KF", "key-f"))
+	r := other.post(t, `{"serial":"dev-KF","data":{"t":2}}`, keyHeader("tok-5f0c2b9e71d4-KF", "key-f"))
 	expect(t, r, 503, "Failed to process message", r.Body["error"].(string))
 	time.Sleep(300 * time.Millisecond)
 	if ev, mp, cl := msgs(bus.DefaultNames.EventsStream), msgs(bus.DefaultNames.MappedStream), msgs(bus.DefaultNames.ClaimsStream); ev != 0 || mp != 1 || cl != 1 {
@@ -238,8 +240,8 @@ func TestKeyedRetryOnAnotherCopyWhileTheFirstIsInFlight(t *testing.T) {
 	// retry on either copy learns it.
 	s.start("writer-worker")
 	expect(t, <-first, 200, storedMsg, "")
-	expect(t, other.post(t, `{"serial":"dev-KF","data":{"t":3}}`, keyHeader("tok-KF", "key-f")), 200, storedMsg, "")
-	expect(t, s.post(t, `{"serial":"dev-KF","data":{"t":4}}`, keyHeader("tok-KF", "key-f")), 200, storedMsg, "")
+	expect(t, other.post(t, `{"serial":"dev-KF","data":{"t":3}}`, keyHeader("tok-5f0c2b9e71d4-KF", "key-f")), 200, storedMsg, "")
+	expect(t, s.post(t, `{"serial":"dev-KF","data":{"t":4}}`, keyHeader("tok-5f0c2b9e71d4-KF", "key-f")), 200, storedMsg, "")
 	if v := s.onlyValue(t, "ikf"); v != "1" {
 		t.Fatalf("stored %s, want the first attempt's 1", v)
 	}

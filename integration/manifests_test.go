@@ -58,6 +58,17 @@ func TestManifests(t *testing.T) {
 			t.Errorf("secret key %s is read but not created in deploy/kubernetes/README.md", k[1])
 		}
 	}
+	// The workspace port has a Service of its own, inside the cluster, that
+	// no policy opens; the public Service is the device port only.
+	ingest := read("deploy/kubernetes/ingest-api.yaml")
+	if !strings.Contains(ingest, "name: ingest-api-workspace\nspec:\n  type: ClusterIP") ||
+		!strings.Contains(ingest, `{ name: WORKSPACE_ADDR, value: "0.0.0.0:8084" }`) ||
+		!strings.Contains(ingest, "name: ingest-api\nspec:\n  selector: { app.kubernetes.io/name: ingest-api }\n  ports:\n    - { name: http, port: 80, targetPort: http }\n---") {
+		t.Error("ingest-api.yaml: want the Service ingest-api on the device port only and a ClusterIP ingest-api-workspace")
+	}
+	if !strings.Contains(read("docker-compose.yml"), `"127.0.0.1:8084:8084"`) {
+		t.Error("docker-compose.yml: want the workspace port published on loopback")
+	}
 	np := read("deploy/kubernetes/networkpolicies.yaml")
 	if !strings.Contains(np, "name: default-deny\nspec:\n  podSelector: {}\n  policyTypes: [Ingress, Egress]") {
 		t.Error("no default-deny policy for both directions")
@@ -69,6 +80,9 @@ func TestManifests(t *testing.T) {
 	slices.Sort(named)
 	if !slices.Equal(named, []string{"ingest-api", "mapper-worker", "nats", "writer-worker"}) {
 		t.Errorf("policies for %v", named)
+	}
+	if strings.Contains(np, "port: 8084") {
+		t.Error("a policy opens the workspace port 8084: it is not exposed by default")
 	}
 	if !strings.Contains(read("deploy/kubernetes/kustomization.yaml"), "- networkpolicies.yaml") {
 		t.Error("the policies are not applied")

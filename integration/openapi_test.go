@@ -11,13 +11,17 @@ import (
 )
 
 // testDocumentedAnswers sends one request of every kind to the running
-// ingest-api and checks each answer against the document it serves.
+// ingest-api and checks each answer against the document its listener
+// serves (the device port's, the workspace listener's).
 func testDocumentedAnswers(t *testing.T, s *stack) {
-	served := s.do(t, http.MethodGet, docPath, nil, nil)
-	if served.Status != 200 {
-		t.Fatalf("%s: %d", docPath, served.Status)
+	docs := map[string]*testenv.API{}
+	for _, base := range []string{s.base, s.ws} {
+		served := s.doOn(t, base, http.MethodGet, docPath, nil, nil)
+		if served.Status != 200 {
+			t.Fatalf("%s%s: %d", base, docPath, served.Status)
+		}
+		docs[base] = testenv.OpenAPI(t, served.Raw)
 	}
-	doc := testenv.OpenAPI(t, served.Raw)
 	adm := map[string]string{"Authorization": "Bearer " + adminToken}
 	dev := bearer(tokA)
 	big := `{"serial":"dev-A","data":{"temp":"` + strings.Repeat("x", 1<<20) + `"}}`
@@ -70,9 +74,13 @@ func testDocumentedAnswers(t *testing.T, s *stack) {
 		{"DELETE", "/api/v1/admin/devices/dev-O", "", adm},
 		{"DELETE", "/api/v1/admin/devices/dev-O", "", adm},
 	} {
-		r := s.do(t, c.method, c.path, []byte(c.body), c.header)
+		base := s.base
+		if strings.HasPrefix(c.path, "/api/v1/admin/") {
+			base = s.ws
+		}
+		r := s.doOn(t, base, c.method, c.path, []byte(c.body), c.header)
 		statuses[r.Status] = true
-		if err := doc.Check(c.method, c.path, nil, nil, r.Status, r.Header, r.Raw); err != nil {
+		if err := docs[base].Check(c.method, c.path, nil, nil, r.Status, r.Header, r.Raw); err != nil {
 			t.Errorf("%s %s: %v", c.method, c.path, err)
 		}
 	}
@@ -91,17 +99,17 @@ func conformEvent(t *testing.T, r reply) {
 	}
 }
 
-// docPath is where ingest-api serves its OpenAPI document.
+// docPath is where each listener of ingest-api serves its OpenAPI document.
 const docPath = "/api/v1/openapi.json"
 
-// repoDoc parses the OpenAPI document as committed.
+// repoDoc parses the device API's OpenAPI document as committed.
 func repoDoc(t *testing.T) *testenv.API {
 	t.Helper()
 	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "ingest-api/internal/openapi/openapi.json"))
+	raw, err := os.ReadFile(filepath.Join(root, "ingest-api/internal/openapi/device.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 )
 
 const (
-	tokA     = "tok-A-9d1c42e07b"
-	tokMQTT  = "tok-M-55ab10e3cc"
-	tokNoMap = "tok-N-0f61de77aa"
+	tokA     = "tok-5f0c2b9e71d4-A-9d1c42e07b"
+	tokMQTT  = "tok-5f0c2b9e71d4-M-55ab10e3cc"
+	tokNoMap = "tok-5f0c2b9e71d4-N-0f61de77aa"
 	userJWT  = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTEifQ.c2lnbmF0dXJl"
 )
 
@@ -287,7 +287,7 @@ func testValueKinds(t *testing.T, s *stack) {
 }
 
 func testConcurrent(t *testing.T, s *stack) {
-	s.admin(t, http.MethodPut, "/devices/dev-C", `{"accessToken":"tok-C-1","inputs":[{"name":"n","entity":"load","entityInput":"n"}]}`)
+	s.admin(t, http.MethodPut, "/devices/dev-C", `{"accessToken":"tok-5f0c2b9e71d4-C-1","inputs":[{"name":"n","entity":"load","entityInput":"n"}]}`)
 	const n = 300
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -296,7 +296,7 @@ func testConcurrent(t *testing.T, s *stack) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := s.post(t, fmt.Sprintf(`{"serial":"dev-C","data":{"n":%d}}`, i), bearer("tok-C-1"))
+			r := s.post(t, fmt.Sprintf(`{"serial":"dev-C","data":{"n":%d}}`, i), bearer("tok-5f0c2b9e71d4-C-1"))
 			mu.Lock()
 			statuses[r.Status]++
 			mu.Unlock()
@@ -315,10 +315,10 @@ func testConcurrent(t *testing.T, s *stack) {
 }
 
 func testWorkspace(t *testing.T, s *stack) {
-	if r := s.do(t, http.MethodGet, "/api/v1/admin/devices/dev-A", nil, nil); r.Status != 401 || r.Body["success"] != false {
+	if r := s.doOn(t, s.ws, http.MethodGet, "/api/v1/admin/devices/dev-A", nil, nil); r.Status != 401 || r.Body["success"] != false {
 		t.Errorf("no admin token: %d %s", r.Status, r.Raw)
 	}
-	if r := s.do(t, http.MethodGet, "/api/v1/admin/devices/dev-A", nil, bearer(tokA)); r.Status != 401 {
+	if r := s.doOn(t, s.ws, http.MethodGet, "/api/v1/admin/devices/dev-A", nil, bearer(tokA)); r.Status != 401 {
 		t.Errorf("device token as admin token: %d", r.Status)
 	}
 	r := s.admin(t, http.MethodPut, "/devices/gen-1", `{"inputs":[{"name":"t","entity":"e"}]}`)

@@ -24,7 +24,7 @@ func apiTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.00
 // the Messages view show the backlog in time order.
 func TestReadingTime(t *testing.T) {
 	s := startStack(t)
-	s.admin(t, "PUT", "/devices/dev-T", `{"accessToken":"tok-T","timestampInput":"datetime","inputs":[
+	s.admin(t, "PUT", "/devices/dev-T", `{"accessToken":"tok-5f0c2b9e71d4-T","timestampInput":"datetime","inputs":[
 		{"name":"temp","entity":"plant","entityInput":"temp"},{"name":"hum","entity":"plant","entityInput":"hum"}]}`)
 	if got := s.admin(t, "GET", "/devices/dev-T", ""); got.Body["timestampInput"] != "datetime" {
 		t.Fatalf("device record %s", got.Raw)
@@ -33,14 +33,14 @@ func TestReadingTime(t *testing.T) {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	live := now.Add(-10 * time.Second)
 	expect(t, s.post(t, fmt.Sprintf(`{"serial":"dev-T","data":{"datetime":%q,"temp":21.5,"hum":null}}`, fieldTime(live)),
-		keyHeader("tok-T", "live-1")), 200, stored, "")
+		keyHeader("tok-5f0c2b9e71d4-T", "live-1")), 200, stored, "")
 
 	// Two hours ago, ten readings 10 s apart, oldest first.
 	start := now.Add(-2 * time.Hour)
 	for i := range 10 {
 		at := start.Add(time.Duration(i) * 10 * time.Second)
 		body := fmt.Sprintf(`{"serial":"dev-T","data":{"datetime":%q,"temp":%d,"hum":null}}`, fieldTime(at), i+1)
-		expect(t, s.post(t, body, keyHeader("tok-T", fmt.Sprint("backlog-", i))), 200, stored, "")
+		expect(t, s.post(t, body, keyHeader("tok-5f0c2b9e71d4-T", fmt.Sprint("backlog-", i))), 200, stored, "")
 	}
 
 	latest := s.admin(t, "GET", "/entities/plant/inputs/temp/latest", "")
@@ -118,14 +118,14 @@ func TestReadingTime(t *testing.T) {
 // says why; readings with one reading time keep their arrival order.
 func TestReadingTimeChoiceAndBounds(t *testing.T) {
 	s := startStack(t)
-	s.admin(t, "PUT", "/devices/dev-P", `{"accessToken":"tok-P","timestampInput":"datetime","inputs":[
+	s.admin(t, "PUT", "/devices/dev-P", `{"accessToken":"tok-5f0c2b9e71d4-P","timestampInput":"datetime","inputs":[
 		{"name":"v","entity":"prec","entityInput":"v"},{"name":"datetime","entity":"prec","entityInput":"clock"}]}`)
 	const stored = "Message processed and data stored successfully"
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	tsTime, inputTime := now.Add(-time.Hour), now.Add(-30*time.Minute)
 	post := func(body string) {
 		t.Helper()
-		expect(t, s.post(t, body, bearer("tok-P")), 200, stored, "")
+		expect(t, s.post(t, body, bearer("tok-5f0c2b9e71d4-P")), 200, stored, "")
 	}
 	post(fmt.Sprintf(`{"serial":"dev-P","ts":%d,"data":{"datetime":%q,"v":1}}`, tsTime.UnixMilli(), fieldTime(inputTime)))
 	post(fmt.Sprintf(`{"serial":"dev-P","data":{"datetime":%q,"v":2}}`, fieldTime(inputTime)))

@@ -20,7 +20,7 @@ func TestReplicatedStorage(t *testing.T) {
 	// The default quorum with three replicas: 2.
 	s := startStackOn(t, cl.Addrs[0], "CLICKHOUSE_URL="+chURL(dbPlaceholder, cl.Addrs...), "CLICKHOUSE_REPLICATED=true",
 		"OUTCOME_TIMEOUT=2s", "RETRY_MAX_DELAY=1s", "INSERT_TIMEOUT=2s")
-	s.admin(t, "PUT", "/devices/rep-1", `{"accessToken":"tok-R","inputs":[{"name":"v","entity":"rep","entityInput":"v"}]}`)
+	s.admin(t, "PUT", "/devices/rep-1", `{"accessToken":"tok-5f0c2b9e71d4-R","inputs":[{"name":"v","entity":"rep","entityInput":"v"}]}`)
 
 	sent := 0
 	// post sends reading n with its own Idempotency-Key, as the field
@@ -29,7 +29,7 @@ func TestReplicatedStorage(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(within)
 		for {
-			r := s.post(t, fmt.Sprintf(`{"serial":"rep-1","data":{"v":%d}}`, n), keyHeader("tok-R", fmt.Sprint("rep-", n)))
+			r := s.post(t, fmt.Sprintf(`{"serial":"rep-1","data":{"v":%d}}`, n), keyHeader("tok-5f0c2b9e71d4-R", fmt.Sprint("rep-", n)))
 			if r.Status == 200 {
 				expect(t, r, 200, storedMsg, "")
 				return refused
@@ -89,7 +89,7 @@ func TestReplicatedStorage(t *testing.T) {
 	// is refused is not stored twice once it is back.
 	cl.StopZooKeeper()
 	for i := 0; i < 3; i++ {
-		r := s.post(t, fmt.Sprintf(`{"serial":"rep-1","data":{"v":%d}}`, sent+i), keyHeader("tok-R", fmt.Sprint("rep-", sent+i)))
+		r := s.post(t, fmt.Sprintf(`{"serial":"rep-1","data":{"v":%d}}`, sent+i), keyHeader("tok-5f0c2b9e71d4-R", fmt.Sprint("rep-", sent+i)))
 		if r.Status != 503 || r.Header.Get("Retry-After") == "" {
 			t.Fatalf("with ZooKeeper down: %d %s", r.Status, r.Raw)
 		}
@@ -110,7 +110,7 @@ func TestReplicatedStorage(t *testing.T) {
 	// on a single copy, so the insert is refused instead.
 	cl.StopReplica(0)
 	cl.StopReplica(1)
-	r := s.post(t, fmt.Sprintf(`{"serial":"rep-1","data":{"v":%d}}`, sent), keyHeader("tok-R", fmt.Sprint("rep-", sent)))
+	r := s.post(t, fmt.Sprintf(`{"serial":"rep-1","data":{"v":%d}}`, sent), keyHeader("tok-5f0c2b9e71d4-R", fmt.Sprint("rep-", sent)))
 	if r.Status != 503 || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("with one replica of three: %d %s, want 503: a quorum of 2 cannot be met", r.Status, r.Raw)
 	}

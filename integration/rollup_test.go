@@ -43,7 +43,7 @@ func seriesPoints(t *testing.T, s *stack, entity string, from, to time.Time, ste
 // from the readings until the rollup has run again).
 func TestRollups(t *testing.T) {
 	s := startStack(t)
-	s.admin(t, "PUT", "/devices/dev-R", `{"accessToken":"tok-R","inputs":[{"name":"t","entity":"ru","entityInput":"t"}]}`)
+	s.admin(t, "PUT", "/devices/dev-R", `{"accessToken":"tok-5f0c2b9e71d4-R","inputs":[{"name":"t","entity":"ru","entityInput":"t"}]}`)
 	r := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
 	end := time.Now().UTC().Add(-2 * time.Minute).Truncate(time.Millisecond)
 	start := end.Add(-3 * time.Hour)
@@ -59,7 +59,7 @@ func TestRollups(t *testing.T) {
 			sent[ts] = v
 			msgs = append(msgs, fmt.Sprintf(`{"ts":%d,"data":{"t":%v}}`, ts, v))
 		}
-		b := s.postBacklog(t, `{"serial":"dev-R","messages":[`+strings.Join(msgs, ",")+`]}`, bearer("tok-R"))
+		b := s.postBacklog(t, `{"serial":"dev-R","messages":[`+strings.Join(msgs, ",")+`]}`, bearer("tok-5f0c2b9e71d4-R"))
 		if b.Status != 200 {
 			t.Fatalf("backlog: %d %s", b.Status, b.Raw)
 		}

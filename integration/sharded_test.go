@@ -26,7 +26,7 @@ func TestShardedStorage(t *testing.T) {
 	for e := range entities {
 		inputs = append(inputs, fmt.Sprintf(`{"name":"v%d","entity":"sh-%d","entityInput":"v"}`, e, e))
 	}
-	s.admin(t, "PUT", "/devices/sh-dev", `{"accessToken":"tok-S","inputs":[`+strings.Join(inputs, ",")+`]}`)
+	s.admin(t, "PUT", "/devices/sh-dev", `{"accessToken":"tok-5f0c2b9e71d4-S","inputs":[`+strings.Join(inputs, ",")+`]}`)
 	base := time.Now().UTC().Add(-time.Hour).Truncate(time.Minute)
 	body := func(n int) string {
 		data = data[:0]
@@ -36,10 +36,10 @@ func TestShardedStorage(t *testing.T) {
 		return fmt.Sprintf(`{"serial":"sh-dev","ts":%d,"data":{%s}}`, base.Add(time.Duration(n)*time.Second).UnixMilli(), strings.Join(data, ","))
 	}
 	for n := range readings {
-		expect(t, s.post(t, body(n), keyHeader("tok-S", fmt.Sprint("sh-", n))), 200, storedMsg, "")
+		expect(t, s.post(t, body(n), keyHeader("tok-5f0c2b9e71d4-S", fmt.Sprint("sh-", n))), 200, storedMsg, "")
 	}
 	// A retry of reading 0 with its key: the first attempt's answer, nothing more stored.
-	expect(t, s.post(t, body(0), keyHeader("tok-S", "sh-0")), 200, storedMsg, "")
+	expect(t, s.post(t, body(0), keyHeader("tok-5f0c2b9e71d4-S", "sh-0")), 200, storedMsg, "")
 
 	perShard := make([]uint64, len(cl.Addrs))
 	for i := range cl.Addrs {
@@ -80,7 +80,7 @@ func TestShardedStorage(t *testing.T) {
 
 	// Diagnostics and the fleet view read the Distributed tables: the 16
 	// stored answers (the keyed retry too) and one wrong token.
-	if r := s.post(t, body(1), bearer("tok-wrong")); r.Status != 401 {
+	if r := s.post(t, body(1), bearer("tok-5f0c2b9e71d4-wrong")); r.Status != 401 {
 		t.Fatalf("a wrong token: %d %s", r.Status, r.Raw)
 	}
 	eventually(t, 45*time.Second, func() bool {
@@ -107,7 +107,7 @@ func TestShardedStorage(t *testing.T) {
 	old := time.Now().UTC().Add(-75 * 24 * time.Hour)
 	for n := range 3 {
 		expect(t, s.post(t, strings.Replace(body(n), fmt.Sprintf(`"ts":%d`, base.Add(time.Duration(n)*time.Second).UnixMilli()),
-			fmt.Sprintf(`"ts":%d`, old.Add(time.Duration(n)*time.Second).UnixMilli()), 1), bearer("tok-S")), 200, storedMsg, "")
+			fmt.Sprintf(`"ts":%d`, old.Add(time.Duration(n)*time.Second).UnixMilli()), 1), bearer("tok-5f0c2b9e71d4-S")), 200, storedMsg, "")
 	}
 	oldOn := func(i int) uint64 {
 		n, err := cl.Count(i, "SELECT count() FROM "+s.db+".input_values_local WHERE ts_ns < ?", time.Now().Add(-30*24*time.Hour).UnixNano())

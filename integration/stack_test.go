@@ -66,7 +66,8 @@ func moduleRoot() (string, error) {
 // test run, and the three programs as child processes.
 type stack struct {
 	t      *testing.T
-	base   string   // http://127.0.0.1:port of ingest-api
+	base   string   // http://127.0.0.1:port of ingest-api's device port
+	ws     string   // http://127.0.0.1:port of its workspace listener
 	bases  []string // of every ingest-api copy, base first
 	db     string
 	ch     driver.Conn
@@ -112,8 +113,8 @@ func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
 	}
 	t.Cleanup(func() { _ = ch.Close() })
 	s := &stack{t: t, db: db, ch: ch, logDir: t.TempDir(), procs: map[string]*exec.Cmd{}, ops: map[string]string{}, http: client}
-	ingestAddr := freeAddr(t)
-	s.base = "http://" + ingestAddr
+	ingestAddr, wsAddr := freeAddr(t), freeAddr(t)
+	s.base, s.ws = "http://"+ingestAddr, "http://"+wsAddr
 	s.bases = []string{s.base}
 	s.env = append([]string{
 		"NATS_URL=" + natsURL,
@@ -123,6 +124,7 @@ func newStack(t *testing.T, chAddr, natsURL string, extraEnv ...string) *stack {
 		"ADMIN_TOKEN=" + adminToken,
 		"TOKEN_KEY=" + tokenKey,
 		"HTTP_ADDR=" + ingestAddr,
+		"WORKSPACE_ADDR=" + wsAddr,
 		"LOG_LEVEL=debug",
 		"PATH=" + os.Getenv("PATH"),
 	}, extraEnv...)
@@ -159,9 +161,12 @@ func chURL(db string, addrs ...string) string {
 // copy number ("mapper-worker.2") to run another copy of the program.
 func (s *stack) start(name string, env ...string) {
 	s.t.Helper()
-	program, _, _ := strings.Cut(name, ".")
+	program, copyNo, _ := strings.Cut(name, ".")
 	s.ops[name] = freeAddr(s.t)
 	env = append(env, "METRICS_ADDR="+s.ops[name])
+	if program == "ingest-api" && copyNo != "" { // another copy: a workspace listener of its own
+		env = append(env, "WORKSPACE_ADDR="+freeAddr(s.t))
+	}
 	logf, err := os.OpenFile(filepath.Join(s.logDir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatal(err)
@@ -241,9 +246,16 @@ type reply struct {
 
 var client = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 512}}
 
+// do sends a request to the device port.
 func (s *stack) do(t testing.TB, method, path string, body []byte, header map[string]string) reply {
 	t.Helper()
-	req, err := http.NewRequest(method, s.base+path, bytes.NewReader(body))
+	return s.doOn(t, s.base, method, path, body, header)
+}
+
+// doOn sends a request to the listener at base.
+func (s *stack) doOn(t testing.TB, base, method, path string, body []byte, header map[string]string) reply {
+	t.Helper()
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +282,7 @@ func (s *stack) do(t testing.TB, method, path string, body []byte, header map[st
 
 func (s *stack) admin(t testing.TB, method, path string, body string) reply {
 	t.Helper()
-	return s.do(t, method, "/api/v1/admin"+path, []byte(body), map[string]string{"Authorization": "Bearer " + adminToken})
+	return s.doOn(t, s.ws, method, "/api/v1/admin"+path, []byte(body), map[string]string{"Authorization": "Bearer " + adminToken})
 }
 
 func (s *stack) post(t testing.TB, body string, header map[string]string) reply {

@@ -25,7 +25,7 @@ func (s *stack) createKey(t *testing.T, name, role, expires string) string {
 
 func (s *stack) as(t *testing.T, secret, method, path, body string) reply {
 	t.Helper()
-	return s.do(t, method, "/api/v1/admin"+path, []byte(body), map[string]string{"Authorization": "Bearer " + secret})
+	return s.doOn(t, s.ws, method, "/api/v1/admin"+path, []byte(body), map[string]string{"Authorization": "Bearer " + secret})
 }
 
 // TestWorkspaceRoles: every workspace route, called with a key of each
@@ -38,7 +38,7 @@ func TestWorkspaceRoles(t *testing.T) {
 		keys[role] = s.createKey(t, "loop-"+role, role, "")
 	}
 	rank := map[string]int{"viewer": 1, "operator": 2, "admin": 3}
-	r := s.do(t, http.MethodGet, "/api/v1/openapi.json", nil, nil)
+	r := s.doOn(t, s.ws, http.MethodGet, "/api/v1/openapi.json", nil, nil)
 	var doc struct {
 		Paths map[string]map[string]json.RawMessage `json:"paths"`
 	}

@@ -68,7 +68,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		case !writer.Consuming():
 			return errors.New("not consuming yet")
 		}
-		return store.Ping(ctx)
+		return health.Unready("storage unreachable", store.Ping(ctx))
 	})
 	reg := metrics.NewRegistry(metrics.Writer)
 	metrics.WatchConsumer(reg, metrics.Writer, js, names.MappedStream, names.WriterConsumer)

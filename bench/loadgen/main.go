@@ -23,20 +23,20 @@ import (
 )
 
 type config struct {
-	target, adminToken, clickhouse, database string
-	devices                                  int
-	levels                                   []int
-	duration, settle                         time.Duration
-	pids                                     map[string]int
-	out                                      string
-	keyed                                    bool
-	batch                                    int
-	rates                                    []int // open loop: requests per second, one level each
-	openConns                                int
-	flood                                    string // beside the open loop: floodUnknown or floodToken
-	floodRate, floodPerSource                int
-	floodSettle                              time.Duration
-	nats                                     string
+	target, workspace, adminToken, clickhouse, database string
+	devices                                             int
+	levels                                              []int
+	duration, settle                                    time.Duration
+	pids                                                map[string]int
+	out                                                 string
+	keyed                                               bool
+	batch                                               int
+	rates                                               []int // open loop: requests per second, one level each
+	openConns                                           int
+	flood                                               string // beside the open loop: floodUnknown or floodToken
+	floodRate, floodPerSource                           int
+	floodSettle                                         time.Duration
+	nats                                                string
 }
 
 func main() {
@@ -56,8 +56,9 @@ func parseFlags(args []string) (config, error) {
 	var c config
 	var levels, pids string
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
-	fs.StringVar(&c.target, "target", "http://127.0.0.1:8080", "ingest-api base URL")
-	fs.StringVar(&c.adminToken, "admin-token", os.Getenv("ADMIN_TOKEN"), "workspace API token")
+	fs.StringVar(&c.target, "target", "http://127.0.0.1:8080", "ingest-api's device port, base URL")
+	fs.StringVar(&c.workspace, "workspace", "http://127.0.0.1:8084", "ingest-api's workspace listener, base URL (devices are provisioned there)")
+	fs.StringVar(&c.adminToken, "admin-token", "", "workspace API token (default: ADMIN_TOKEN, not shown here)")
 	fs.StringVar(&c.clickhouse, "clickhouse-http", "http://127.0.0.1:8123", "ClickHouse HTTP interface, for the reconciliation")
 	fs.StringVar(&c.database, "database", "device_events", "ClickHouse database")
 	fs.IntVar(&c.devices, "devices", 1000, "devices to provision and spread the load over")
@@ -107,6 +108,9 @@ func parseFlags(args []string) (config, error) {
 			return c, fmt.Errorf("bad -pids entry %q", kv)
 		}
 		c.pids[name] = pid
+	}
+	if c.adminToken == "" {
+		c.adminToken = os.Getenv("ADMIN_TOKEN")
 	}
 	if c.adminToken == "" {
 		return c, fmt.Errorf("-admin-token (or ADMIN_TOKEN) is required")

@@ -113,7 +113,7 @@ func provision(ctx context.Context, cfg config, entity string, serials []string,
 	client := &http.Client{Timeout: 10 * time.Second}
 	put := func(s string) error {
 		body := fmt.Sprintf(`{"connectionType":"API","accessToken":%q,"inputs":[{"name":"v","entity":%q,"entityInput":"v"},{"name":"w","entity":%q,"entityInput":"w"}]}`, tokens[s], entity, entity)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, cfg.target+"/api/v1/admin/devices/"+s, strings.NewReader(body))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, cfg.workspace+"/api/v1/admin/devices/"+s, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+cfg.adminToken)
 		resp, err := client.Do(req)
 		if err != nil {

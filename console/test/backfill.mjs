@@ -48,10 +48,15 @@ export async function backfillSteps({ page, base, admin, shot }, bfSince) {
   }
   await page.goto(`${base}${bfPath}?tab=diagnostics`);
   await page.getByRole('heading', { name: bfSerial, exact: true }).waitFor();
+  await page.locator('#diag-last-seen').waitFor(); // the first load drawn
   const bfKey = page.locator('#diag-keys tr[data-key="temperature"]');
   for (let i = 0; i < 40 && await bfKey.count() === 0; i++) {
     await page.waitForTimeout(1000);
+    // One load at a time: a load still in flight would redraw the table
+    // after the key's form is opened.
+    const loaded = page.waitForResponse((r) => r.url().includes('/diagnostics?'));
     await page.getByRole('button', { name: 'Refresh' }).click();
+    await loaded;
   }
   await bfKey.getByRole('button', { name: 'Map this key' }).click();
   await bfKey.getByLabel('Entity', { exact: true }).fill(bfEntity);

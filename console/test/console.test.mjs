@@ -5,11 +5,13 @@
 // a reload), the entity page's latest value and drawn chart for a range, a
 // script-looking value shown as text with no dialog, every deep link after
 // a reload, a backfill from raw messages after a key is mapped (a second
-// one over the same range stores nothing twice), and sign-out. Screenshots
+// one over the same range stores nothing twice), a device whose serial and
+// names carry reserved URL characters, and sign-out. Screenshots
 // of each page go to SCREENSHOTS.
 //
-// Env: CONSOLE_BASE (http://127.0.0.1:PORT), ADMIN_TOKEN, SCREENSHOTS (a
-// directory), CHROMIUM (default /usr/bin/chromium).
+// Env: CONSOLE_BASE (the workspace listener, http://127.0.0.1:PORT),
+// DEVICE_BASE (the device port, where readings are posted), ADMIN_TOKEN,
+// SCREENSHOTS (a directory), CHROMIUM (default /usr/bin/chromium).
 import { chromium } from 'playwright-core';
 import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
@@ -17,13 +19,18 @@ import { join } from 'node:path';
 import { bfSerial, sendUnmapped, backfillSteps } from './backfill.mjs';
 
 const base = process.env.CONSOLE_BASE;
+const deviceBase = process.env.DEVICE_BASE;
 const adminToken = process.env.ADMIN_TOKEN;
 const shots = process.env.SCREENSHOTS || '.';
-assert.ok(base && adminToken, 'CONSOLE_BASE and ADMIN_TOKEN are needed');
+assert.ok(base && deviceBase && adminToken, 'CONSOLE_BASE, DEVICE_BASE and ADMIN_TOKEN are needed');
 mkdirSync(shots, { recursive: true });
 
 const SCRIPT = '<img src=x onerror=alert(1)>';
 const serial = `console-dev-${Date.now().toString(36)}`;
+// A serial and names with every character that means something in a URL.
+const odd = `mac AA:BB/7@x+1,2;k=v&$% Küche-${Date.now().toString(36)}`;
+const oddEntity = 'hall #2/3?a=b&c';
+const oddInput = 't°C 50%/x';
 const step = (what) => console.log(`console test: ${what}`);
 
 // send posts as field clients do: a 429 is retried after its Retry-After
@@ -33,7 +40,7 @@ async function send(path, body, token, key) {
   if (key) headers['Idempotency-Key'] = key;
   let res;
   for (let attempt = 0; attempt < 4; attempt++) {
-    res = await fetch(`${base}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+    res = await fetch(`${deviceBase}${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
     if (res.status !== 429) break;
     const wait = Number(res.headers.get('retry-after'));
     assert.ok(wait >= 1 && wait <= 60, `429 with Retry-After ${wait}`);
@@ -87,7 +94,7 @@ try {
   page.on('response', (r) => {
     const u = new URL(r.url());
     const expected = (r.status() === 401 && u.pathname === '/api/v1/admin/whoami')
-      || (r.status() === 404 && u.pathname === `/api/v1/admin/devices/${serial}`)
+      || (r.status() === 404 && [serial, odd].some((x) => u.pathname === `/api/v1/admin/devices/${encodeURIComponent(x)}`))
       || ([400, 409].includes(r.status()) && r.request().method() === 'POST' && u.pathname === `/api/v1/admin/devices/${encodeURIComponent(bfSerial)}/backfills`);
     if (r.status() >= 400 && !expected) problems.push(`${r.status()} for ${u.pathname}`);
   });
@@ -98,6 +105,12 @@ try {
   const csp = res.headers.get('content-security-policy') || '';
   assert.match(csp, /script-src 'self'/);
   assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+
+  step('the device port serves neither the console nor the workspace API');
+  for (const path of ['/console/devices', '/api/v1/admin/whoami']) {
+    const r = await fetch(`${deviceBase}${path}`, { headers: { Authorization: `Bearer ${adminToken}` } });
+    assert.equal(r.status, 404, `${path} on the device port`);
+  }
 
   step('a wrong token is refused');
   await page.goto(`${base}/console/`);
@@ -202,7 +215,7 @@ try {
   await page.locator('#device-tokens tr[data-token="token-1"] .confirm').getByRole('button', { name: 'Retire' }).click();
   await page.locator('#device-tokens tr[data-token="token-1"]').waitFor({ state: 'detached' });
   assert.equal(await page.locator('#device-tokens tbody tr').count(), 1);
-  const refused = await fetch(`${base}/api/v1/deviceapi/event`, {
+  const refused = await fetch(`${deviceBase}/api/v1/deviceapi/event`, {
     method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
     body: JSON.stringify({ serial, data: { temp: 1 } }),
   });
@@ -222,10 +235,15 @@ try {
   step('the Diagnostics tab: answers by kind, the rejection, keys no input takes (as text), and mapping one');
   await post('/api/v1/deviceapi/event', { serial, data: { temp: 29, humidity: 55, [SCRIPT]: SCRIPT } }, second, `live-${serial}-keys`);
   await page.goto(`${base}/console/devices/${encodeURIComponent(serial)}?tab=diagnostics`);
+  await page.locator('#diag-last-seen').waitFor(); // the first load drawn
   // Reports reach storage within about 12 s.
   for (let i = 0; i < 40 && await page.locator('#diag-keys tr[data-key="humidity"]').count() === 0; i++) {
     await page.waitForTimeout(1000);
+    // One load at a time: a load still in flight would redraw the table
+    // after the key's form is opened.
+    const loaded = page.waitForResponse((r) => r.url().includes('/diagnostics?'));
     await page.getByRole('button', { name: 'Refresh' }).click();
+    await loaded;
   }
   const keyRow = page.locator('#diag-keys tr[data-key="humidity"]');
   await keyRow.waitFor();
@@ -246,11 +264,11 @@ try {
 
   step('the fleet view: the most rejected device and a serial not provisioned, as text');
   const ghost = `ghost-${SCRIPT}`;
-  const knock = await fetch(`${base}/api/v1/deviceapi/event`, {
+  const knock = await fetch(`${deviceBase}/api/v1/deviceapi/event`, {
     method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: 'Bearer nope' }, body: JSON.stringify({ serial: ghost, data: { temp: 1 } }),
   });
   assert.equal(knock.status, 404);
-  const unnamed = await fetch(`${base}/api/v1/deviceapi/event`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '<not json>' });
+  const unnamed = await fetch(`${deviceBase}/api/v1/deviceapi/event`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '<not json>' });
   assert.equal(unnamed.status, 400);
   await page.goto(`${base}/console/fleet`);
   const fleetShown = async () => (await page.locator('#fleet').textContent()).includes(ghost) && await page.locator('#fleet-unnamed tr[data-kind="invalid_format"]').count() > 0;
@@ -334,6 +352,32 @@ try {
   await page.goto(`${base}/console/devices?q=${encodeURIComponent(serial)}`);
   await page.locator('#devices').getByText(serial).waitFor();
   await shot('devices');
+
+  step('a serial and names with reserved URL characters: made in the console, posted to, read back, deep links reload');
+  await page.goto(`${base}/console/devices`);
+  await page.getByRole('button', { name: 'New device' }).click();
+  await page.getByLabel('Serial', { exact: true }).fill(odd);
+  await fillRow(0, 'temp', oddEntity, oddInput);
+  await page.getByRole('button', { name: 'Create device' }).click();
+  await page.getByRole('heading', { name: odd }).waitFor();
+  assert.equal(new URL(page.url()).pathname, `/console/devices/${encodeURIComponent(odd)}`);
+  assert.equal((await admin('GET', `/devices/${encodeURIComponent(odd)}`)).serial, odd, 'stored under the serial as typed');
+  const oddRow = page.locator('#device-tokens tr[data-token="token-1"]');
+  await oddRow.getByRole('button', { name: 'Reveal' }).click();
+  await oddRow.getByRole('button', { name: 'Hide' }).waitFor();
+  const oddToken = (await oddRow.locator('.token-value').textContent()).trim();
+  await post('/api/v1/deviceapi/event', { serial: odd, data: { temp: 31.5 } }, oddToken);
+  await page.getByRole('tab', { name: 'Messages' }).click();
+  await page.waitForFunction(() => (document.querySelector('#messages li.message pre') || {}).textContent?.includes('31.5'));
+  await page.reload();
+  await page.getByRole('heading', { name: odd }).waitFor();
+  await page.getByRole('tab', { name: 'Overview' }).click();
+  await page.getByRole('link', { name: `${oddEntity} / ${oddInput}` }).click();
+  await page.locator('#latest-value').filter({ hasText: '31.5' }).waitFor();
+  assert.equal(new URL(page.url()).pathname, `/console/entities/${encodeURIComponent(oddEntity)}/inputs/${encodeURIComponent(oddInput)}`);
+  await page.reload();
+  await page.locator('#latest-value').filter({ hasText: '31.5' }).waitFor();
+  await shot('odd-names');
 
   step('an admin makes a viewer key and reads the audit trail');
   await page.goto(`${base}/console/keys`);

@@ -2,17 +2,20 @@
 # `make bench`: the whole stack as `make run` starts it (own ports and state
 # under .run/bench), 1,000 devices, closed-loop load at 16/64/256/1024
 # connections, a backlog level, open-loop rates (unkeyed and keyed) from
-# bench/loadgen, one result line per level, appended to bench/results.txt;
-# then the aggregated-series benchmark on the stack's ClickHouse.
+# bench/loadgen, one result line per level, appended to bench/out/results.txt;
+# then the aggregated-series benchmark on the stack's ClickHouse. bench/out/
+# is not tracked: the runs docs/performance.md quotes are copied into
+# bench/results.txt, the record, by whoever quotes them.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 export RUN_DIR=$root/.run/bench NATS_PORT=${BENCH_NATS_PORT:-14222} CLICKHOUSE_PORT=${BENCH_CLICKHOUSE_PORT:-19200} \
   CLICKHOUSE_HTTP_PORT=${BENCH_CLICKHOUSE_HTTP_PORT:-18223} INGEST_ADDR=127.0.0.1:${BENCH_INGEST_PORT:-18080} \
-  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 \
+  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 WORKSPACE_ADDR=127.0.0.1:${BENCH_WORKSPACE_PORT:-18084} \
   LOG_LEVEL=warn
 export ADMIN_TOKEN=${ADMIN_TOKEN:-bench-admin-token-$RANDOM$RANDOM}
 go build -o bin/loadgen ./bench/loadgen
+mkdir -p bench/out
 if [ -d "$RUN_DIR" ]; then
   rm -rf "$RUN_DIR"
   # On ext4 without a journal (these machines' root), a new file skips the
@@ -25,28 +28,28 @@ if [ -d "$RUN_DIR" ]; then
 fi
 . deploy/dev/stack.sh
 start_stack
-bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
   -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_CONC:-16,64,256,1024}" -duration "${BENCH_DURATION:-10s}" \
-  -pids "${pids%,}" -out bench/results.txt ${BENCH_KEYED:+-keyed}
+  -pids "${pids%,}" -out bench/out/results.txt ${BENCH_KEYED:+-keyed}
 # Backlogs: 100 messages of 2 inputs per request, 32 connections.
 if [ "${BENCH_BATCH:-100}" != 0 ]; then
-  bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+  bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
     -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_BATCH_CONC:-32}" -duration "${BENCH_DURATION:-10s}" \
-    -pids "${pids%,}" -out bench/results.txt -batch "${BENCH_BATCH:-100}"
+    -pids "${pids%,}" -out bench/out/results.txt -batch "${BENCH_BATCH:-100}"
 fi
 # Open loop: constant arrival rates (latency from each request's scheduled
 # time, HDR percentiles, CPU per event), unkeyed; then each keyed rate right
 # after an unkeyed run at the same rate, so that the pair meets ClickHouse
 # in the same state (the sweep leaves parts to merge).
 if [ "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" != 0 ]; then
-  bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+  bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
     -devices "${BENCH_DEVICES:-1000}" -rates "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" -duration "${BENCH_OPEN_DURATION:-20s}" \
-    -pids "${pids%,}" -out bench/results.txt
+    -pids "${pids%,}" -out bench/out/results.txt
   for rate in $(echo "${BENCH_OPEN_KEYED_RATES:-2000,4000}" | tr , ' '); do
     for keyed in "" -keyed; do
-      bin/loadgen -target "http://$INGEST_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+      bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
         -devices "${BENCH_DEVICES:-1000}" -rates "$rate" -duration "${BENCH_OPEN_DURATION:-20s}" \
-        -pids "${pids%,}" -out bench/results.txt $keyed
+        -pids "${pids%,}" -out bench/out/results.txt $keyed
     done
   done
 fi
@@ -57,7 +60,7 @@ if [ "${BENCH_BACKFILL_PAIRS:-2}" != 0 ]; then
 fi
 # A week of one reading per second, aggregated for a 7-day chart, in a
 # database of its own on the stack's ClickHouse (target: 200 ms).
-CLICKHOUSE_TEST_ADDR=127.0.0.1:$CLICKHOUSE_PORT go test -run '^$' -bench SeriesWeek -count 5 ./writer-worker/internal/chstore/ | tee bench/series.txt
+CLICKHOUSE_TEST_ADDR=127.0.0.1:$CLICKHOUSE_PORT go test -run '^$' -bench SeriesWeek -count 5 ./writer-worker/internal/chstore/ | tee bench/out/series.txt
 # What the programs' own metrics saw (the same numbers an operator's
 # Prometheus would scrape while the benchmark runs).
 echo "# metrics after the run"

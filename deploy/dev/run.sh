@@ -8,7 +8,7 @@ state=${RUN_DIR:-$root/.run}
 bin=$root/bin
 : "${NATS_PORT:=4222}" "${CLICKHOUSE_PORT:=9000}" "${CLICKHOUSE_HTTP_PORT:=8123}"
 : "${INGEST_ADDR:=127.0.0.1:8080}" "${MAPPER_HEALTH_ADDR:=127.0.0.1:8081}" "${WRITER_HEALTH_ADDR:=127.0.0.1:8082}"
-: "${INGEST_METRICS_ADDR:=127.0.0.1:8083}"
+: "${INGEST_METRICS_ADDR:=127.0.0.1:8083}" "${WORKSPACE_ADDR:=127.0.0.1:8084}"
 dev_flag=""
 if [ -z "${ADMIN_TOKEN:-}" ]; then
   ADMIN_TOKEN=dev-admin-token
@@ -67,7 +67,7 @@ pids+=($!); echo $! > "$state/pids/writer"
 METRICS_ADDR=$MAPPER_HEALTH_ADDR NATS_USER=mapper-worker NATS_PASSWORD=$NATS_MAPPER_PASSWORD \
   "$bin/mapper-worker" >"$state/logs/mapper-worker.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/mapper"
-HTTP_ADDR=$INGEST_ADDR METRICS_ADDR=$INGEST_METRICS_ADDR ADMIN_TOKEN=$ADMIN_TOKEN TOKEN_KEY=$TOKEN_KEY NATS_USER=ingest-api NATS_PASSWORD=$NATS_INGEST_PASSWORD \
+HTTP_ADDR=$INGEST_ADDR WORKSPACE_ADDR=$WORKSPACE_ADDR METRICS_ADDR=$INGEST_METRICS_ADDR ADMIN_TOKEN=$ADMIN_TOKEN TOKEN_KEY=$TOKEN_KEY NATS_USER=ingest-api NATS_PASSWORD=$NATS_INGEST_PASSWORD \
   "$bin/ingest-api" $dev_flag >"$state/logs/ingest-api.log" 2>&1 &
 pids+=($!); echo $! > "$state/pids/api"
 wait_http "http://$WRITER_HEALTH_ADDR/readyz" writer-worker
@@ -78,24 +78,26 @@ touch "$state/ready"
 
 cat <<TXT
 
-Device event service is up: ingest-api on http://$INGEST_ADDR (logs in $state/logs)
+Device event service is up (logs in $state/logs):
+  devices post to    http://$INGEST_ADDR  (the device port: the device endpoints only)
+  console, workspace http://$WORKSPACE_ADDR  (keep it off the public network)
 
-Console: http://$INGEST_ADDR/console/  (sign in with the admin token, ADMIN_TOKEN)
+Console: http://$WORKSPACE_ADDR/console/  (sign in with the admin token, ADMIN_TOKEN)
   Create a device there (for instance serial dev-001, input temp connected to entity boiler-1,
   entity input temperature, access token revealed on its page), then post readings with it:
 
 Or create a device with curl:
-  curl -s -X PUT http://$INGEST_ADDR/api/v1/admin/devices/dev-001 -H "Authorization: Bearer $ADMIN_TOKEN" \\
-    -d '{"connectionType":"API","accessToken":"secret-token-1","inputs":[{"name":"temp","entity":"boiler-1","entityInput":"temperature"}]}'
-Post a reading (the token: secret-token-1 for the curl device, or the one the console shows):
-  curl -s http://$INGEST_ADDR/api/v1/deviceapi/event -H 'Content-Type: application/json' -H 'Authorization: Bearer secret-token-1' \\
+  curl -s -X PUT http://$WORKSPACE_ADDR/api/v1/admin/devices/dev-001 -H "Authorization: Bearer $ADMIN_TOKEN" \\
+    -d '{"connectionType":"API","accessToken":"secret-token-0001","inputs":[{"name":"temp","entity":"boiler-1","entityInput":"temperature"}]}'
+Post a reading (the token: secret-token-0001 for the curl device, or the one the console shows):
+  curl -s http://$INGEST_ADDR/api/v1/deviceapi/event -H 'Content-Type: application/json' -H 'Authorization: Bearer secret-token-0001' \\
     -d '{"serial":"dev-001","data":{"temp":21.5}}'
 Read it back:
-  curl -s http://$INGEST_ADDR/api/v1/admin/entities/boiler-1/inputs/temperature/latest -H "Authorization: Bearer $ADMIN_TOKEN"
+  curl -s http://$WORKSPACE_ADDR/api/v1/admin/entities/boiler-1/inputs/temperature/latest -H "Authorization: Bearer $ADMIN_TOKEN"
   clickhouse-client --port $CLICKHOUSE_PORT -q 'SELECT * FROM device_events.input_values ORDER BY ts_ns DESC LIMIT 5'
 
 Metrics (Prometheus text): http://$INGEST_METRICS_ADDR/metrics http://$MAPPER_HEALTH_ADDR/metrics http://$WRITER_HEALTH_ADDR/metrics
-API document: http://$INGEST_ADDR/api/v1/openapi.json
+API documents: http://$INGEST_ADDR/api/v1/openapi.json (device API), http://$WORKSPACE_ADDR/api/v1/openapi.json (workspace API)
 
 Ctrl-C stops everything.
 TXT

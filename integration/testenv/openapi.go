@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/labstack/echo/v4"
 )
 
 // API is an OpenAPI document, validated, that checks requests and answers
@@ -74,3 +77,37 @@ func (a *API) ValidRequest(method, target string, header http.Header, body []byt
 	return openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
 		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}})
 }
+
+// RoutesDocumented reports every route of a router that is not in the
+// document and every documented operation that is not a route, and returns
+// how many routes it saw. Echo's own not-found routes and the console's
+// pages and assets (not the API: docs/console.md) are left out.
+func (a *API) RoutesDocumented(t testing.TB, routes []*echo.Route) int {
+	t.Helper()
+	documented := map[string]bool{}
+	for path, item := range a.Doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented[method+" "+path] = true
+		}
+	}
+	routed := map[string]bool{}
+	for _, r := range routes {
+		if strings.HasPrefix(r.Method, "echo_") || r.Path == "/console" || strings.HasPrefix(r.Path, "/console/") {
+			continue
+		}
+		op := r.Method + " " + pathParam.ReplaceAllString(r.Path, "{$1}")
+		routed[op] = true
+		if !documented[op] {
+			t.Errorf("route %s is not in the OpenAPI document", op)
+		}
+	}
+	for op := range documented {
+		if !routed[op] {
+			t.Errorf("documented %s is not a route", op)
+		}
+	}
+	return len(routed)
+}
+
+// pathParam is an Echo path parameter (":serial").
+var pathParam = regexp.MustCompile(`:(\w+)`)

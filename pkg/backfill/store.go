@@ -36,7 +36,7 @@ type Store struct {
 func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas int, log *zap.Logger) (*Store, error) {
 	var kv jetstream.KeyValue
 	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		kv, err = bus.EnsureBucket(ctx, js, jetstream.KeyValueConfig{
 			Bucket:      bucket,
 			Description: "backfills: a device's mapping applied to its kept raw messages (ingest-api creates, writer-worker runs)",
 			History:     1,
@@ -44,7 +44,7 @@ func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas i
 			MaxBytes:    maxBytes,
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
-		})
+		}, log)
 		return err
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -46,7 +47,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.String(&c.URL, "nats-url", "nats://127.0.0.1:4222", "NATS server URL(s), comma separated")
 	s.String(&c.CredsFile, "nats-creds", "", "NATS credentials file (JWT + nkey)")
 	s.String(&c.User, "nats-user", "", "NATS user of this program (deploy/nats/auth.conf has one per program)")
-	s.String(&c.Password, "nats-password", "", "password of NATS_USER (from a secret; never logged)")
+	s.Secret(&c.Password, "nats-password", "password of NATS_USER (from a secret; never logged)")
 	s.String(&c.TLSCAFile, "nats-tls-ca", "", "CA file to verify the NATS server")
 	s.String(&c.TLSCert, "nats-tls-cert", "", "client certificate for NATS mutual TLS")
 	s.String(&c.TLSKey, "nats-tls-key", "", "client key for NATS mutual TLS")
@@ -61,6 +62,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.URL == "":
 		return errors.New("NATS_URL is empty")
+	case !urlsParse(c.URL):
+		return errors.New("NATS_URL is not a comma-separated list of URLs") // the parser's error quotes the text, password included
 	case c.Replicas < 1 || c.Replicas > 5:
 		return errors.New("NATS_REPLICAS must be 1 to 5")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
@@ -75,6 +78,20 @@ func (c Config) Validate() error {
 		return errors.New("NATS_PREFIX must be dot-separated tokens of letters, digits, '-' and '_'")
 	}
 	return nil
+}
+
+// urlsParse reports whether every server of urls parses as the client
+// will parse it (with nats:// when it names no scheme).
+func urlsParse(urls string) bool {
+	for _, u := range strings.Split(urls, ",") {
+		if u = strings.TrimSpace(u); u != "" && !strings.Contains(u, "://") {
+			u = "nats://" + u
+		}
+		if _, err := url.Parse(u); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Connect dials NATS with reconnects forever: a program rides out a NATS
@@ -158,7 +175,7 @@ func Open(ctx context.Context, cfg Config, name string, log *zap.Logger) (*nats.
 		nc.Close()
 		return nil, nil, err
 	}
-	if err := UntilReady(ctx, log, func(ctx context.Context) error { return EnsureStreams(ctx, js, cfg) }); err != nil {
+	if err := UntilReady(ctx, log, func(ctx context.Context) error { return ensureStreams(ctx, js, cfg, log) }); err != nil {
 		nc.Close()
 		return nil, nil, err
 	}

@@ -30,13 +30,16 @@ func Inbox(program string) string { return "_INBOX." + program }
 // it may also publish to the mapped stream); the workers
 // consume their own durable consumer, read the registry (the mapper) and
 // answer; both ingest-api and writer-worker write the backfill jobs (one
-// creates and cancels them, the other runs them); no program may delete or purge a stream. The operator (the
-// dead-letters tool, the nats CLI) may do anything.
+// creates and cancels them, the other runs them). A program creates a
+// missing stream or bucket but may not update, purge or delete one: limits
+// are set once (ensure.go), and an audit trail the audited program could
+// shorten would be none. The operator (the dead-letters tool, the nats
+// CLI) may do anything.
 func Users(n Names) []User {
 	work := []string{n.EventsStream, n.MappedStream, n.DeadLetterStream, n.ClaimsStream, n.DiagStream}
 	streams := []string{"$JS.API.INFO"} // every program ensures the shared streams at start
 	for _, s := range work {
-		streams = append(streams, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s, "$JS.API.STREAM.INFO."+s)
+		streams = append(streams, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.INFO."+s)
 	}
 	// readKV follows a KV bucket (a watch) and reads its entries.
 	readKV := func(bucket string) []string {
@@ -52,7 +55,7 @@ func Users(n Names) []User {
 	}
 	// writeKV also creates the bucket and writes it.
 	writeKV := func(bucket string) []string {
-		return append(readKV(bucket), "$JS.API.STREAM.CREATE.KV_"+bucket, "$JS.API.STREAM.UPDATE.KV_"+bucket, "$KV."+bucket+".>")
+		return append(readKV(bucket), "$JS.API.STREAM.CREATE.KV_"+bucket, "$KV."+bucket+".>")
 	}
 	readRegistry := readKV(n.RegistryBucket)
 	audit, dead := n.AuditStream, n.DeadLetterStream
@@ -71,7 +74,7 @@ func Users(n Names) []User {
 			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), writeKV(n.BackfillBucket), writeKV(n.CensusBucket), []string{
 				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(), n.DiagSubject(),
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
-				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.UPDATE." + audit, "$JS.API.STREAM.INFO." + audit,
+				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.INFO." + audit,
 				"$JS.API.STREAM.MSG.GET." + audit, "$JS.API.DIRECT.GET." + audit, "$JS.API.DIRECT.GET." + audit + ".>",
 				// The workspace API's dead letters: read them, send them
 				// back where they came from (the mapped stream included),

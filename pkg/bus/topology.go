@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 )
 
 // The architecture, as NATS sees it (prefix p, streams P_*):
@@ -143,16 +144,17 @@ func validPrefix(s string) bool {
 	return true
 }
 
-// EnsureStreams creates or updates the shared streams all at once: in a
-// cluster each creation waits for its stream's leader election. Every
-// program calls it at start, so the order in which they start does not
-// matter.
-func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+// EnsureStreams creates the shared streams that are missing, all at once:
+// in a cluster each creation waits for its stream's leader election. Every
+// program calls it at start (Open), so the order in which they start does
+// not matter; an existing stream keeps its limits (ensure.go), and each
+// limit it has other than cfg's is logged to log.
+func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config, log *zap.Logger) error {
 	cfgs := streamConfigs(cfg)
 	errs := make(chan error, len(cfgs))
 	for _, sc := range cfgs {
 		go func() {
-			if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			if _, err := EnsureStream(ctx, js, sc, log); err != nil {
 				errs <- fmt.Errorf("ensure stream %s: %w", sc.Name, err)
 				return
 			}
@@ -164,6 +166,12 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) erro
 		all = append(all, <-errs)
 	}
 	return errors.Join(all...)
+}
+
+// EnsureStreams ensures the streams as Open does, for a test or tool that
+// has no logger (differences go unsaid).
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	return ensureStreams(ctx, js, cfg, zap.NewNop())
 }
 
 // streamConfigs are the streams the programs share.

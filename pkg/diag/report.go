@@ -41,7 +41,7 @@ type Count struct {
 	Readings uint64 `json:"n,omitempty"`
 }
 
-// Seen is a serial's latest request in the interval.
+// Seen is a serial's latest authenticated request in the interval.
 type Seen struct {
 	Serial string `json:"s"`
 	LastNs int64  `json:"t"`

@@ -40,10 +40,13 @@ const Interval = 10 * time.Second
 
 // Answer is one answer to count: Requests and Readings under Kind for
 // Serial (Known: provisioned). A rejection (Requests > 0 and Kind
-// Rejected) is kept with its Message, Error and Source.
+// Rejected) is kept with its Message, Error and Source. Only a request
+// that proved it holds the device's token (Authenticated) counts as the
+// device seen: anyone can name a serial.
 type Answer struct {
 	Serial             string
 	Known              bool
+	Authenticated      bool
 	Kind               string
 	Requests, Readings int
 	At                 time.Time
@@ -108,7 +111,7 @@ func (t *Tally) Answer(a Answer) {
 	if a.Requests == 0 {
 		return
 	}
-	if ns := a.At.UnixNano(); ns >= e.last.LastNs {
+	if ns := a.At.UnixNano(); a.Authenticated && ns >= e.last.LastNs {
 		e.last = Seen{Serial: serial, LastNs: ns, Kind: a.Kind}
 	}
 	if Rejected(a.Kind) && t.lim.Rejections > 0 {

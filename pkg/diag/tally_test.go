@@ -189,3 +189,27 @@ func TestClip(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// Anyone can name a serial: only a request that proved the device's token
+// counts as the device seen; a later wrong token is a rejection only.
+func TestTallySeenOnlyAuthenticated(t *testing.T) {
+	tl := NewTally(DefaultLimits, nil, zap.NewNop())
+	t0 := time.Unix(1_700_000_000, 0)
+	tl.Answer(Answer{Serial: "a", Known: true, Authenticated: true, Kind: "stored", Requests: 1, Readings: 1, At: t0})
+	tl.Answer(Answer{Serial: "a", Known: true, Kind: "invalid_token", Requests: 1, At: t0.Add(time.Second), Message: "Invalid access token"})
+	tl.Answer(Answer{Serial: "b", Known: true, Kind: "invalid_token", Requests: 1, At: t0.Add(time.Second), Message: "Invalid access token"})
+	var seen []string
+	rejected := 0
+	for _, r := range collect(t, tl) {
+		for _, s := range r.Seen {
+			seen = append(seen, fmt.Sprintf("%s %d %s", s.Serial, s.LastNs, s.Kind))
+		}
+		rejected += len(r.Rejections)
+	}
+	if want := fmt.Sprintf("[a %d stored]", t0.UnixNano()); fmt.Sprint(seen) != want {
+		t.Errorf("seen %v, want %s (wrong tokens are not the device)", seen, want)
+	}
+	if rejected != 2 {
+		t.Errorf("%d rejections kept, want both wrong tokens", rejected)
+	}
+}

@@ -6,6 +6,7 @@ package envflag
 import (
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -42,9 +43,36 @@ func register[T any](s *Set, p *T, name string, def T, usage string, parse func(
 	define(p, name, def, usage+" (env "+EnvName(name)+")")
 }
 
-// String registers a string setting.
+// String registers a string setting. The usage text shows its default
+// with the password of any URL in it (user:password@, in a comma-separated
+// list too) masked: Secret says why.
 func (s *Set) String(p *string, name, def, usage string) {
 	register(s, p, name, def, usage, func(v string) (string, error) { return v, nil }, s.FS.StringVar)
+	f := s.FS.Lookup(name)
+	f.DefValue = maskURLPasswords(f.DefValue)
+}
+
+// Secret registers a string setting whose value is never shown. Go's usage
+// text (-h, or any mistyped flag) prints every default, and a default here
+// is the environment's value: a password or key would reach the terminal,
+// or a container's log.
+func (s *Set) Secret(p *string, name, usage string) {
+	register(s, p, name, "", usage, func(v string) (string, error) { return v, nil }, s.FS.StringVar)
+	s.FS.Lookup(name).DefValue = ""
+}
+
+// maskURLPasswords returns v, a value or a comma-separated list, with the
+// password of each URL in it replaced by "xxxxx".
+func maskURLPasswords(v string) string {
+	parts := strings.Split(v, ",")
+	for i, part := range parts {
+		if u, err := url.Parse(strings.TrimSpace(part)); err == nil && u.User != nil {
+			if _, set := u.User.Password(); set {
+				parts[i] = u.Redacted()
+			}
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Int registers an int setting.

@@ -40,3 +40,28 @@ func TestEnvironmentThenFlags(t *testing.T) {
 		t.Fatalf("a bad environment value: %v", err)
 	}
 }
+
+// A secret's value is set from the environment or a flag but never shown
+// in the usage text; a URL's password in a string's default is masked.
+func TestSecretsAreNotShown(t *testing.T) {
+	t.Setenv("T_KEY", "k-8d1f0e")
+	t.Setenv("T_URL", "nats://u:p-51c9a2@h:4222, nats://v@h2:4222")
+	s := New("t")
+	var out strings.Builder
+	s.FS.SetOutput(&out)
+	var key, url, empty string
+	s.Secret(&key, "t-key", "a key")
+	s.Secret(&empty, "t-empty", "unset")
+	s.String(&url, "t-url", "", "servers")
+	s.FS.PrintDefaults()
+	if key != "k-8d1f0e" || url != "nats://u:p-51c9a2@h:4222, nats://v@h2:4222" || empty != "" {
+		t.Fatalf("values %q %q %q", key, url, empty)
+	}
+	if text := out.String(); strings.Contains(text, "k-8d1f0e") || strings.Contains(text, "p-51c9a2") ||
+		!strings.Contains(text, "(env T_KEY)") || !strings.Contains(text, `nats://u:xxxxx@h:4222, nats://v@h2:4222`) {
+		t.Fatalf("usage:\n%s", text)
+	}
+	if err := s.Parse([]string{"-t-key", "from-flag"}); err != nil || key != "from-flag" {
+		t.Fatalf("a flag sets a secret: %v %q", err, key)
+	}
+}

@@ -39,7 +39,7 @@ func New(addr string, ready func(context.Context) error) *Server {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := s.ready(ctx); err != nil {
-			write(w, http.StatusServiceUnavailable, false, "not ready", err.Error())
+			write(w, http.StatusServiceUnavailable, false, "not ready", Condition(err))
 			return
 		}
 		write(w, http.StatusOK, true, "ready", "")
@@ -54,6 +54,34 @@ func New(addr string, ready func(context.Context) error) *Server {
 		write(w, http.StatusNotFound, false, "Not found", "No such endpoint")
 	})
 	return s
+}
+
+// NotReady is a readiness failure: the condition a /readyz answer names
+// (such as "storage unreachable"), and the cause, for logs only (it may
+// hold addresses and server error texts).
+type NotReady struct {
+	Cond string
+	Err  error
+}
+
+func (e *NotReady) Error() string { return e.Cond + ": " + e.Err.Error() }
+func (e *NotReady) Unwrap() error { return e.Err }
+
+// Unready is err as a NotReady of condition cond, or nil when err is.
+func Unready(cond string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &NotReady{Cond: cond, Err: err}
+}
+
+// Condition is what a /readyz answer says of err: a NotReady's condition,
+// or err's text (a ready function's own errors name conditions).
+func Condition(err error) string {
+	if nr, ok := errors.AsType[*NotReady](err); ok {
+		return nr.Cond
+	}
+	return err.Error()
 }
 
 func write(w http.ResponseWriter, status int, ok bool, msg, detail string) {

@@ -10,6 +10,7 @@ package jsonobj
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -59,6 +60,51 @@ func Value(obj []byte, name string) []byte {
 		}
 	}
 	return nil
+}
+
+// Repeats reports whether one of names (at most 64) names more than one
+// member of ms: a document that says two things for a member it is read
+// for means what the reader chooses (encoding/json keeps the last, other
+// parsers the first), so it is refused rather than read.
+func Repeats(ms []Member, names ...string) bool {
+	var seen uint64
+	for _, m := range ms {
+		for j, n := range names {
+			if m.Name != n {
+				continue
+			}
+			if seen&(1<<j) != 0 {
+				return true
+			}
+			seen |= 1 << j
+		}
+	}
+	return false
+}
+
+// Finite reports whether every number in the valid JSON v, at any depth,
+// fits a float64 (1e400 does not: encoding/json refuses it, JavaScript
+// reads Infinity). Only a number with an exponent or of more than 308
+// digits can be out of range, so most are not parsed.
+func Finite(v []byte) bool {
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c == '"':
+			i = skipString(v, i) - 1
+		case c == '-' || c >= '0' && c <= '9':
+			end, exp := i, false
+			for ; end < len(v) && !isDelim(v[end]); end++ {
+				exp = exp || v[end]|0x20 == 'e'
+			}
+			if exp || end-i > 308 {
+				if _, err := strconv.ParseFloat(string(v[i:end]), 64); err != nil {
+					return false
+				}
+			}
+			i = end - 1
+		}
+	}
+	return true
 }
 
 // Elements returns the elements of the array arr, or nil when arr is not

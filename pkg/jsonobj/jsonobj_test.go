@@ -3,6 +3,7 @@ package jsonobj
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -84,6 +85,55 @@ func FuzzMembers(f *testing.F) {
 					t.Fatalf("element %d = %s, encoding/json %s", i, els[i], arr[i])
 				}
 			}
+		}
+	})
+}
+
+func TestRepeats(t *testing.T) {
+	for _, tc := range []struct {
+		doc  string
+		want bool
+	}{
+		{`{"serial":"A","data":{},"x":1,"x":2}`, false}, // x is not read
+		{`{"serial":"A","serial":"B"}`, true},
+		{`{"serial":"A","seri\u0061l":"B"}`, true}, // the same name spelled with an escape
+		{`{"data":{"data":1},"accessToken":"t"}`, false},
+		{`{"accessToken":"t","data":{},"accessToken":"u"}`, true},
+	} {
+		ms, _ := Members([]byte(tc.doc), nil)
+		if got := Repeats(ms, "serial", "accessToken", "data"); got != tc.want {
+			t.Errorf("Repeats(%s) = %v, want %v", tc.doc, got, tc.want)
+		}
+	}
+}
+
+func TestFinite(t *testing.T) {
+	for doc, want := range map[string]bool{
+		`{"a":1e400}`: false, `{"a":[1,{"b":-1E+400}]}`: false, `1e400`: false,
+		`{"a":"1e400"}`: true, `{"1e400":1}`: true, `{"a":1e308,"b":1e-400,"c":true,"d":null}`: true,
+		`{"a":` + strings.Repeat("9", 308) + `}`: true, `{"a":` + strings.Repeat("9", 309) + `}`: false,
+		`{"a":0.` + strings.Repeat("0", 400) + `1}`: true, `{"a":"\"1e400"}`: true,
+	} {
+		if got := Finite([]byte(doc)); got != want {
+			t.Errorf("Finite(%.60s) = %v, want %v", doc, got, want)
+		}
+	}
+}
+
+// FuzzFinite: on valid JSON, Finite agrees with encoding/json, which
+// refuses a document holding a number out of float64's range.
+func FuzzFinite(f *testing.F) {
+	for _, s := range []string{`{"a":1e400}`, `[1,-2.5e-3,"1e999",{"e":1E308}]`, `true`, `{"a":[1e309]}`, `-0`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		got := Finite(doc)
+		if !json.Valid(doc) {
+			return
+		}
+		var v any
+		if want := json.Unmarshal(doc, &v) == nil; got != want {
+			t.Fatalf("Finite(%q) = %v, encoding/json decodes: %v", doc, got, want)
 		}
 	})
 }

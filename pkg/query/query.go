@@ -35,11 +35,21 @@ const (
 	MaxBuckets = 10000
 	MaxSerials = 1000
 	MaxPairs   = 10000
-	// MaxBytes bounds the payloads of one page of messages (at least one
-	// message is answered): pages of large payloads are short, and no
-	// read holds more in writer-worker, or in one NATS reply.
+	// MaxBytes bounds one answer's values (payloads, points, buckets'
+	// last values), RowBytes counted for each row besides its value: a
+	// page of large values is short and says so, a value over its share
+	// is left out and named by its size. No read holds more in
+	// writer-worker, or in one NATS reply. See Budget.
 	MaxBytes = 4 << 20
+	RowBytes = 160
 )
+
+// Budget is the bytes one answer may hold on a connection whose messages
+// hold at most maxPayload: MaxBytes, or half the max payload when that is
+// less (the other half for the JSON around the values).
+func Budget(maxPayload int64) int {
+	return int(min(MaxBytes, maxPayload/2))
+}
 
 // Request covers all read queries; each uses the fields it needs.
 type Request struct {
@@ -76,6 +86,8 @@ type Bucket struct {
 	Max   *float64        `json:"max,omitempty"`
 	Avg   *float64        `json:"avg,omitempty"`
 	Last  json.RawMessage `json:"last"`
+	// LastBytes is the size of a Last left out (null) for its size.
+	LastBytes int `json:"lastBytes,omitempty"`
 }
 
 // Message is one row of a device's Messages view.
@@ -102,6 +114,8 @@ type Point struct {
 	Input      string          `json:"input,omitempty"`
 	Serial     string          `json:"serial,omitempty"`
 	ReceivedAt string          `json:"receivedAt,omitempty"`
+	// ValueBytes is the size of a Value left out (null) for its size.
+	ValueBytes int `json:"valueBytes,omitempty"`
 }
 
 // Response is the writer's answer. Error is set when the query failed.
@@ -109,9 +123,14 @@ type Response struct {
 	Error    string    `json:"error,omitempty"`
 	Messages []Message `json:"messages,omitempty"`
 	// NextNs is the BeforeNs of the next page of messages (0: none).
-	NextNs  int64    `json:"nextNs,omitempty"`
-	Points  []Point  `json:"points,omitempty"`
-	Buckets []Bucket `json:"buckets,omitempty"`
+	NextNs int64 `json:"nextNs,omitempty"`
+	// Truncated says the answer is not whole: a series page that stopped
+	// at its limit or its bytes (NextMs is the FromMs of the page after),
+	// or values left out for their size (ValueBytes, LastBytes).
+	Truncated bool     `json:"truncated,omitempty"`
+	NextMs    int64    `json:"nextMs,omitempty"`
+	Points    []Point  `json:"points,omitempty"`
+	Buckets   []Bucket `json:"buckets,omitempty"`
 	// LastSeen maps a serial to its newest message's receive time.
 	LastSeen map[string]string `json:"lastSeen,omitempty"`
 	// Outcomes holds, for an Outcome query, the answered events' outcomes.

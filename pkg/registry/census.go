@@ -57,14 +57,14 @@ type announcement struct {
 func OpenCensus(ctx context.Context, js jetstream.JetStream, bucket string, replicas int, k *Keyring, log *zap.Logger) (*Census, error) {
 	var kv jetstream.KeyValue
 	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		kv, err = bus.EnsureBucket(ctx, js, jetstream.KeyValueConfig{
 			Bucket:      bucket,
 			Description: "ingest-api copies and the TOKEN_KEYs each reads (an entry expires unless its copy renews it)",
 			History:     1,
 			TTL:         announceTTL,
 			Storage:     jetstream.FileStorage,
 			Replicas:    replicas,
-		})
+		}, log)
 		return err
 	})
 	if err != nil {

@@ -48,14 +48,14 @@ func Open(ctx context.Context, js jetstream.JetStream, cfg BucketConfig, cache *
 				kv, err = js.KeyValue(ctx, cfg.Bucket)
 				return err
 			}
-			kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			kv, err = bus.EnsureBucket(ctx, js, jetstream.KeyValueConfig{
 				Bucket:       cfg.Bucket,
 				Description:  "device registry: serial -> token, connection type, inputs, entity mapping",
 				History:      1,
 				MaxValueSize: 1 << 20,
 				Storage:      jetstream.FileStorage,
 				Replicas:     cfg.Replicas,
-			})
+			}, log)
 			return err
 		})
 		switch {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -50,5 +51,31 @@ func TestRepositoryHygiene(t *testing.T) {
 		case f == "README.md" && lines > 200:
 			t.Errorf("README.md has %d lines: keep it a short front page (at most 200; details live in docs/)", lines)
 		}
+	}
+}
+
+// `make bench` and the scripts it runs leave the tree as they found it:
+// every file they write under bench/ is one git ignores (a run's numbers
+// are copied into the tracked bench/results.txt by whoever quotes them).
+func TestBenchmarksLeaveTheTreeClean(t *testing.T) {
+	if err := exec.Command("git", "-C", "../..", "rev-parse").Run(); err != nil {
+		t.Skipf("no git checkout: %v", err)
+	}
+	target := regexp.MustCompile(`(?:-out|tee(?: -a)?|>>?)\s+"?(bench/[\w./-]+)`)
+	seen := 0
+	for _, f := range []string{"Makefile", "deploy/dev/bench.sh", "deploy/dev/bench-backfill.sh", "deploy/dev/flood.sh"} {
+		b, err := os.ReadFile(filepath.Join("../..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range target.FindAllSubmatch(b, -1) {
+			seen++
+			if err := exec.Command("git", "-C", "../..", "check-ignore", "-q", string(m[1])).Run(); err != nil {
+				t.Errorf("%s writes %s, which git does not ignore: a run leaves the tree dirty", f, m[1])
+			}
+		}
+	}
+	if seen < 5 {
+		t.Fatalf("found %d files written under bench/; the pattern no longer matches the scripts", seen)
 	}
 }

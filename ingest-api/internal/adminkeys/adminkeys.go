@@ -106,11 +106,11 @@ type Store struct {
 func Open(ctx context.Context, js jetstream.JetStream, bucket string, replicas int, bootstrap string, log *zap.Logger) (*Store, error) {
 	var kv jetstream.KeyValue
 	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
-		kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		kv, err = bus.EnsureBucket(ctx, js, jetstream.KeyValueConfig{
 			Bucket:      bucket,
 			Description: "workspace API keys: name -> role, expiry, SHA-256 of the secret",
 			History:     1, MaxValueSize: 4 << 10, Storage: jetstream.FileStorage, Replicas: replicas,
-		})
+		}, log)
 		return err
 	})
 	if err != nil {

@@ -55,15 +55,16 @@ func parseBatch(body []byte, headerToken string, max int) (batchRequest, outcome
 	return r, outcome.Stored, ""
 }
 
-// parseBatchMessage reads one message: an object whose data is an object.
+// parseBatchMessage reads one message: an object whose data is an object
+// (validData), naming none of the members read twice.
 func parseBatchMessage(item, quotedSerial []byte) batchMessage {
 	var buf [4]jsonobj.Member
 	ms, ok := jsonobj.Members(item, buf[:0])
-	if !ok {
+	if !ok || jsonobj.Repeats(ms, readMembers...) {
 		return batchMessage{Code: outcome.InvalidFormat}
 	}
 	m := batchMessage{Code: outcome.Stored, TS: member(ms, "ts"), Data: member(ms, "data")}
-	if len(m.Data) == 0 || m.Data[0] != '{' {
+	if !validData(m.Data) {
 		m.Code = outcome.InvalidData
 	}
 	var out bytes.Buffer

@@ -24,6 +24,10 @@ func TestParseBatchChecksInTheSpecsOrder(t *testing.T) {
 		{"too many", `{"serial":"s","messages":[{"data":{}},{"data":{}},{"data":{}},{"data":{}}]}`, "tok", outcome.TooManyMessages,
 			"Too many messages in one request (at most 3)"},
 		{"well-formed", `{"serial":"s","accessToken":"t","messages":[{"data":{}},5,{}]}`, "", outcome.Stored, ""},
+		{"messages twice", `{"serial":"s","messages":[{"data":{}}],"messages":[{"data":{}}]}`, "tok", outcome.InvalidFormat, ""},
+		{"serial twice", `{"serial":"s","serial":"u","messages":[{"data":{}}]}`, "tok", outcome.InvalidFormat, ""},
+		{"accessToken twice", `{"serial":"s","accessToken":"t","accessToken":"u","messages":[{"data":{}}]}`, "", outcome.InvalidFormat, ""},
+		{"a byte order mark", "\xEF\xBB\xBF{\"serial\":\"s\",\"accessToken\":\"t\",\"messages\":[{\"data\":{}},5,{}]}", "", outcome.Stored, ""},
 	} {
 		r, code, detail := parseBatch([]byte(c.body), c.header, 3)
 		if code != c.code || detail != c.detail {
@@ -49,7 +53,9 @@ func TestParseBatchMessages(t *testing.T) {
 		"x",
 		{"data":"not an object"},
 		{"ts":"2026-11-22t10:11:12.345z","accessToken":"secret","serial":"other","data":{"t":2}},
-		{"no":"data"}]}`
+		{"no":"data"},
+		{"data":{"t":1},"data":{"t":2}},
+		{"data":{"t":1e400}}]}`
 	r, code, _ := parseBatch([]byte(body), "tok", 1000)
 	if code != outcome.Stored {
 		t.Fatal(code)
@@ -64,6 +70,8 @@ func TestParseBatchMessages(t *testing.T) {
 		{outcome.InvalidData, ``, `{"serial":"dev \"1\"","data":"not an object"}`},
 		{outcome.Stored, `"2026-11-22t10:11:12.345z"`, `{"serial":"dev \"1\"","ts":"2026-11-22t10:11:12.345z","data":{"t":2}}`},
 		{outcome.InvalidData, ``, `{"serial":"dev \"1\"","no":"data"}`},
+		{outcome.InvalidFormat, ``, ``},
+		{outcome.InvalidData, ``, `{"serial":"dev \"1\"","data":{"t":1e400}}`},
 	}
 	for i, w := range want {
 		m := r.Messages[i]
@@ -81,6 +89,7 @@ func FuzzParseBatch(f *testing.F) {
 		`{"serial":"s","accessToken":"t","messages":[{"data":{"a":1}},{"ts":5,"data":{}}]}`,
 		`{"serial":"s","messages":[1,"x",null,{"data":null},{"accessToken":"t","data":{}}]}`,
 		`{"serial":"s","messages":[]}`, `{"serial":"s","messages":{}}`, `[]`, `{"serial":"\u0000","messages":[{}]}`,
+		`{"serial":"s","messages":[{"data":{},"data":{}},{"data":{"a":-1e999}}]}`, "\xEF\xBB\xBF{\"serial\":\"s\",\"messages\":[{\"data\":{}}]}",
 	} {
 		f.Add([]byte(s))
 	}

@@ -11,7 +11,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
 	"github.com/devicehub/eventservice/pkg/diag"
 
 	"github.com/devicehub/eventservice/pkg/event"
@@ -69,7 +68,7 @@ func BenchmarkRejectionAccounting(b *testing.B) {
 			name = "tallied"
 		}
 		b.Run(name, func(b *testing.B) {
-			d := Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"),
+			d := Deps{Log: zap.NewNop(), Registry: &registry.Store{},
 				Limits: Limits{MaxBodyBytes: 1 << 20, MaxInFlight: 4, BodyTimeout: time.Minute}}
 			if tallied {
 				d.Tally = diag.NewTally(diag.DefaultLimits, func(context.Context, diag.Report) error { return nil }, zap.NewNop())

@@ -14,7 +14,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
 
@@ -61,7 +60,7 @@ func writeThenRead(t *testing.T, addr string, n int, contentLength bool) (*http.
 // buffers hold) before reading gets the 413
 // JSON answer, with a declared length and chunked alike.
 func TestOversizedBodyWrittenFirstGetsThe413(t *testing.T) {
-	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"),
+	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{},
 		Limits: Limits{MaxBodyBytes: 1 << 20, DiscardBytes: 16 << 20, MaxInFlight: 4}})
 	srv := httptest.NewServer(e)
 	defer srv.Close()
@@ -81,7 +80,7 @@ func TestOversizedBodyWrittenFirstGetsThe413(t *testing.T) {
 // Past the discard bound the connection is closed after the answer rather
 // than read forever.
 func TestBodyBeyondTheDiscardBoundClosesTheConnection(t *testing.T) {
-	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{}, AdminKeys: adminkeys.Bootstrap("adm"),
+	e, _ := New(Deps{Log: zap.NewNop(), Registry: &registry.Store{},
 		Limits: Limits{MaxBodyBytes: 1 << 10, DiscardBytes: 64 << 10, MaxInFlight: 4}})
 	srv := httptest.NewServer(e)
 	defer srv.Close()

@@ -12,14 +12,16 @@ import (
 
 // devReq is a device request as the diagnostics count it (pkg/diag): its
 // serial once read, whether that is provisioned, the readings it carries,
-// the client address, and the kind when the outcome alone does not tell
-// (an MQTT-type device is answered as a wrong token).
+// the client address, the kind when the outcome alone does not tell
+// (an MQTT-type device is answered as a wrong token), and whether it got
+// past the device's token (only then is the device seen).
 type devReq struct {
-	serial   string
-	known    bool
-	readings int
-	source   netip.Addr
-	kind     string
+	serial        string
+	known         bool
+	authenticated bool
+	readings      int
+	source        netip.Addr
+	kind          string
 }
 
 // answer responds to a device request and counts the answer.
@@ -36,7 +38,7 @@ func (s *Server) count(k devReq, code outcome.Code, detail string, readings int)
 	if s.Tally == nil {
 		return
 	}
-	a := diag.Answer{Serial: k.serial, Known: k.known, Kind: k.kind, Requests: 1, Readings: readings, At: time.Now()}
+	a := diag.Answer{Serial: k.serial, Known: k.known, Authenticated: k.authenticated, Kind: k.kind, Requests: 1, Readings: readings, At: time.Now()}
 	if a.Kind == "" {
 		a.Kind = diag.KindOf(code)
 	}

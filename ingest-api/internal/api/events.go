@@ -93,7 +93,7 @@ func (s *Server) respondBatch(c echo.Context, k devReq, replies []event.Reply) e
 	case notStored > 0:
 		code, detail = outcome.PartlyStored, fmt.Sprintf("%d of %d messages were not stored", notStored, len(replies))
 	}
-	status, body := s.outcome(c, code, serial, detail)
+	status, body := s.answers.Outcome(c, code, serial, detail)
 	s.count(k, code, detail, 0)
 	s.countReadings(k, codes)
 	if code != outcome.Stored {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -79,6 +78,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 		}
 		return s.authFailed(c, k, outcome.InvalidToken)
 	}
+	k.authenticated = true
 	if ok, wait := s.Limiter.AllowN(k.serial, cost(k.readings, len(b.b))); !ok {
 		setRetryAfter(c, wait)
 		return s.answer(c, k, outcome.RateLimited, "", "")
@@ -95,6 +95,25 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 // tokenUncheckable is the detail of a device request whose token this
 // copy cannot check.
 const tokenUncheckable = "The access token cannot be checked on this server yet, retry later"
+
+// Paths of the device endpoints.
+const (
+	EventPath  = "/api/v1/deviceapi/event"
+	EventsPath = "/api/v1/deviceapi/events"
+)
+
+// deviceSlash, run before routing, serves a device endpoint's path with a
+// trailing slash as the path itself: firmware that joins a base URL and a
+// path, or a library that adds the slash, reaches the endpoint it meant
+// instead of a 404 it cannot act on.
+func deviceSlash(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if r := c.Request(); r.URL.Path == EventPath+"/" || r.URL.Path == EventsPath+"/" {
+			r.URL.Path, r.URL.RawPath = r.URL.Path[:len(r.URL.Path)-1], ""
+		}
+		return next(c)
+	}
+}
 
 // authFailed answers a failed authentication with code, or, when it is
 // past its address's limit (it got by the door while others used the limit
@@ -155,13 +174,6 @@ func (s *Server) refuseSource(c echo.Context, wait time.Duration) {
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 	}
 	setRetryAfter(c, wait)
-}
-
-// setRetryAfter tells the client when to come back: wait in whole seconds,
-// at least one.
-func setRetryAfter(c echo.Context, wait time.Duration) {
-	secs := int((wait + time.Second - 1) / time.Second)
-	c.Response().Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 }
 
 // sniffBytes is how much of a body too large to read whole is looked at

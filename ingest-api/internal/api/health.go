@@ -3,11 +3,14 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/health"
+	"github.com/devicehub/eventservice/pkg/query"
 )
 
 // Health: liveness, and readiness answered from a check made in the
@@ -26,15 +29,34 @@ const readyEvery = time.Second
 func (s *Server) WatchReady(ctx context.Context) error {
 	t := time.NewTicker(readyEvery)
 	defer t.Stop()
+	said := ""
 	for {
 		err := s.check(ctx)
 		s.readiness.Store(&err)
+		said = s.logReadiness(err, said)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
 	}
+}
+
+// logReadiness logs a change of readiness, with the cause that /readyz
+// does not tell (said: the last logged text); it returns the new text.
+func (s *Server) logReadiness(err error, said string) string {
+	now := ""
+	if err != nil {
+		now = err.Error()
+	}
+	switch {
+	case now == said:
+	case err != nil:
+		s.Log.Warn("not ready", zap.Error(err))
+	default:
+		s.Log.Info("ready")
+	}
+	return now
 }
 
 // Ready reports nil when, at the last background check, NATS was
@@ -62,15 +84,14 @@ func (s *Server) check(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := s.ping(ctx); err != nil {
-		return fmt.Errorf("storage path: %w", err)
-	}
-	return nil
+	var resp query.Response
+	_, err := s.Query.Ask(ctx, query.Ping, query.Request{}, &resp, &resp.Error)
+	return health.Unready("storage unreachable", err)
 }
 
 func (s *Server) readyz(c echo.Context) error {
 	if err := s.Ready(c.Request().Context()); err != nil {
-		return c.JSON(http.StatusServiceUnavailable, Body{Message: "not ready", Error: err.Error()})
+		return c.JSON(http.StatusServiceUnavailable, Body{Message: "not ready", Error: health.Condition(err)})
 	}
 	return c.JSON(http.StatusOK, Body{Success: true, Message: "ready"})
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"strings"
 
 	"github.com/devicehub/eventservice/pkg/jsonobj"
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -29,7 +28,7 @@ func parse(body []byte, headerToken string) (request, outcome.Code) {
 		return request{Serial: serial}, code
 	}
 	data := member(ms, "data")
-	if len(data) == 0 || data[0] != '{' {
+	if !validData(data) {
 		return request{Serial: serial}, outcome.InvalidData
 	}
 	var out bytes.Buffer
@@ -42,16 +41,19 @@ func parse(body []byte, headerToken string) (request, outcome.Code) {
 
 // head reads the members of a device request's body and checks what both
 // endpoints check first, in the spec's order: the format (one JSON
-// object), a non-empty string serial, then a token in the header or the
-// body (a non-string body token counts as absent). The body is validated
-// once and its top-level members are sliced out of it, without a map.
-// The serial is returned once read, also when the token is missing.
+// object, after a UTF-8 byte order mark if one leads, that names none of
+// the members read twice), a non-empty string serial, then a token in the
+// header or the body (a non-string body token counts as absent). The body
+// is validated once and its top-level members are sliced out of it,
+// without a map. The serial is returned once read, also when the token is
+// missing.
 func head(body []byte, buf []jsonobj.Member, headerToken string) (ms []jsonobj.Member, serial, bodyToken string, _ outcome.Code) {
+	body = bytes.TrimPrefix(body, byteOrderMark)
 	if !json.Valid(body) {
 		return nil, "", "", outcome.InvalidFormat
 	}
 	ms, ok := jsonobj.Members(body, buf)
-	if !ok {
+	if !ok || jsonobj.Repeats(ms, readMembers...) {
 		return nil, "", "", outcome.InvalidFormat
 	}
 	if serial, ok = jsonobj.String(member(ms, "serial")); !ok || serial == "" {
@@ -63,8 +65,23 @@ func head(body []byte, buf []jsonobj.Member, headerToken string) (ms []jsonobj.M
 	return ms, serial, bodyToken, outcome.Stored
 }
 
-// member is the value of the last member of ms named name (nil: none): as
-// with a map, the last of repeated names counts.
+// byteOrderMark is what some editors and Windows tools write before UTF-8
+// text; JSON forbids it, but it says nothing, so it is skipped.
+var byteOrderMark = []byte("\xEF\xBB\xBF")
+
+// readMembers are the members a device request is read for, at the top
+// level of either endpoint's body or in a backlog's message: one of them
+// named twice is an invalid format.
+var readMembers = []string{"serial", "accessToken", "data", "ts", "messages"}
+
+// validData reports whether data is an object whose numbers all fit a
+// float64: 1e400 could not be read back as the number it was sent as.
+func validData(data []byte) bool {
+	return len(data) > 0 && data[0] == '{' && jsonobj.Finite(data)
+}
+
+// member is the value of the last member of ms named name (nil: none); the
+// names read are never repeated (head).
 func member(ms []jsonobj.Member, name string) []byte {
 	for i := len(ms) - 1; i >= 0; i-- {
 		if ms[i].Name == name {
@@ -89,14 +106,4 @@ func writeMembers(out *bytes.Buffer, ms []jsonobj.Member, skip ...string) {
 		out.WriteByte(':')
 		_ = json.Compact(out, m.Value) // valid: cannot fail
 	}
-}
-
-// bearer returns the token of an "Authorization: Bearer <token>" header; the
-// scheme is case-insensitive. Any other scheme yields no token.
-func bearer(h string) string {
-	const scheme = "bearer "
-	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
-		return ""
-	}
-	return strings.TrimSpace(h[len(scheme):])
 }

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,6 +39,19 @@ func TestParsePrecedence(t *testing.T) {
 		{"header token", `{"serial":"a","data":{"x":1}}`, "t", outcome.Stored, "a", ""},
 		{"body token", `{"serial":"a","accessToken":"b","data":{"x":1}}`, "", outcome.Stored, "a", "b"},
 		{"whitespace", " \n{ \"serial\" : \"a\" , \"data\" : { } }\n", "t", outcome.Stored, "a", ""},
+		{"a byte order mark is skipped", "\xEF\xBB\xBF{\"serial\":\"a\",\"data\":{\"x\":1}}", "t", outcome.Stored, "a", ""},
+		{"a byte order mark elsewhere", "{\"serial\":\"a\",\"data\":{}}\xEF\xBB\xBF", "t", outcome.InvalidFormat, "", ""},
+		{"serial twice", `{"serial":"A","serial":"B","data":{"x":1}}`, "t", outcome.InvalidFormat, "", ""},
+		{"serial twice, one escaped", `{"serial":"A","seri\u0061l":"B","data":{"x":1}}`, "t", outcome.InvalidFormat, "", ""},
+		{"accessToken twice", `{"serial":"a","accessToken":"b","accessToken":"c","data":{"x":1}}`, "", outcome.InvalidFormat, "", ""},
+		{"data twice", `{"serial":"a","data":{"x":1},"data":{"x":2}}`, "t", outcome.InvalidFormat, "", ""},
+		{"ts twice", `{"serial":"a","ts":1,"ts":2,"data":{"x":1}}`, "t", outcome.InvalidFormat, "", ""},
+		{"a repeat beats all", `{"data":1,"data":2}`, "", outcome.InvalidFormat, "", ""},
+		{"other members may repeat", `{"serial":"a","data":{"x":1},"note":1,"note":2}`, "t", outcome.Stored, "a", ""},
+		{"a number out of range", `{"serial":"a","data":{"x":1e400}}`, "t", outcome.InvalidData, "", ""},
+		{"a number out of range, nested", `{"serial":"a","data":{"x":[1,{"y":-2E+999}]}}`, "t", outcome.InvalidData, "", ""},
+		{"a number out of range outside data", `{"serial":"a","note":1e400,"data":{"x":1}}`, "t", outcome.Stored, "a", ""},
+		{"large numbers within range", `{"serial":"a","data":{"x":1.7e308,"y":1e-400,"z":"1e400"}}`, "t", outcome.Stored, "a", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, code := parse([]byte(tc.body), tc.header)
@@ -51,11 +66,11 @@ func TestParsePrecedence(t *testing.T) {
 }
 
 func TestParsePayloadDropsToken(t *testing.T) {
-	r, code := parse([]byte(`{"serial":"a","accessToken":"s3cret","accessToken":"again","data":{"x":1},"extra":[1]}`), "")
+	r, code := parse([]byte(`{"serial":"a","accessToken":"s3cret","data":{"x":1},"extra":[1]}`), "")
 	if code != outcome.Stored {
 		t.Fatal(code)
 	}
-	if strings.Contains(string(r.Payload), "s3cret") || strings.Contains(string(r.Payload), "again") || strings.Contains(string(r.Payload), "accessToken") {
+	if strings.Contains(string(r.Payload), "s3cret") || strings.Contains(string(r.Payload), "accessToken") {
 		t.Fatalf("payload keeps the token: %s", r.Payload)
 	}
 	var back map[string]json.RawMessage
@@ -135,8 +150,9 @@ func TestKeyedEventID(t *testing.T) {
 // parseWithMaps is the straightforward reading of the body the scanner in
 // parse replaced: decode into a map, decode its members again.
 func parseWithMaps(body []byte, headerToken string) (request, outcome.Code) {
+	body = bytes.TrimPrefix(body, []byte("\xEF\xBB\xBF"))
 	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil || namesReadTwice(body) {
 		return request{}, outcome.InvalidFormat
 	}
 	var r request
@@ -149,12 +165,39 @@ func parseWithMaps(body []byte, headerToken string) (request, outcome.Code) {
 	if headerToken == "" && r.BodyToken == "" {
 		return request{}, outcome.MissingToken
 	}
-	if data, ok := fields["data"]; !ok || len(data) == 0 || data[0] != '{' {
+	var decoded any
+	if data, ok := fields["data"]; !ok || len(data) == 0 || data[0] != '{' || json.Unmarshal(data, &decoded) != nil {
 		return request{}, outcome.InvalidData
 	}
 	delete(fields, "accessToken")
 	r.Payload, _ = json.Marshal(fields)
 	return r, outcome.Stored
+}
+
+// namesReadTwice decodes the top-level names of the JSON object body one by
+// one and reports whether a name the service reads comes twice.
+func namesReadTwice(body []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		name := tok.(string)
+		if seen[name] && slices.Contains([]string{"serial", "accessToken", "data", "ts", "messages"}, name) {
+			return true
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return false
+		}
+	}
+	return false
 }
 
 // FuzzParseAgreesWithMaps: the scanner decides every body as decoding into
@@ -164,6 +207,7 @@ func FuzzParseAgreesWithMaps(f *testing.F) {
 		`{"serial":"a","data":{"x":1}}`, `{"serial":"a","accessToken":"t","data":{}}`, `[]`, `null`, `{`, `{}`,
 		`{"seri\u0061l":"a","data":{}}`, `{"serial":"a\"b","data":{"k":"}{"}, "serial":"c"}`, ` { "data" : { "a" : [ 1 , { } ] } , "serial" : "s" } `,
 		`{"accessToken":{"a":1},"serial":"s","data":{"k":[true,false,"s",1e9]},"accessToken":"x"}`,
+		"\xEF\xBB\xBF{\"serial\":\"a\",\"data\":{}}", `{"serial":"a","data":{"k":1e400}}`, `{"serial":"a","ts":1,"data":{},"ts":2}`,
 	} {
 		f.Add([]byte(s), "tok")
 		f.Add([]byte(s), "")

@@ -1,33 +1,28 @@
-// Package api is ingest-api's HTTP surface: the device ingestion endpoint,
-// the workspace API, and health checks, all answering in the contract's JSON.
+// Package api is ingest-api's device door, the listener at HTTP_ADDR: the
+// device ingestion endpoints, health checks and the device API's OpenAPI
+// document, all answering in the contract's JSON. The workspace API and the
+// console have a listener of their own (internal/workspace).
 package api
 
 import (
 	"net/http"
-	"runtime"
 	"sync/atomic"
 	"time"
 
-	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
-	"github.com/devicehub/eventservice/ingest-api/internal/audit"
-	"github.com/devicehub/eventservice/ingest-api/internal/console"
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/ingest-api/internal/readtime"
 	"github.com/devicehub/eventservice/ingest-api/internal/redact"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/openapi"
 	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
 	"github.com/devicehub/eventservice/ingest-api/internal/submit"
-	"github.com/devicehub/eventservice/pkg/backfill"
-	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/diag"
-	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -50,14 +45,14 @@ type Limits struct {
 	ReadingTime readtime.Bounds
 }
 
-// Deps is everything the server needs, passed in by main.
+// Deps is everything the device door needs, passed in by main.
 type Deps struct {
 	Log       *zap.Logger
+	Answers   *edge.Answers // nil: a logger-only one, counted nowhere
 	Registry  *registry.Store
-	Submitter *submit.Submitter // device events go into the pipeline through it
-	Replies   string            // where the workers send this copy's outcomes
-	Query     *query.Client     // workspace reads, answered by writer-worker
-	JS        jetstream.JetStream
+	Submitter *submit.Submitter  // device events go into the pipeline through it
+	Replies   string             // where the workers send this copy's outcomes
+	Query     *query.Client      // readiness: a writer answers on the storage path
 	Limiter   *ratelimit.Limiter // nil: no per-device limit
 	Failures  *guard.Failures    // nil: no address is refused
 	Budget    *guard.Budget      // nil: bodies' memory is not bounded
@@ -65,11 +60,7 @@ type Deps struct {
 	Proxies   guard.Proxies      // whose X-Forwarded-For names the client
 	Redactor  *redact.Redactor   // nil: only the request's tokens are removed
 	Keys      *registry.Keyring  // TOKEN_KEY: device tokens' digests and sealed copies
-	AdminKeys *adminkeys.Store   // the workspace API's keys (ADMIN_TOKEN the bootstrap one)
-	Audit     *audit.Log         // nil: changes are not recorded
 	Tally     *diag.Tally        // nil: device diagnostics are not counted
-	Backfills *backfill.Store    // backfill jobs, run by writer-worker
-	Names     bus.Names          // streams and subjects shared with the workers
 	Limits    Limits
 	Metrics   prometheus.Registerer // nil: not exported
 }
@@ -78,51 +69,44 @@ type Deps struct {
 // them, and what it keeps itself.
 type Server struct {
 	Deps
+	answers   *edge.Answers
 	cache     *registry.Cache
 	inflight  chan struct{}
-	reads     chan struct{} // workspace reads at once: each may hold a page of ~4 MiB, decoded and encoded
 	lastTS    atomic.Int64
 	draining  atomic.Bool
 	readiness atomic.Pointer[error] // nil: not checked yet
-	metrics   *serverMetrics
 }
 
-// New builds the Echo instance with every route.
+// New builds the device door's Echo instance: the device endpoints, health
+// and the device API's document, nothing else.
 func New(d Deps) (*echo.Echo, *Server) {
 	s := &Server{
 		Deps:     d,
+		answers:  d.Answers,
 		cache:    d.Registry.Cache(),
 		inflight: make(chan struct{}, d.Limits.MaxInFlight),
-		reads:    make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 	}
 	if s.Redactor == nil {
 		s.Redactor = redact.New("")
 	}
-	s.metrics = newServerMetrics(metrics.Or(d.Metrics), s)
+	if s.answers == nil {
+		s.answers = edge.NewAnswers(d.Log, nil)
+	}
+	registerMetrics(d.Metrics, s)
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	// The peer's address, not a header a client can write, unless the
 	// peer is a configured proxy (TRUSTED_PROXIES).
 	e.IPExtractor = func(r *http.Request) string { return d.Proxies.Client(r).String() }
-	e.HTTPErrorHandler = s.handleError
-	e.Use(markBusy, s.metrics.timeRoutes, middleware.Recover())
+	e.HTTPErrorHandler = s.answers.HandleError
+	e.Pre(deviceSlash)
+	e.Use(markBusy, s.answers.TimeRoutes, middleware.Recover())
 
-	e.POST("/api/v1/deviceapi/event", s.postEvent)
-	e.POST("/api/v1/deviceapi/events", s.postEvents)
+	e.POST(EventPath, s.postEvent)
+	e.POST(EventsPath, s.postEvents)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
-	e.GET(openapi.Path, func(c echo.Context) error { return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Doc) })
-
-	// The console: static pages that use the workspace API below.
-	ui := echo.WrapHandler(console.New())
-	e.GET("/console", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, console.Prefix) })
-	e.GET(console.Prefix+"*", ui)
-	e.HEAD(console.Prefix+"*", ui)
-
-	admin := e.Group(AdminPrefix, s.authenticateAdmin, s.boundReads)
-	for _, r := range s.workspaceRoutes() {
-		admin.Add(r.Method, r.Path, r.handler, s.requireRole(r.Role))
-	}
+	e.GET(openapi.Path, func(c echo.Context) error { return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Device) })
 	return e, s
 }
 

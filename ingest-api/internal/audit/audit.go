@@ -61,11 +61,13 @@ type Log struct {
 	subject string
 }
 
-// Open creates or updates the trail's stream.
+// Open creates the trail's stream, or opens it as it is: a copy started
+// with another audit period says so and leaves the trail whole (its NATS
+// user may not change the stream's limits).
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas int, maxAge time.Duration, log *zap.Logger) (*Log, error) {
 	var st jetstream.Stream
 	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
-		st, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		st, err = bus.EnsureStream(ctx, js, jetstream.StreamConfig{
 			Name:        names.AuditStream,
 			Description: "workspace audit trail: who changed what, when, from where",
 			Subjects:    []string{names.AuditSubject()},
@@ -74,7 +76,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, replicas
 			MaxAge:      maxAge,
 			Duplicates:  2 * time.Minute,
 			AllowDirect: true,
-		})
+		}, log)
 		return err
 	})
 	if err != nil {

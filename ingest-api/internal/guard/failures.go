@@ -6,11 +6,19 @@ import (
 	"time"
 )
 
-// maxSources bounds the addresses Failures remembers (about 64 bytes
-// each). When it is full of addresses still within their window, a new
-// address is not tracked: the table cannot grow, and the count of
-// untracked failures says that an attack is spread that wide.
+// maxSources bounds the keys each table of Failures remembers (about 64
+// bytes each).
 const maxSources = 1 << 16
+
+// ranges are the keys a failure counts under, finest first: the address
+// (an IPv6 one by its /64, as Source), then its /24 or /48, its /16 or
+// /32, and last its /8 or /16. A failure counts under the finest whose
+// table has room, so that an attack spread over more sources than a table
+// holds is limited by the ranges it comes from instead of going
+// uncounted. The last table cannot fill: there are 256 IPv4 /8s and 65,536
+// IPv6 /16s. A device that shares a range with an attacker is refused with
+// it while the attack lasts; the lockout fails closed, never open.
+var ranges = [...]struct{ v4, v6 int }{{32, 64}, {24, 48}, {16, 32}, {8, 16}}
 
 // Failures counts failed authentications per client address and refuses
 // an address that had too many: AuthFailures in a window of AuthWindow,
@@ -21,10 +29,10 @@ type Failures struct {
 	window time.Duration
 	now    func() time.Time
 
-	mu        sync.RWMutex // every request reads; only failures write
-	sources   map[netip.Addr]*window
-	swept     time.Time
-	untracked uint64
+	mu        sync.RWMutex                          // every request reads; only failures write
+	tables    [len(ranges)]map[netip.Prefix]*window // by ranges
+	swept     [len(ranges)]time.Time
+	untracked uint64 // failures counted under a range wider than the address
 }
 
 type window struct {
@@ -36,11 +44,25 @@ type window struct {
 // NewFailures allows limit failures per window and address. A nil
 // *Failures refuses nobody.
 func NewFailures(limit int, per time.Duration) *Failures {
-	return &Failures{limit: limit, window: per, now: time.Now, sources: make(map[netip.Addr]*window)}
+	f := &Failures{limit: limit, window: per, now: time.Now}
+	for i := range f.tables {
+		f.tables[i] = make(map[netip.Prefix]*window)
+	}
+	return f
 }
 
-// Refused reports whether the address a is refused now, and for how long
-// more.
+// rangeOf is the key of address a in table i.
+func rangeOf(a netip.Addr, i int) netip.Prefix {
+	bits := ranges[i].v4
+	if a.Is6() {
+		bits = ranges[i].v6
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+// Refused reports whether the address a is refused now, under its own key
+// or a range of it, and for how long more.
 func (f *Failures) Refused(a netip.Addr) (time.Duration, bool) {
 	if f == nil {
 		return 0, false
@@ -48,11 +70,16 @@ func (f *Failures) Refused(a netip.Addr) (time.Duration, bool) {
 	now := f.now()
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	w := f.sources[Source(a)]
-	if w == nil || !now.Before(w.blocked) {
-		return 0, false
+	var wait time.Duration
+	for i, t := range f.tables {
+		if len(t) == 0 {
+			continue
+		}
+		if w := t[rangeOf(a, i)]; w != nil && now.Before(w.blocked) {
+			wait = max(wait, w.blocked.Sub(now))
+		}
 	}
-	return w.blocked.Sub(now), true
+	return wait, wait > 0
 }
 
 // Fail notes a failed authentication from a. It reports whether a is now
@@ -65,17 +92,11 @@ func (f *Failures) Fail(a netip.Addr) (refused, over bool) {
 		return false, false
 	}
 	now := f.now()
-	key := Source(a)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	w := f.sources[key]
-	if w == nil {
-		if len(f.sources) >= maxSources && !f.sweep(now) {
-			f.untracked++
-			return false, false
-		}
-		w = &window{start: now}
-		f.sources[key] = w
+	w, level := f.windowOf(a, now)
+	if level > 0 {
+		f.untracked++
 	}
 	if now.Sub(w.start) >= f.window {
 		*w = window{start: now}
@@ -90,38 +111,60 @@ func (f *Failures) Fail(a netip.Addr) (refused, over bool) {
 	return w.count >= f.limit, w.count > f.limit
 }
 
-// sweep drops the addresses whose window and refusal are over, at most
-// once a second (a sweep walks the whole table); it reports whether there
-// is room.
-func (f *Failures) sweep(now time.Time) bool {
-	if now.Sub(f.swept) < time.Second {
-		return false
-	}
-	f.swept = now
-	for k, w := range f.sources {
-		if now.Sub(w.start) >= f.window && !now.Before(w.blocked) {
-			delete(f.sources, k)
+// windowOf is the window a's failure counts in, and the index of its
+// table in ranges: the finest key already tracked, else a new one in the
+// finest table with room.
+func (f *Failures) windowOf(a netip.Addr, now time.Time) (*window, int) {
+	for i, t := range f.tables {
+		if w := t[rangeOf(a, i)]; w != nil {
+			return w, i
 		}
 	}
-	return len(f.sources) < maxSources
+	i := 0
+	for i < len(f.tables)-1 && len(f.tables[i]) >= maxSources && !f.sweep(i, now) {
+		i++
+	}
+	w := &window{start: now}
+	f.tables[i][rangeOf(a, i)] = w
+	return w, i
 }
 
-// FailureStats are the addresses tracked and those refused now, and the
-// failures that could not be tracked because the table was full.
+// sweep drops table i's keys whose window and refusal are over, at most
+// once a second (a sweep walks the whole table); it reports whether there
+// is room.
+func (f *Failures) sweep(i int, now time.Time) bool {
+	if now.Sub(f.swept[i]) < time.Second {
+		return false
+	}
+	f.swept[i] = now
+	for k, w := range f.tables[i] {
+		if now.Sub(w.start) >= f.window && !now.Before(w.blocked) {
+			delete(f.tables[i], k)
+		}
+	}
+	return len(f.tables[i]) < maxSources
+}
+
+// FailureStats are the keys tracked (addresses and ranges) and those
+// refused now, and the failures counted under a range wider than their
+// address because the finer tables were full.
 type FailureStats struct {
 	Tracked, Refused int
 	Untracked        uint64
 }
 
-// Stats returns the table's counts.
+// Stats returns the tables' counts.
 func (f *Failures) Stats() FailureStats {
 	now := f.now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st := FailureStats{Tracked: len(f.sources), Untracked: f.untracked}
-	for _, w := range f.sources {
-		if now.Before(w.blocked) {
-			st.Refused++
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	st := FailureStats{Untracked: f.untracked}
+	for _, t := range f.tables {
+		st.Tracked += len(t)
+		for _, w := range t {
+			if now.Before(w.blocked) {
+				st.Refused++
+			}
 		}
 	}
 	return st

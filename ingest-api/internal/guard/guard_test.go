@@ -74,9 +74,77 @@ func TestFailuresTableIsBounded(t *testing.T) {
 	for i := range maxSources + 100 {
 		f.Fail(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}))
 	}
+	// The 100 past the table count under their /24, 10.1.0.0/24.
 	st := f.Stats()
-	if tracked, untracked := st.Tracked, st.Untracked; tracked != maxSources || untracked != 100 {
-		t.Fatalf("tracked %d, untracked %d; want %d and 100", tracked, untracked, maxSources)
+	if tracked, untracked := st.Tracked, st.Untracked; tracked != maxSources+1 || untracked != 100 {
+		t.Fatalf("tracked %d, untracked %d; want %d and 100", tracked, untracked, maxSources+1)
+	}
+}
+
+// Once the table of addresses is full, an attack spread over new addresses
+// is counted under their ranges, the /48 or /24, and refused there: the
+// lockout does not fail open.
+func TestFailuresPastTheTableCountUnderTheirRange(t *testing.T) {
+	f := NewFailures(5, time.Minute)
+	for i := range maxSources {
+		f.Fail(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}))
+	}
+	for _, tc := range []struct {
+		name                  string
+		attacker              func(i int) netip.Addr
+		sameRange, otherRange string
+	}{
+		{"IPv6: a new /64 of one /48 for each guess",
+			func(i int) netip.Addr {
+				return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 0, 7, 0, byte(i), 15: 1})
+			},
+			"2001:db8:7:ffff::9", "2001:db8:8::1"},
+		{"IPv4: a new address of one /24 for each guess",
+			func(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 0, 2, byte(i)}) },
+			"192.0.2.250", "192.0.3.1"},
+	} {
+		refusedAt := 0
+		for i := 1; i <= 30 && refusedAt == 0; i++ {
+			if refused, _ := f.Fail(tc.attacker(i)); refused {
+				refusedAt = i
+			}
+		}
+		if refusedAt != 5 {
+			t.Errorf("%s: refused after %d guesses, want 5 (0: never)", tc.name, refusedAt)
+		}
+		if _, refused := f.Refused(netip.MustParseAddr(tc.sameRange)); !refused {
+			t.Errorf("%s: %s, in the attacker's range, is not refused", tc.name, tc.sameRange)
+		}
+		if _, refused := f.Refused(netip.MustParseAddr(tc.otherRange)); refused {
+			t.Errorf("%s: %s, in another range, is refused", tc.name, tc.otherRange)
+		}
+	}
+	if _, refused := f.Refused(netip.MustParseAddr("10.0.0.1")); refused {
+		t.Error("a tracked address below its limit is refused")
+	}
+}
+
+// However wide an attack, a failure is counted: each table full of live
+// keys sends it to the next, wider range, and the last, the /8 or /16,
+// cannot fill.
+func TestFailuresFailClosed(t *testing.T) {
+	f := NewFailures(3, time.Minute)
+	start := f.now()
+	for i := range len(f.tables) - 1 {
+		for k := range maxSources {
+			f.tables[i][netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(i), byte(k >> 8), byte(k), 0}), 1+i)] = &window{start: start, count: 1}
+		}
+	}
+	a := netip.MustParseAddr("2001:db8:1:2::3")
+	for range 3 {
+		f.Fail(a)
+	}
+	wait, refused := f.Refused(netip.MustParseAddr("2001:ffff::1")) // the same /16
+	if !refused || wait <= 0 {
+		t.Fatal("a failure past every full table is not counted under the /16")
+	}
+	if st := f.Stats(); st.Tracked != 3*maxSources+1 || st.Untracked != 3 {
+		t.Fatalf("stats %+v", st)
 	}
 }
 

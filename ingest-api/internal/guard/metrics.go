@@ -26,9 +26,9 @@ func RegisterMetrics(reg prometheus.Registerer, c *Conns, f *Failures, b *Budget
 		refused("max_conns", func() float64 { return float64(c.Stats().RefusedTotal) }),
 		counter("connections_evicted_total", "Connections closed to make room at MAX_CONNS: the one longest without a request handled (idle keep-alive, or still sending headers).",
 			func() float64 { return float64(c.Stats().Evicted) }),
-		gauge("auth_failure_sources", "Client addresses with failed authentications in their window.", func() float64 { return float64(f.Stats().Tracked) }),
-		gauge("refused_sources", "Client addresses refused now for failing authentication SOURCE_AUTH_FAILURES times.", func() float64 { return float64(f.Stats().Refused) }),
-		counter("auth_failures_untracked_total", "Failed authentications not counted against their address because the table of addresses was full (an attack spread over more than 65,536 addresses).",
+		gauge("auth_failure_sources", "Client addresses (and, past 65,536 of them, address ranges) with failed authentications in their window.", func() float64 { return float64(f.Stats().Tracked) }),
+		gauge("refused_sources", "Client addresses and ranges refused now for failing authentication SOURCE_AUTH_FAILURES times.", func() float64 { return float64(f.Stats().Refused) }),
+		counter("auth_failures_untracked_total", "Failed authentications counted against a range of their address (the /24 or /48, then wider) because the table of addresses was full: an attack spread over more than 65,536 addresses.",
 			func() float64 { return float64(f.Stats().Untracked) }),
 		gauge("body_memory_bytes", "Bytes request bodies hold now, with their copies (MAX_BODY_MEMORY bounds it).", func() float64 { return float64(b.Used()) }),
 	)

@@ -1,7 +1,8 @@
 // Package redact removes secrets from what is kept of a device's message
 // (the Messages view, stored values, dead letters): every string that
-// holds a token the request carried, at any depth, and the value of every
-// member whose name an operator listed (REDACT_KEYS), whatever its type.
+// holds a token the request carried, at any depth, whatever the token's
+// length, and the value of every member whose name an operator listed
+// (REDACT_KEYS), whatever its type.
 package redact
 
 import (
@@ -16,8 +17,11 @@ import (
 // Mark replaces what was removed.
 const Mark = `"[redacted]"`
 
-// minSecret is the shortest text treated as a secret: a shorter one would
-// blank ordinary values.
+// minSecret is the shortest secret removed wherever it appears inside a
+// text. A shorter one (a token set before tokens had a minimum length)
+// would blank ordinary values that happen to contain it ("21" in 21.5), so
+// it is removed where it stands as a word: the whole value or name, or
+// with no letter or digit on either side ("Bearer abc", "abc;").
 const minSecret = 6
 
 // Redactor holds the member names whose values are always removed.
@@ -43,7 +47,7 @@ func New(keys string) *Redactor {
 // named by a secret are dropped). It returns doc itself when there is
 // nothing to remove, which is the common case and costs a scan.
 func (r *Redactor) Apply(doc []byte, secrets ...string) []byte {
-	live := slices.DeleteFunc(slices.Clone(secrets), func(s string) bool { return len(s) < minSecret })
+	live := slices.DeleteFunc(slices.Clone(secrets), func(s string) bool { return s == "" })
 	if !r.suspect(doc, live) {
 		return doc
 	}
@@ -112,8 +116,31 @@ func (r *Redactor) listed(name string) bool {
 }
 
 func holds(s string, secrets []string) bool {
-	return slices.ContainsFunc(secrets, func(sec string) bool { return strings.Contains(s, sec) })
+	return slices.ContainsFunc(secrets, func(sec string) bool {
+		if len(sec) >= minSecret {
+			return strings.Contains(s, sec)
+		}
+		return containsWord(s, sec)
+	})
 }
+
+// containsWord reports whether s holds sec with no ASCII letter or digit
+// right before or after it.
+func containsWord(s, sec string) bool {
+	for i := 0; i+len(sec) <= len(s); i++ {
+		j := strings.Index(s[i:], sec)
+		if j < 0 {
+			return false
+		}
+		i += j
+		if end := i + len(sec); (i == 0 || !alnum(s[i-1])) && (end == len(s) || !alnum(s[end])) {
+			return true
+		}
+	}
+	return false
+}
+
+func alnum(c byte) bool { return c >= '0' && c <= '9' || c|0x20 >= 'a' && c|0x20 <= 'z' }
 
 // containsFold reports whether b contains the lower-case ASCII or UTF-8
 // text k, ignoring case.

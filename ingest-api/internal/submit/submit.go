@@ -40,6 +40,7 @@ const (
 	timedOut       = "timed out waiting for the storage outcome"
 	earlierTimeout = "timed out waiting for the outcome of an earlier attempt with this Idempotency-Key"
 	notAccepted    = "event not accepted: "
+	earlierUnread  = "storage error: outcome of an earlier attempt not readable"
 )
 
 // earlierPoll is how often the outcomes of an earlier attempt's events are
@@ -214,7 +215,9 @@ func (s *Submitter) askEarlier(ctx context.Context, earlier map[string]bool, out
 		return 0, s.expired(ctx.Err(), earlier)
 	case err != nil:
 		if code == outcome.ProcessingFailed && !errors.Is(err, nats.ErrNoResponders) {
-			code = outcome.StorageFailed // the writer could not read ClickHouse
+			// The writer could not read ClickHouse (and logged why):
+			// the device hears the condition, not ClickHouse's text.
+			return 0, &Failure{Code: outcome.StorageFailed, Detail: earlierUnread}
 		}
 		return 0, &Failure{Code: code, Detail: err.Error()}
 	}

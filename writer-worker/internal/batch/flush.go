@@ -223,9 +223,12 @@ func (w *Writer) answerFor(it *dedupe.Item, err error, d settle.Decision) (outco
 	return 0, false
 }
 
+// storageDetail is the device's answer to a failed insert: the contract's
+// "storage error: " and the condition, never ClickHouse's text (addresses,
+// table names); the error itself is logged and counted.
 func storageDetail(err error) string {
 	if err == nil {
 		return ""
 	}
-	return "storage error: " + err.Error()
+	return "storage error: " + chstore.Condition(err)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/query"
 )
 
 // BenchmarkSeriesWeek: a week of one reading per second (604,800 values) of
@@ -30,7 +31,7 @@ func BenchmarkSeriesWeek(b *testing.B) {
 	const stepMs = 15 * 60e3
 	b.ResetTimer()
 	for b.Loop() {
-		bs, err := s.SeriesBuckets(ctx, "plant", "temp", fromMs, toMs, stepMs)
+		bs, err := s.SeriesBuckets(ctx, "plant", "temp", fromMs, toMs, stepMs, query.MaxBytes)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -131,7 +132,7 @@ func BenchmarkSeriesYear(b *testing.B) {
 			s.SetRolledUp(rolled)
 			from := end.Add(-c.span)
 			for b.Loop() {
-				bs, err := s.SeriesBuckets(ctx, "plant", "temp", from.UnixMilli(), end.UnixMilli()-1, c.stepMs)
+				bs, err := s.SeriesBuckets(ctx, "plant", "temp", from.UnixMilli(), end.UnixMilli()-1, c.stepMs, query.MaxBytes)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -1,8 +1,12 @@
 package chstore
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -13,9 +17,10 @@ import (
 // Config is how to reach ClickHouse.
 type Config struct {
 	// URL is clickhouse://user@host:port[,host:port...]/database[?secure=true]
-	// [&insert_quorum=n]: one address, or the replicas of one shard
-	// (connections go to the first that answers, and to the next when it
-	// fails), TLS, and an insert quorum other than the default.
+	// [&tls_ca=FILE][&tls_cert=FILE&tls_key=FILE][&insert_quorum=n]: one
+	// address, or the replicas of one shard (connections go to the first
+	// that answers, and to the next when it fails), TLS, and an insert
+	// quorum other than the default.
 	URL      string
 	Password string
 	// ReadUser and ReadPassword answer the workspace API's reads: a user
@@ -37,6 +42,9 @@ type Config struct {
 	Database string
 	User     string
 	TLS      bool
+	// tls_ca verifies the servers (empty: the system's roots); tls_cert
+	// and tls_key are a client certificate for servers that ask for one.
+	TLSCAFile, TLSCert, TLSKey string
 }
 
 // Fixed pool settings: connect timeout, read timeout (also the insert
@@ -67,10 +75,10 @@ func (s *Store) Where() (addrs []string, database string) { return s.cfg.addrs, 
 
 // Register adds the ClickHouse settings.
 func (c *Config) Register(s *envflag.Set) {
-	s.String(&c.URL, "clickhouse-url", "clickhouse://default@127.0.0.1:9000/device_events", "clickhouse://user@host:port[,host:port...]/database[?secure=true]: the native protocol address, or the replicas of one shard (the writer uses the first that answers and moves on when it fails), the user that creates the tables and inserts, the database, TLS")
-	s.String(&c.Password, "clickhouse-password", "", "password of CLICKHOUSE_URL's user")
+	s.String(&c.URL, "clickhouse-url", "clickhouse://default@127.0.0.1:9000/device_events", "clickhouse://user@host:port[,host:port...]/database[?secure=true[&tls_ca=FILE][&tls_cert=FILE&tls_key=FILE]]: the native protocol address, or the replicas of one shard (the writer uses the first that answers and moves on when it fails), the user that creates the tables and inserts, the database, TLS (the CA that verifies the servers, a client certificate)")
+	s.Secret(&c.Password, "clickhouse-password", "password of CLICKHOUSE_URL's user")
 	s.String(&c.ReadUser, "clickhouse-read-user", "", "ClickHouse user of the workspace reads: readonly, with max_execution_time and max_memory_usage in its profile (empty: CLICKHOUSE_URL's user; deploy/clickhouse/server.sh makes ingest_reader)")
-	s.String(&c.ReadPassword, "clickhouse-read-password", "", "password of CLICKHOUSE_READ_USER")
+	s.Secret(&c.ReadPassword, "clickhouse-read-password", "password of CLICKHOUSE_READ_USER")
 	s.Bool(&c.Replicated, "clickhouse-replicated", false, "the tables are ReplicatedReplacingMergeTree (one shard; servers need the {shard} and {replica} macros and ZooKeeper): created on every address of CLICKHOUSE_URL, inserts wait for a majority of them")
 	s.String(&c.Cluster, "clickhouse-cluster", "", "shard the tables over this cluster of the servers' remote_servers (replicated local tables, Distributed tables in front, synchronous inserts; CLICKHOUSE_URL lists every server); empty: one shard")
 }
@@ -97,7 +105,9 @@ func (c *Config) Parse() error {
 	if c.User == "" {
 		c.User = "default"
 	}
-	c.TLS = u.Query().Get("secure") == "true"
+	q := u.Query()
+	c.TLS = q.Get("secure") == "true"
+	c.TLSCAFile, c.TLSCert, c.TLSKey = q.Get("tls_ca"), q.Get("tls_cert"), q.Get("tls_key")
 	c.quorum = -1
 	if q := u.Query().Get("insert_quorum"); q != "" {
 		if c.quorum, err = strconv.Atoi(q); err != nil || c.quorum < 0 {
@@ -125,8 +135,39 @@ func (c Config) Validate() error {
 		return errors.New("CLICKHOUSE_CLUSTER needs CLICKHOUSE_REPLICATED")
 	case c.quorum > 1 && !c.Replicated:
 		return errors.New("an insert_quorum above 1 needs CLICKHOUSE_REPLICATED")
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("CLICKHOUSE_URL's tls_cert and tls_key go together")
+	case !c.TLS && c.TLSCAFile+c.TLSCert != "":
+		return errors.New("CLICKHOUSE_URL's tls_ca, tls_cert and tls_key need secure=true")
 	}
-	return nil
+	_, err := c.tlsConfig()
+	return err
+}
+
+// tlsConfig is the connections' TLS: nil without secure=true.
+func (c Config) tlsConfig() (*tls.Config, error) {
+	if !c.TLS {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.TLSCAFile != "" {
+		pem, err := os.ReadFile(c.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("CLICKHOUSE_URL's tls_ca: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, errors.New("CLICKHOUSE_URL's tls_ca holds no PEM certificate")
+		}
+	}
+	if c.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return nil, errors.New("CLICKHOUSE_URL's tls_cert and tls_key: not a certificate and its key") // the error may quote the key
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
 }
 
 // identifier reports whether s is a name written into statements as it

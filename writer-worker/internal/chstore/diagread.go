@@ -100,8 +100,9 @@ func (s *Store) readingTime(ctx context.Context, serial string, fromNs, toNs int
 	return rt, err
 }
 
-// Silence: a device is silent when its last request (of any kind) is older
-// than silentIntervals of its usual interval, and than silentMin. The usual
+// Silence: a device is silent when its last authenticated request (of any
+// answer; device_seen holds no other) is older than silentIntervals of its
+// usual interval, and than silentMin. The usual
 // interval is measured on the hourly table over silentLookback (the
 // diagnostics' default period): the stored requests after the device's
 // first hour there, over the time from that hour's end to its last request.
@@ -142,7 +143,10 @@ func (s *Store) silent(ctx context.Context, stored string, now time.Time) ([]que
 		})
 }
 
-// lastSeen fills in the last request of each listed serial ("" apart).
+// lastSeen fills in the last request of each listed serial ("" apart):
+// the later of its last authenticated request (device_seen) and its last
+// rejection, so that a serial only strangers post is listed with when
+// they last did.
 func (s *Store) lastSeen(ctx context.Context, lists ...[]query.FleetSerial) error {
 	var serials []string
 	for _, l := range lists {
@@ -155,7 +159,8 @@ func (s *Store) lastSeen(ctx context.Context, lists ...[]query.FleetSerial) erro
 	}
 	last := map[string]int64{}
 	err := scanRows(ctx, s.reads, "query last seen", "scan last seen",
-		"SELECT serial, max(last_ns) FROM "+s.db+".device_seen WHERE serial IN ? GROUP BY serial", []any{set(serials)},
+		"SELECT serial, max(ns) FROM (SELECT serial, last_ns AS ns FROM "+s.db+".device_seen WHERE serial IN ? UNION ALL SELECT serial, ts_ns AS ns FROM "+
+			s.db+".device_rejections WHERE serial IN ?) GROUP BY serial", []any{set(serials), set(serials)},
 		func(scan func(...any) error) error {
 			var serial string
 			var ns int64

@@ -1,7 +1,9 @@
 package chstore
 
 import (
+	"context"
 	"errors"
+	"net"
 	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -57,4 +59,22 @@ func DiskFull(err error) bool {
 		return false
 	}
 	return ex.Code == 243 || strings.Contains(ex.Message, "No space left on device") || strings.Contains(ex.Message, "Cannot reserve")
+}
+
+// Condition names what failed in err for an answer that leaves the
+// network (a device's 503): no address, table or server text.
+func Condition(err error) string {
+	var ex *clickhouse.Exception
+	var ne net.Error
+	switch {
+	case DiskFull(err):
+		return "storage full"
+	case failure.KindOf(err) == failure.Permanent:
+		return "data refused by storage"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "storage timed out"
+	case errors.As(err, &ex):
+		return "insert failed"
+	}
+	return "storage unreachable"
 }

@@ -93,7 +93,7 @@ func TestRollupEqualsRaw(t *testing.T) {
 
 	// The readings' count is exact before the merge; their avg weighs the
 	// duplicates until it: merge them for the comparison.
-	buckets, err := s.SeriesBuckets(ctx, "e", "i", start.UnixMilli(), time.Now().Add(time.Hour).UnixMilli(), 86400e3)
+	buckets, err := s.SeriesBuckets(ctx, "e", "i", start.UnixMilli(), time.Now().Add(time.Hour).UnixMilli(), 86400e3, query.MaxBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +114,12 @@ func TestRollupEqualsRaw(t *testing.T) {
 		to := from + r.Int64N(int64(74*time.Hour/time.Millisecond))
 		what := fmt.Sprintf("range %d [%d, %d] step %d", k, from, to, stepMs)
 		s.SetRolledUp(0)
-		want, err := s.SeriesBuckets(ctx, "e", "i", from, to, stepMs)
+		want, err := s.SeriesBuckets(ctx, "e", "i", from, to, stepMs, query.MaxBytes)
 		if err != nil {
 			t.Fatal(err)
 		}
 		s.SetRolledUp(rolledAt)
-		got, err := s.SeriesBuckets(ctx, "e", "i", from, to, stepMs)
+		got, err := s.SeriesBuckets(ctx, "e", "i", from, to, stepMs, query.MaxBytes)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package chstore
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -125,6 +124,7 @@ type partial struct {
 	lastNs, lastReceivedNs  int64
 	lastEventID, lastDevice string
 	last                    string
+	lastBytes               uint64
 }
 
 // later reports whether p's latest reading comes after q's.
@@ -144,7 +144,7 @@ func (p *partial) add(q *partial) {
 		p.max = q.max
 	}
 	if q.lastNs > p.lastNs {
-		p.lastNs, p.last = q.lastNs, q.last
+		p.lastNs, p.last, p.lastBytes = q.lastNs, q.last, q.lastBytes
 	}
 }
 
@@ -155,8 +155,9 @@ func (p *partial) add(q *partial) {
 // cover the numbers and booleans, Last is the value with the greatest
 // reading time (then receive time, then the hash of its event id and device input). From the
 // readings, Avg may weigh such an unfolded duplicate twice until the merge;
-// from a rollup it never does.
-func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64) ([]query.Bucket, error) {
+// from a rollup it never does. Each bucket's Last has an even share of
+// budget; one over it is left out, with its size (LastBytes).
+func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs, toMs, stepMs int64, budget int) ([]query.Bucket, error) {
 	fromNs, toNs, rolled := fromMs*1e6, (toMs+1)*1e6, s.rolled.Load()
 	var holes []span
 	tiers := tiersFor(stepMs)
@@ -167,18 +168,19 @@ func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs,
 		}
 	}
 	pieces := cover(fromNs, toNs, rolled-2*int64(RollupLag), tiers, holes)
+	lastShare := share(budget, query.BucketCount(fromMs, toMs, stepMs))
 	var selects []string
 	var args []any
 	for _, p := range pieces {
 		if p.tier == nil {
 			selects = append(selects, "SELECT toInt64(intDiv(ts_ns, "+strconv.FormatInt(stepMs*1e6, 10)+")) AS b, uniqExact(cityHash64(event_id, device_input)), count(value_num), "+
-				"min(value_num), max(value_num), toFloat64(ifNull(sum(value_num), 0)), max(ts_ns), argMax(value_json, "+latestKey+") "+
+				"min(value_num), max(value_num), toFloat64(ifNull(sum(value_num), 0)), max(ts_ns), "+capped("argMax(value_json, "+latestKey+")", lastShare)+" "+
 				"FROM "+s.db+".input_values WHERE entity = ? AND input = ? AND ts_ns >= ? AND ts_ns < ? GROUP BY b")
 			args = append(args, entity, input, p.fromNs, p.toNs)
 			continue
 		}
 		selects = append(selects, "SELECT toInt64(intDiv(bucket, "+strconv.FormatInt(stepMs/1000, 10)+")) AS b, sum(readings), sum(numbers), min(min_value), max(max_value), "+
-			"toFloat64(sum(sum_value)), max(last_ns), argMax(last_value, last_ns) FROM ("+latestOf(s.db, *p.tier, "entity = ? AND input = ? AND bucket >= ? AND bucket < ?")+") GROUP BY b")
+			"toFloat64(sum(sum_value)), max(last_ns), "+capped("argMax(last_value, last_ns)", lastShare)+" FROM ("+latestOf(s.db, *p.tier, "entity = ? AND input = ? AND bucket >= ? AND bucket < ?")+") GROUP BY b")
 		args = append(args, entity, input, p.fromNs/1e9, p.toNs/1e9)
 	}
 	if len(selects) == 0 {
@@ -186,7 +188,7 @@ func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs,
 	}
 	parts, err := collect(ctx, s.reads, "query buckets", "scan bucket", strings.Join(selects, " UNION ALL "), args,
 		func(scan func(...any) error) (p partial, err error) {
-			err = scan(&p.b, &p.readings, &p.numbers, &p.min, &p.max, &p.sum, &p.lastNs, &p.last)
+			err = scan(&p.b, &p.readings, &p.numbers, &p.min, &p.max, &p.sum, &p.lastNs, &p.last, &p.lastBytes)
 			return p, err
 		})
 	if err != nil {
@@ -199,7 +201,8 @@ func (s *Store) SeriesBuckets(ctx context.Context, entity, input string, fromMs,
 		for i++; i < len(parts) && parts[i].b == p.b; i++ {
 			p.add(&parts[i])
 		}
-		b := query.Bucket{TS: msTime(p.b * stepMs), Count: p.readings, Min: p.min, Max: p.max, Last: json.RawMessage(p.last)}
+		b := query.Bucket{TS: msTime(p.b * stepMs), Count: p.readings, Min: p.min, Max: p.max}
+		b.Last, b.LastBytes = cutValue(p.last, p.lastBytes)
 		if p.numbers > 0 {
 			avg := p.sum / float64(p.numbers)
 			b.Avg = &avg

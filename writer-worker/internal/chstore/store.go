@@ -4,7 +4,6 @@ package chstore
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -58,9 +57,11 @@ func open(cfg Config, user, password string) (driver.Conn, error) {
 		ConnMaxLifetime:  time.Hour,
 		ConnOpenStrategy: clickhouse.ConnOpenInOrder,
 	}
-	if cfg.TLS {
-		opts.TLS = &tls.Config{MinVersion: tls.VersionTLS12}
+	tc, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
 	}
+	opts.TLS = tc
 	// Sent with every query: the insert quorum, and the sequential
 	// consistency that lets reads see every quorum insert.
 	settings := clickhouse.Settings{}

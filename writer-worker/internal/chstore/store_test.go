@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/writer-worker/schema"
 )
 
@@ -48,9 +49,9 @@ func TestValuesRoundTripInArrivalOrder(t *testing.T) {
 	if err := s.InsertValues(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
-	pts, err := s.Series(ctx, "boiler", "temp", base/1e6-1000, base/1e6+1000, 100)
-	if err != nil {
-		t.Fatal(err)
+	pts, next, err := s.Series(ctx, "boiler", "temp", base/1e6-1000, base/1e6+1000, 100, query.MaxBytes)
+	if err != nil || next != 0 {
+		t.Fatal(next, err)
 	}
 	want := []string{`21.5`, `true`, `{"a":[1,2]}`}
 	if len(pts) != len(want) {
@@ -64,11 +65,11 @@ func TestValuesRoundTripInArrivalOrder(t *testing.T) {
 			t.Errorf("point %d ts = %s", i, p.TS)
 		}
 	}
-	latest, err := s.Latest(ctx, "boiler", "mode")
+	latest, err := s.Latest(ctx, "boiler", "mode", query.MaxBytes)
 	if err != nil || len(latest) != 1 || string(latest[0].Value) != `"eco"` || latest[0].Serial != "d1" {
 		t.Fatalf("latest = %+v, %v", latest, err)
 	}
-	none, err := s.Latest(ctx, "boiler", "absent")
+	none, err := s.Latest(ctx, "boiler", "absent", query.MaxBytes)
 	if err != nil || len(none) != 0 {
 		t.Fatalf("latest of absent input = %+v, %v", none, err)
 	}
@@ -115,7 +116,7 @@ func TestMessagesNewestFirst(t *testing.T) {
 	if err := s.InsertMessages(ctx, rows[1:2]); err != nil {
 		t.Fatal(err)
 	}
-	msgs, next, err := s.Messages(ctx, "d1", 10, 0)
+	msgs, next, err := s.Messages(ctx, "d1", 10, query.MaxBytes, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +127,11 @@ func TestMessagesNewestFirst(t *testing.T) {
 		t.Fatalf("payload = %s", msgs[1].Payload)
 	}
 	// Paged by limit: b, then from its cursor a.
-	msgs, next, err = s.Messages(ctx, "d1", 1, 0)
+	msgs, next, err = s.Messages(ctx, "d1", 1, query.MaxBytes, 0)
 	if err != nil || len(msgs) != 1 || msgs[0].EventID != "b" || next != base+1e6 {
 		t.Fatalf("first page of 1: %+v next %d (%v)", msgs, next, err)
 	}
-	msgs, next, err = s.Messages(ctx, "d1", 1, next)
+	msgs, next, err = s.Messages(ctx, "d1", 1, query.MaxBytes, next)
 	if err != nil || len(msgs) != 1 || msgs[0].EventID != "a" || next != 0 {
 		t.Fatalf("second page of 1: %+v next %d (%v)", msgs, next, err)
 	}
@@ -152,7 +153,7 @@ func TestMessagesPagedByBytes(t *testing.T) {
 	}
 	var pages [][]string
 	for before := int64(0); ; {
-		msgs, next, err := s.Messages(ctx, "big", 10000, before)
+		msgs, next, err := s.Messages(ctx, "big", 10000, query.MaxBytes, before)
 		if err != nil {
 			t.Fatal(err)
 		}

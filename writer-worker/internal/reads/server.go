@@ -3,6 +3,7 @@
 package reads
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,14 +76,34 @@ func (s *Server) handle(ctx context.Context, m *nats.Msg) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := s.answer(ctx, strings.TrimPrefix(m.Subject, s.prefix), m.Data)
+	b, err := s.encode(resp, err)
 	if err != nil {
 		s.log.Warn("query failed", zap.String("subject", m.Subject), zap.Error(err))
-		resp = query.Response{Error: err.Error()}
+		b, _ = json.Marshal(query.Response{Error: err.Error()})
 	}
-	b, _ := json.Marshal(resp)
 	if err := m.Respond(b); err != nil {
-		s.log.Debug("respond", zap.Error(err))
+		s.log.Warn("respond", zap.String("subject", m.Subject), zap.Error(err))
 	}
+}
+
+// encode renders an answer, values as stored (no HTML escaping, which
+// would make a value of '<' six times its size). An answer the
+// connection cannot carry is an error, answered at once: the asker would
+// otherwise wait its whole timeout for a reply that was never sent.
+func (s *Server) encode(resp query.Response, err error) ([]byte, error) {
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(resp); err != nil {
+		return nil, fmt.Errorf("encode answer: %w", err)
+	}
+	if limit := s.nc.MaxPayload(); int64(buf.Len()) > limit {
+		return nil, fmt.Errorf("answer of %d bytes is over the %d a NATS message holds", buf.Len(), limit)
+	}
+	return buf.Bytes(), nil
 }
 
 func (s *Server) answer(ctx context.Context, kind string, data []byte) (query.Response, error) {
@@ -94,23 +115,24 @@ func (s *Server) answer(ctx context.Context, kind string, data []byte) (query.Re
 		req.Limit = query.DefaultLimit
 	}
 	var (
-		resp query.Response
-		err  error
+		resp   query.Response
+		err    error
+		budget = query.Budget(s.nc.MaxPayload())
 	)
 	switch kind {
 	case query.Ping:
 		err = s.store.Ping(ctx)
 	case query.Messages:
-		resp.Messages, resp.NextNs, err = s.store.Messages(ctx, req.Serial, req.Limit, req.BeforeNs)
+		resp.Messages, resp.NextNs, err = s.store.Messages(ctx, req.Serial, req.Limit, budget, req.BeforeNs)
 	case query.Latest:
-		resp.Points, err = s.store.Latest(ctx, req.Entity, req.Input)
+		resp.Points, err = s.store.Latest(ctx, req.Entity, req.Input, budget)
 	case query.Series:
-		resp.Points, err = s.store.Series(ctx, req.Entity, req.Input, req.FromMs, req.ToMs, req.Limit)
+		resp.Points, resp.NextMs, err = s.store.Series(ctx, req.Entity, req.Input, req.FromMs, req.ToMs, req.Limit, budget)
 	case query.Buckets:
 		if req.StepMs < 1 || query.BucketCount(req.FromMs, req.ToMs, req.StepMs) > query.MaxBuckets {
 			return resp, fmt.Errorf("step must give at most %d buckets", query.MaxBuckets)
 		}
-		resp.Buckets, err = s.store.SeriesBuckets(ctx, req.Entity, req.Input, req.FromMs, req.ToMs, req.StepMs)
+		resp.Buckets, err = s.store.SeriesBuckets(ctx, req.Entity, req.Input, req.FromMs, req.ToMs, req.StepMs, budget)
 	case query.LastSeen:
 		if len(req.Serials) > query.MaxSerials {
 			return resp, fmt.Errorf("at most %d serials per query", query.MaxSerials)
@@ -120,7 +142,7 @@ func (s *Server) answer(ctx context.Context, kind string, data []byte) (query.Re
 		if len(req.Pairs) > query.MaxPairs {
 			return resp, fmt.Errorf("at most %d inputs per query", query.MaxPairs)
 		}
-		resp.Points, err = s.store.LatestOf(ctx, req.Pairs)
+		resp.Points, err = s.store.LatestOf(ctx, req.Pairs, budget)
 	case query.Outcome:
 		if len(req.EventIDs) > maxOutcomeIDs {
 			return resp, fmt.Errorf("at most %d event ids per query", maxOutcomeIDs)
@@ -137,5 +159,21 @@ func (s *Server) answer(ctx context.Context, kind string, data []byte) (query.Re
 	default:
 		err = fmt.Errorf("unknown query %q", kind)
 	}
+	resp.Truncated = resp.NextMs > 0 || cut(resp.Points, resp.Buckets)
 	return resp, err
+}
+
+// cut reports whether values were left out of an answer for their size.
+func cut(points []query.Point, buckets []query.Bucket) bool {
+	for _, p := range points {
+		if p.ValueBytes > 0 {
+			return true
+		}
+	}
+	for _, b := range buckets {
+		if b.LastBytes > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -1,4 +1,9 @@
-package api
+// Package edge is what ingest-api's two HTTP listeners share: the
+// contract's answers (one outcome table rendered in one place), their
+// counting and logging, the request metrics, and reading a bearer token.
+// The device door (internal/api) and the workspace (internal/workspace)
+// each build their routes on it.
+package edge
 
 import (
 	"encoding/json"
@@ -8,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -30,11 +36,24 @@ func BodyFor(code outcome.Code, serial, detail string) (int, Body) {
 	return row.Status, Body{Message: row.Message, Error: row.Error(serial, detail)}
 }
 
-// respond writes the outcome and, for anything but success, logs one line
+// Answers renders, counts and logs the answers of one or more listeners.
+type Answers struct {
+	log     *zap.Logger
+	metrics *requestMetrics
+}
+
+// NewAnswers returns the answers of a program that logs to log and counts
+// into reg: built once per program, so that both listeners count in the
+// same series.
+func NewAnswers(log *zap.Logger, reg prometheus.Registerer) *Answers {
+	return &Answers{log: log, metrics: newRequestMetrics(reg)}
+}
+
+// Respond writes the outcome and, for anything but success, logs one line
 // (the logger samples repeated lines, and client text is cut to
 // logTextMax). No token is ever passed in here, so none can reach the log.
-func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, detail string) error {
-	status, body := s.outcome(c, code, serial, detail)
+func (s *Answers) Respond(c echo.Context, code outcome.Code, serial, eventID, detail string) error {
+	status, body := s.Outcome(c, code, serial, detail)
 	if code == outcome.Stored {
 		// The one answer of the hot path, rendered once.
 		return c.JSONBlob(status, storedJSON)
@@ -54,17 +73,17 @@ func (s *Server) respond(c echo.Context, code outcome.Code, serial, eventID, det
 	case code == outcome.Overloaded:
 		// One line per shed request would add load exactly when the
 		// process has too much.
-		s.Log.Debug("request shed", fields...)
+		s.log.Debug("request shed", fields...)
 	case status >= 500:
-		s.Log.Warn("request failed", fields...)
+		s.log.Warn("request failed", fields...)
 	default:
-		s.Log.Info("request rejected", fields...)
+		s.log.Info("request rejected", fields...)
 	}
 	return c.JSON(status, body)
 }
 
-// outcome renders code, counts it and sets Retry-After where it applies.
-func (s *Server) outcome(c echo.Context, code outcome.Code, serial, detail string) (int, Body) {
+// Outcome renders code, counts it and sets Retry-After where it applies.
+func (s *Answers) Outcome(c echo.Context, code outcome.Code, serial, detail string) (int, Body) {
 	status, body := BodyFor(code, serial, detail)
 	s.metrics.countOutcome(code, status)
 	if row := outcome.Lookup(code); row.RetryAfter > 0 && c.Response().Header().Get("Retry-After") == "" {
@@ -97,9 +116,9 @@ var storedJSON = func() []byte {
 	return append(b, '\n')
 }()
 
-// handleError turns whatever escapes a handler (unknown route, wrong
+// HandleError turns whatever escapes a handler (unknown route, wrong
 // method, panic) into the contract's JSON shape.
-func (s *Server) handleError(err error, c echo.Context) {
+func (s *Answers) HandleError(err error, c echo.Context) {
 	if c.Response().Committed {
 		return
 	}
@@ -120,9 +139,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 			code, detail = outcome.BadRequest, "malformed request"
 		}
 	} else {
-		s.Log.Error("handler failed", zap.String("path", c.Path()), zap.Error(err))
+		s.log.Error("handler failed", zap.String("path", c.Path()), zap.Error(err))
 	}
-	status, body := s.outcome(c, code, "", detail)
+	status, body := s.Outcome(c, code, "", detail)
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(status)
 		return
@@ -130,9 +149,9 @@ func (s *Server) handleError(err error, c echo.Context) {
 	_ = c.JSON(status, body)
 }
 
-// orEmpty is s, or an empty slice for nil: a list answers [] rather than
+// OrEmpty is s, or an empty slice for nil: a list answers [] rather than
 // null.
-func orEmpty[T any](s []T) []T {
+func OrEmpty[T any](s []T) []T {
 	if s == nil {
 		return []T{}
 	}

@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"encoding/json"
@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -27,7 +28,7 @@ func (s *Server) putDevice(c echo.Context) error {
 	serial := c.Param("serial")
 	req, err := decodeDevice(http.MaxBytesReader(c.Response(), c.Request().Body, maxDeviceBody), serial)
 	if err != nil {
-		return s.respond(c, outcome.BadRequest, Clip(serial), "", err.Error())
+		return s.respond(c, outcome.BadRequest, edge.Clip(serial), "", err.Error())
 	}
 	var shown string
 	var before *registry.View
@@ -87,13 +88,13 @@ func (s *Server) changeError(c echo.Context, serial string, err error) error {
 	case errors.Is(err, registry.ErrKey):
 		code, detail = outcome.Conflict, "the token was sealed under another TOKEN_KEY: add a new token"
 	case errors.Is(err, registry.ErrNoToken):
-		code, detail = outcome.NotFound, "the device has no token named "+Clip(c.Param("name"))
+		code, detail = outcome.NotFound, "the device has no token named "+edge.Clip(c.Param("name"))
 	case errors.Is(err, adminkeys.ErrNotFound):
-		code, detail = outcome.NotFound, "no key named "+Clip(c.Param("name"))
+		code, detail = outcome.NotFound, "no key named "+edge.Clip(c.Param("name"))
 	case errors.Is(err, registry.ErrNotFound):
 		code, detail = outcome.DeviceNotFound, ""
 	}
-	return s.respond(c, code, Clip(serial), "", detail)
+	return s.respond(c, code, edge.Clip(serial), "", detail)
 }
 
 // decodeDevice reads the workspace record of the device at serial: one JSON
@@ -118,7 +119,15 @@ func decodeDevice(body io.Reader, serial string) (registry.Device, error) {
 	if err := d.Normalize(); err != nil {
 		return d, err
 	}
-	return d, nil
+	if dotSegment(serial) {
+		return d, errors.New(`serial may not be "." or "..": no URL can name it`)
+	}
+	for _, in := range d.Inputs {
+		if dotSegment(in.Entity) || dotSegment(in.EntityInput) {
+			return d, errors.New(`an entity or entity input may not be "." or "..": no URL can name it`)
+		}
+	}
+	return d, checkNewToken(d.AccessToken)
 }
 
 // decodeStrict reads a small JSON object of known fields into v; an empty

@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"net/http"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
 )
@@ -30,7 +31,7 @@ func (s *Server) deviceDiagnostics(c echo.Context) error {
 	serial := c.Param("serial")
 	dev, ok := s.cache.Lookup(serial)
 	if !ok {
-		return s.respond(c, outcome.DeviceNotFound, Clip(serial), "", "")
+		return s.respond(c, outcome.DeviceNotFound, edge.Clip(serial), "", "")
 	}
 	req, name, ok := diagRange(c, time.Now())
 	if !ok {
@@ -39,7 +40,7 @@ func (s *Server) deviceDiagnostics(c echo.Context) error {
 	req.Serial = serial
 	resp, code, err := s.ask(c.Request().Context(), query.Diagnostics, req)
 	if err != nil || resp.Diagnostics == nil {
-		return s.respond(c, failedRead(code, err), Clip(serial), "", errText(err, "no diagnostics"))
+		return s.respond(c, failedRead(code, err), edge.Clip(serial), "", errText(err, "no diagnostics"))
 	}
 	d := *resp.Diagnostics
 	keys := d.Keys[:0]
@@ -49,7 +50,7 @@ func (s *Server) deviceDiagnostics(c echo.Context) error {
 		}
 	}
 	d.Keys = keys
-	d.Counts, d.Rejections, d.Keys, d.ReadingTime.AtReceive = orEmpty(d.Counts), orEmpty(d.Rejections), orEmpty(d.Keys), orEmpty(d.ReadingTime.AtReceive)
+	d.Counts, d.Rejections, d.Keys, d.ReadingTime.AtReceive = edge.OrEmpty(d.Counts), edge.OrEmpty(d.Rejections), edge.OrEmpty(d.Keys), edge.OrEmpty(d.ReadingTime.AtReceive)
 	return c.JSON(http.StatusOK, struct {
 		Serial string `json:"serial"`
 		Range  string `json:"range"`
@@ -79,9 +80,9 @@ func (s *Server) fleet(c echo.Context) error {
 				out = append(out, d)
 			}
 		}
-		return orEmpty(out)
+		return edge.OrEmpty(out)
 	}
-	f.Silent, f.Unknown, f.MostRejected, f.Unnamed = keep(f.Silent, true), keep(f.Unknown, false), orEmpty(f.MostRejected), orEmpty(f.Unnamed)
+	f.Silent, f.Unknown, f.MostRejected, f.Unnamed = keep(f.Silent, true), keep(f.Unknown, false), edge.OrEmpty(f.MostRejected), edge.OrEmpty(f.Unnamed)
 	return c.JSON(http.StatusOK, struct {
 		Range string `json:"range"`
 		query.FleetView

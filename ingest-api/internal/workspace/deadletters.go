@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/deadletter"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
@@ -42,7 +43,7 @@ func (s *Server) listDeadLetters(c echo.Context) error {
 	if err != nil {
 		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
 	}
-	body := map[string]any{"letters": orEmpty(letters)}
+	body := map[string]any{"letters": edge.OrEmpty(letters)}
 	if len(letters) == limit {
 		body["next"] = strconv.FormatUint(letters[len(letters)-1].Seq+1, 10)
 	}

@@ -1,6 +1,7 @@
-package api
+package workspace
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
 )
@@ -37,22 +39,25 @@ func (s *Server) deviceMessages(c echo.Context) error {
 	}
 	code, err := s.Query.Ask(c.Request().Context(), query.Messages, req, &resp, &resp.Error)
 	if err != nil {
-		return s.respond(c, code, Clip(req.Serial), "", err.Error())
+		return s.respond(c, code, edge.Clip(req.Serial), "", err.Error())
 	}
 	// A page holds at most limit messages and about 4 MiB of payloads;
 	// next asks for the page after it.
-	page := make([]byte, 0, len(resp.Messages)+64)
-	page = append(page, `{"messages":`...)
+	// The writer does not escape HTML on the wire (it would make a page of
+	// '<' six times its size); the answer escapes it as every JSON answer.
+	var page bytes.Buffer
+	page.Grow(len(resp.Messages) + 64)
+	page.WriteString(`{"messages":`)
 	if len(resp.Messages) == 0 || string(resp.Messages) == "null" {
-		page = append(page, "[]"...)
+		page.WriteString("[]")
 	} else {
-		page = append(page, resp.Messages...)
+		json.HTMLEscape(&page, resp.Messages)
 	}
 	if resp.NextNs > 0 {
-		page = strconv.AppendInt(append(page, `,"next":"`...), resp.NextNs, 10)
-		page = append(page, '"')
+		page.WriteString(`,"next":"` + strconv.FormatInt(resp.NextNs, 10) + `"`)
 	}
-	return c.JSONBlob(http.StatusOK, append(page, "}\n"...))
+	page.WriteString("}\n")
+	return c.JSONBlob(http.StatusOK, page.Bytes())
 }
 
 func (s *Server) latest(c echo.Context) error {
@@ -65,9 +70,13 @@ func (s *Server) latest(c echo.Context) error {
 		return s.respond(c, outcome.NotFound, "", "", fmt.Sprintf("no value stored for entity %s input %s", req.Entity, req.Input))
 	}
 	p := resp.Points[0]
-	return c.JSON(http.StatusOK, map[string]any{
+	body := map[string]any{
 		"entity": req.Entity, "input": req.Input, "value": p.Value, "ts": p.TS, "receivedAt": p.ReceivedAt, "serial": p.Serial,
-	})
+	}
+	if p.ValueBytes > 0 {
+		body["valueBytes"], body["truncated"] = p.ValueBytes, true
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 func (s *Server) series(c echo.Context) error {
@@ -86,19 +95,27 @@ func (s *Server) series(c echo.Context) error {
 			return s.respond(c, code, "", "", err.Error())
 		}
 		return c.JSON(http.StatusOK, struct {
-			Step   string         `json:"step"`
-			Points []query.Bucket `json:"points"`
-		}{query.FormatStep(req.StepMs), orEmpty(resp.Buckets)})
+			Step      string         `json:"step"`
+			Points    []query.Bucket `json:"points"`
+			Truncated bool           `json:"truncated,omitempty"`
+		}{query.FormatStep(req.StepMs), edge.OrEmpty(resp.Buckets), resp.Truncated})
 	}
 	resp, code, err := s.ask(c.Request().Context(), query.Series, req)
 	if err != nil {
 		return s.respond(c, code, "", "", err.Error())
 	}
-	pts := orEmpty(resp.Points)
+	pts := edge.OrEmpty(resp.Points)
 	for i := range pts {
 		pts[i].Serial = ""
 	}
-	return c.JSON(http.StatusOK, map[string]any{"points": pts})
+	body := map[string]any{"points": pts}
+	if resp.Truncated {
+		body["truncated"] = true
+	}
+	if resp.NextMs > 0 { // the from of the page after
+		body["next"] = query.FormatNs(resp.NextMs * 1e6)
+	}
+	return c.JSON(http.StatusOK, body)
 }
 
 // seriesStep reads the aggregation parameters: step (a duration) or points
@@ -169,9 +186,4 @@ func (s *Server) ask(ctx context.Context, kind string, req query.Request) (query
 	var resp query.Response
 	code, err := s.Query.Ask(ctx, kind, req, &resp, &resp.Error)
 	return resp, code, err
-}
-
-func (s *Server) ping(ctx context.Context) error {
-	_, _, err := s.ask(ctx, query.Ping, query.Request{})
-	return err
 }

@@ -1,11 +1,13 @@
-package api
+package workspace
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -23,12 +25,32 @@ type namedToken struct {
 	Token string `json:"token"`
 }
 
+// minToken is the shortest device token an operator may set (generated
+// ones are 32 hex digits): a guesser has 20 tries a minute per address.
+// Tokens set before there was a minimum keep working.
+const minToken = 16
+
+// checkNewToken refuses a token an operator names that is too short to
+// keep guessers out; an empty one is generated.
+func checkNewToken(tok string) error {
+	if tok != "" && len(tok) < minToken {
+		return fmt.Errorf("a token must be at least %d bytes (leave it out to have one generated)", minToken)
+	}
+	return nil
+}
+
 // addToken: POST /devices/{serial}/tokens gives the device a secondary
 // token (generated unless the body names one) and answers it, once.
 func (s *Server) addToken(c echo.Context) error {
 	var req namedToken
 	if err := decodeStrict(c, &req); err != nil {
-		return s.respond(c, outcome.BadRequest, Clip(c.Param("serial")), "", "token must be a JSON object {name, token}, both optional: "+err.Error())
+		return s.respond(c, outcome.BadRequest, edge.Clip(c.Param("serial")), "", "token must be a JSON object {name, token}, both optional: "+err.Error())
+	}
+	if dotSegment(req.Name) {
+		return s.respond(c, outcome.BadRequest, edge.Clip(c.Param("serial")), "", `a token's name may not be "." or "..": no URL can name it`)
+	}
+	if err := checkNewToken(req.Token); err != nil {
+		return s.respond(c, outcome.BadRequest, edge.Clip(c.Param("serial")), "", err.Error())
 	}
 	var shown namedToken
 	return s.changeDevice(c, "token.added", func(d *registry.Device) error {

@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nuid"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
@@ -28,28 +29,28 @@ func (s *Server) startBackfill(c echo.Context) error {
 		To   string `json:"to"`
 	}
 	if err := decodeStrict(c, &req); err != nil {
-		return s.respond(c, outcome.BadRequest, Clip(serial), "", "body must be {\"from\": RFC 3339, \"to\"?: RFC 3339}")
+		return s.respond(c, outcome.BadRequest, edge.Clip(serial), "", "body must be {\"from\": RFC 3339, \"to\"?: RFC 3339}")
 	}
 	now := time.Now()
 	from, to, err := backfillRange(req.From, req.To, now)
 	if err != nil {
-		return s.respond(c, outcome.BadRequest, Clip(serial), "", err.Error())
+		return s.respond(c, outcome.BadRequest, edge.Clip(serial), "", err.Error())
 	}
 	dev, ok := s.cache.Lookup(serial)
 	if !ok {
-		return s.respond(c, outcome.DeviceNotFound, Clip(serial), "", "")
+		return s.respond(c, outcome.DeviceNotFound, edge.Clip(serial), "", "")
 	}
 	if !dev.Connected() {
-		return s.respond(c, outcome.BadRequest, Clip(serial), "", "the device has no connected input: connect one, then backfill")
+		return s.respond(c, outcome.BadRequest, edge.Clip(serial), "", "the device has no connected input: connect one, then backfill")
 	}
 	ctx := c.Request().Context()
 	jobs, err := s.Backfills.List(ctx, serial)
 	if err != nil {
-		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
+		return s.respond(c, outcome.ProcessingFailed, edge.Clip(serial), "", err.Error())
 	}
 	for _, j := range jobs {
 		if !j.Finished() {
-			return s.respond(c, outcome.Conflict, Clip(serial), "", fmt.Sprintf("backfill %s of this device is %s: cancel it or wait for it", j.ID, j.State))
+			return s.respond(c, outcome.Conflict, edge.Clip(serial), "", fmt.Sprintf("backfill %s of this device is %s: cancel it or wait for it", j.ID, j.State))
 		}
 	}
 	j := backfill.Job{ID: nuid.Next(), Serial: serial, FromNs: from.UnixNano(), ToNs: to.UnixNano(), State: backfill.Queued,
@@ -65,16 +66,16 @@ func (s *Server) startBackfill(c echo.Context) error {
 	ctx = context.WithoutCancel(ctx)
 	busy, err := s.Backfills.Claim(ctx, serial, j.ID)
 	if err != nil {
-		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
+		return s.respond(c, outcome.ProcessingFailed, edge.Clip(serial), "", err.Error())
 	}
 	if busy != "" {
-		return s.respond(c, outcome.Conflict, Clip(serial), "", fmt.Sprintf("backfill %s of this device is queued or running: cancel it or wait for it", busy))
+		return s.respond(c, outcome.Conflict, edge.Clip(serial), "", fmt.Sprintf("backfill %s of this device is queued or running: cancel it or wait for it", busy))
 	}
 	if err := s.Backfills.Create(ctx, j); err != nil {
 		if uerr := s.Backfills.Unclaim(ctx, serial, j.ID); uerr != nil {
-			s.Log.Warn("backfill slot not given back", zap.String("serial", Clip(serial)), zap.Error(uerr))
+			s.Log.Warn("backfill slot not given back", zap.String("serial", edge.Clip(serial)), zap.Error(uerr))
 		}
-		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
+		return s.respond(c, outcome.ProcessingFailed, edge.Clip(serial), "", err.Error())
 	}
 	v := j.View()
 	s.record(c, "backfill.started", serial, nil, v)
@@ -112,7 +113,7 @@ func backfillRange(fromText, toText string, now time.Time) (from, to time.Time, 
 func (s *Server) listBackfills(c echo.Context) error {
 	jobs, err := s.Backfills.List(c.Request().Context(), c.Param("serial"))
 	if err != nil {
-		return s.respond(c, outcome.ProcessingFailed, Clip(c.Param("serial")), "", err.Error())
+		return s.respond(c, outcome.ProcessingFailed, edge.Clip(c.Param("serial")), "", err.Error())
 	}
 	views := make([]backfill.View, 0, min(len(jobs), maxListedBackfills))
 	for _, j := range jobs[:min(len(jobs), maxListedBackfills)] {
@@ -129,14 +130,14 @@ func (s *Server) listBackfills(c echo.Context) error {
 func (s *Server) cancelBackfill(c echo.Context) error {
 	serial, id := c.Param("serial"), c.Param("id")
 	if !backfill.ValidID(id) {
-		return s.respond(c, outcome.NotFound, Clip(serial), "", "the device has no backfill "+Clip(id))
+		return s.respond(c, outcome.NotFound, edge.Clip(serial), "", "the device has no backfill "+edge.Clip(id))
 	}
 	before, j, err := s.cancel(c.Request().Context(), serial, id)
 	switch {
 	case errors.Is(err, backfill.ErrNotFound):
-		return s.respond(c, outcome.NotFound, Clip(serial), "", "the device has no backfill "+Clip(id))
+		return s.respond(c, outcome.NotFound, edge.Clip(serial), "", "the device has no backfill "+edge.Clip(id))
 	case err != nil:
-		return s.respond(c, outcome.ProcessingFailed, Clip(serial), "", err.Error())
+		return s.respond(c, outcome.ProcessingFailed, edge.Clip(serial), "", err.Error())
 	}
 	v := j.View()
 	if v.State != before.State || v.CancelRequested != before.CancelRequested { // a finished one: nothing to record
@@ -165,7 +166,7 @@ func (s *Server) cancel(ctx context.Context, serial, id string) (before backfill
 func (s *Server) cancelBackfillsOf(c echo.Context, serial string) {
 	jobs, err := s.Backfills.List(c.Request().Context(), serial)
 	if err != nil {
-		s.Log.Warn("backfills of a deleted device not cancelled", zap.String("serial", Clip(serial)), zap.Error(err))
+		s.Log.Warn("backfills of a deleted device not cancelled", zap.String("serial", edge.Clip(serial)), zap.Error(err))
 		return
 	}
 	for _, j := range jobs {

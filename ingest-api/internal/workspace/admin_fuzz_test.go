@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
@@ -88,25 +89,34 @@ func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
 // authenticateAdmin lets through requests with a workspace key (or the
 // bootstrap ADMIN_TOKEN) that has not expired, and notes who sent them. A
 // client address that keeps sending wrong ones is refused as one that
-// keeps failing device authentication is.
+// keeps failing device authentication is (the two listeners share the
+// count: guessing on one is refused on both).
 func (s *Server) authenticateAdmin(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		src := s.Proxies.Client(c.Request())
 		if wait, refused := s.Failures.Refused(src); refused {
-			s.refuseSource(c, wait)
-			return s.respond(c, outcome.SourceRefused, "", "", "")
+			return s.refuse(c, wait)
 		}
-		id, ok := s.AdminKeys.Authenticate(bearer(c.Request().Header.Get(echo.HeaderAuthorization)), time.Now())
+		id, ok := s.AdminKeys.Authenticate(edge.Bearer(c.Request().Header.Get(echo.HeaderAuthorization)), time.Now())
 		if !ok {
-			if wait, over := s.pastLimit(src); over {
-				s.refuseSource(c, wait)
-				return s.respond(c, outcome.SourceRefused, "", "", "")
+			if _, over := s.Failures.Fail(src); over {
+				wait, _ := s.Failures.Refused(src)
+				return s.refuse(c, wait)
 			}
-			return s.respond(c, outcome.Unauthorized, Clip(c.Param("serial")), "", "")
+			return s.respond(c, outcome.Unauthorized, edge.Clip(c.Param("serial")), "", "")
 		}
 		c.Set(identityKey, id)
 		return next(c)
 	}
+}
+
+// refuse answers a client address refused for failing too often: when to
+// come back, and the connection closed (its body, a workspace request's, is
+// not read).
+func (s *Server) refuse(c echo.Context, wait time.Duration) error {
+	edge.RetryAfter(c, wait)
+	c.Response().Header().Set(echo.HeaderConnection, "close")
+	return s.respond(c, outcome.SourceRefused, "", "", "")
 }
 
 const identityKey = "workspace.identity"
@@ -122,7 +132,7 @@ func (s *Server) requireRole(need adminkeys.Role) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			if id := caller(c); !id.Role.Allows(need) {
-				return s.respond(c, outcome.Forbidden, "", "", fmt.Sprintf("key %s has role %s; this needs %s", Clip(id.Name), id.Role, need))
+				return s.respond(c, outcome.Forbidden, "", "", fmt.Sprintf("key %s has role %s; this needs %s", edge.Clip(id.Name), id.Role, need))
 			}
 			return next(c)
 		}

@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"cmp"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/query"
 	"github.com/devicehub/eventservice/pkg/registry"
@@ -44,7 +45,7 @@ func (s *Server) listDevices(c echo.Context) error {
 	out := make([]deviceSummary, len(devs))
 	serials := make([]string, len(devs))
 	for i, d := range devs {
-		out[i] = deviceSummary{Serial: d.Serial, ConnectionType: d.ConnectionType, Inputs: orEmpty(d.Inputs), TimestampInput: d.TimestampInput}
+		out[i] = deviceSummary{Serial: d.Serial, ConnectionType: d.ConnectionType, Inputs: edge.OrEmpty(d.Inputs), TimestampInput: d.TimestampInput}
 		serials[i] = d.Serial
 	}
 	body := map[string]any{"devices": out}
@@ -85,6 +86,8 @@ type latestValue struct {
 	Value  json.RawMessage `json:"value"`
 	TS     string          `json:"ts"`
 	Serial string          `json:"serial"`
+	// ValueBytes is the size of a value left out (null) for its size.
+	ValueBytes int `json:"valueBytes,omitempty"`
 }
 
 // listEntities: GET /api/v1/admin/entities?prefix=&limit=&cursor=, the
@@ -139,7 +142,7 @@ func (s *Server) listEntities(c echo.Context) error {
 		}
 		for _, p := range resp.Points {
 			if in := at[query.EntityInput{Entity: p.Entity, Input: p.Input}]; in != nil {
-				in.Latest = &latestValue{Value: p.Value, TS: p.TS, Serial: p.Serial}
+				in.Latest = &latestValue{Value: p.Value, TS: p.TS, Serial: p.Serial, ValueBytes: p.ValueBytes}
 			}
 		}
 		pairs = pairs[n:]

@@ -1,4 +1,4 @@
-package api
+package workspace
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/devicehub/eventservice/ingest-api/internal/adminkeys"
 	"github.com/devicehub/eventservice/ingest-api/internal/audit"
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
@@ -36,6 +37,9 @@ func (s *Server) createKey(c echo.Context) error {
 	var req newKey
 	if err := decodeStrict(c, &req); err != nil {
 		return s.respond(c, outcome.BadRequest, "", "", "key must be a JSON object {name, role, expires?}: "+err.Error())
+	}
+	if dotSegment(req.Name) {
+		return s.respond(c, outcome.BadRequest, "", "", `a key's name may not be "." or "..": no URL can name it`)
 	}
 	k, secret, err := s.AdminKeys.Create(c.Request().Context(), req.Name, req.Role, req.Expires, caller(c).Name, time.Now())
 	if err != nil {
@@ -85,7 +89,7 @@ func (s *Server) listAudit(c echo.Context) error {
 	if err != nil {
 		return s.respond(c, outcome.ProcessingFailed, "", "", err.Error())
 	}
-	body := map[string]any{"records": orEmpty(recs)}
+	body := map[string]any{"records": edge.OrEmpty(recs)}
 	if next > 0 {
 		body["next"] = strconv.FormatUint(next, 10)
 	}
@@ -107,8 +111,8 @@ func (s *Server) record(c echo.Context, action, target string, before, after any
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), 5*time.Second)
 	defer cancel()
 	if err := s.Audit.Record(ctx, r); err != nil {
-		s.metrics.auditFailures.Inc()
-		s.Log.Error("audit record not kept", zap.String("action", action), zap.String("target", Clip(target)),
+		s.auditFailures.Inc()
+		s.Log.Error("audit record not kept", zap.String("action", action), zap.String("target", edge.Clip(target)),
 			zap.String("actor", id.Name), zap.String("remote", r.Source), zap.Error(err))
 	}
 }
