@@ -2,11 +2,10 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -47,24 +46,27 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	// Every copy of every program is ready (a worker copy: it pulls from
 	// its consumer), however slowly a busy machine starts them...
 	for name, addr := range s.ops {
-		s.waitOpsReady(t, name, addr, 90*time.Second)
+		s.waitOpsReady(t, name, addr)
 	}
 	// ...and both copies of each worker have pull requests waiting.
 	for _, c := range []struct{ stream, name string }{{bus.DefaultNames.EventsStream, bus.DefaultNames.MapperConsumer}, {bus.DefaultNames.MappedStream, bus.DefaultNames.WriterConsumer}} {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		seen := "no answer yet"
+		waitFor(t, "consumer "+c.name+": two copies pulling", waitStall, func() string { return s.progress() + ", consumer: " + seen }, s.dead, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
 			cons, err := js.Consumer(ctx, c.stream, c.name)
-			if err == nil {
-				var ci *jetstream.ConsumerInfo
-				if ci, err = cons.Info(ctx); err == nil && ci.NumWaiting >= 2 {
-					break
-				}
+			if err != nil {
+				seen = err.Error()
+				return false
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("consumer %s: fewer than two copies pulling (%v)", c.name, err)
+			ci, err := cons.Info(ctx)
+			if err != nil {
+				seen = err.Error()
+				return false
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			seen = fmt.Sprintf("%d pulling", ci.NumWaiting)
+			return ci.NumWaiting >= 2
+		})
 	}
 	total, at := chaosDuration()
 	l := underLoad(t, s, total, at, func() {

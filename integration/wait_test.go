@@ -1,0 +1,160 @@
+package integration
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Waiting on a busy machine. A fixed deadline ("ready within 30s") fails
+// whenever the machine is slower than whoever chose it: on a shared 2-core
+// machine with a core kept busy, starting a stack took over 30 s. waitFor
+// has no fixed deadline: it waits while the programs waited on progress
+// (log, use CPU, answer differently), fails at once when one of them died,
+// and otherwise only after a stall without any progress or waitCeiling in
+// all (a program that keeps running but never gets there).
+
+const (
+	// waitStall is how long a wait goes on without any progress.
+	waitStall = 30 * time.Second
+	// waitCeiling bounds any wait, progress or not.
+	waitCeiling = 3 * time.Minute
+	// waitPoll is how often the condition is checked, and progress
+	// (which may read /proc) once every waitSample.
+	waitPoll   = 20 * time.Millisecond
+	waitSample = time.Second
+)
+
+// waitFor polls cond until it holds. progress says where things stand (a
+// count, a size, an answer's text): while it changes the wait goes on;
+// after stall without a change, or waitCeiling in all, the test fails
+// with what and the last progress. dead, if not nil, names a reason to
+// stop at once ("" while there is none).
+func waitFor(t testing.TB, what string, stall time.Duration, progress, dead func() string, cond func() bool) {
+	t.Helper()
+	start := time.Now()
+	last, since, sampled := progress(), start, start
+	for !cond() {
+		now := time.Now()
+		if now.Sub(sampled) >= waitSample {
+			sampled = now
+			if dead != nil {
+				if why := dead(); why != "" {
+					t.Fatalf("%s: %s", what, why)
+				}
+			}
+			if p := progress(); p != last {
+				last, since = p, now
+			}
+		}
+		switch {
+		case now.Sub(since) > stall:
+			t.Fatalf("%s: no progress for %v (waited %v; %s)", what, stall, now.Sub(start).Round(time.Second), last)
+		case now.Sub(start) > max(waitCeiling, stall):
+			t.Fatalf("%s: not within %v, though progressing (%s)", what, max(waitCeiling, stall), last)
+		}
+		time.Sleep(waitPoll)
+	}
+}
+
+// progress is what the stack's programs have done so far: the bytes they
+// logged and the CPU time they used. A program on a busy machine gets CPU
+// slowly, but it gets some.
+func (s *stack) progress() string {
+	var cpu float64
+	for _, cmd := range s.procs {
+		if cmd.ProcessState == nil {
+			cpu += cpuSecs(cmd.Process.Pid)
+		}
+	}
+	return fmt.Sprintf("logs %d bytes, cpu %.2f s", s.logBytes(), cpu)
+}
+
+// childrenProgress is the CPU time this test process's children (the
+// programs of every stack it started) used so far: the progress of a wait
+// that knows no stack.
+func childrenProgress() string {
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	var cpu float64
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if ppid, _ := procField(pid, 1); ppid == strconv.Itoa(self) {
+			cpu += cpuSecs(pid)
+		}
+	}
+	return fmt.Sprintf("programs' cpu %.2f s", cpu)
+}
+
+// dead names the stack's programs that exited while no test stopped them
+// (a test that stops one waits for it: its ProcessState is set).
+func (s *stack) dead() string {
+	var out []string
+	for name, cmd := range s.procs {
+		if cmd.ProcessState != nil {
+			continue
+		}
+		if st, err := procState(cmd.Process.Pid); err != nil || st == "Z" {
+			b, _ := os.ReadFile(filepath.Join(s.logDir, name+".log"))
+			out = append(out, fmt.Sprintf("%s exited:\n%s", name, tail(b, 2000)))
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// waitOK waits until url answers 200, as long as the stack progresses;
+// what it answered last is part of the progress (a readiness check's
+// error changes as the program gets further).
+func (s *stack) waitOK(t testing.TB, what, url string) {
+	t.Helper()
+	answer := "no answer yet"
+	waitFor(t, what, waitStall, func() string { return s.progress() + ", last answer: " + answer }, s.dead, func() bool {
+		resp, err := s.http.Get(url)
+		if err != nil {
+			answer = err.Error()
+			return false
+		}
+		raw := make([]byte, 512)
+		n, _ := resp.Body.Read(raw)
+		resp.Body.Close()
+		answer = fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(raw[:n])))
+		return resp.StatusCode == http.StatusOK
+	})
+}
+
+// procState is the state letter of process pid ("R", "S", "Z"...).
+func procState(pid int) (string, error) { return procField(pid, 0) }
+
+// procField is field i of /proc/pid/stat after the command's name (0: the
+// state, 1: the parent's pid, 11 and 12: user and system CPU ticks).
+func procField(pid, i int) (string, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(f) <= i {
+		return "", fmt.Errorf("process %d: no field %d", pid, i)
+	}
+	return f[i], nil
+}
+
+// cpuSecs is the CPU time process pid used so far (0 when it is gone).
+func cpuSecs(pid int) float64 {
+	user, err1 := procField(pid, 11)
+	sys, err2 := procField(pid, 12)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(user, 64)
+	s, _ := strconv.ParseFloat(sys, 64)
+	return (u + s) / 100 // clock ticks (USER_HZ)
+}
