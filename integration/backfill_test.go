@@ -32,26 +32,29 @@ func (s *stack) startBackfill(t *testing.T, serial, body string, status int) bac
 	return v
 }
 
-// waitBackfill polls the device's backfills until id is finished.
+// waitBackfill polls the device's backfills until id is finished, as
+// long as it progresses (waitFor: its counts are part of the progress).
 func (s *stack) waitBackfill(t *testing.T, serial, id string) backfillView {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var done backfillView
+	var last []byte
+	waitFor(t, "backfill "+id+" finished", waitStall, func() string { return s.progress() + ", backfills " + string(last) }, s.dead, func() bool {
+		time.Sleep(200 * time.Millisecond) // a page takes longer
 		r := s.admin(t, http.MethodGet, "/devices/"+serial+"/backfills", "")
 		var list struct{ Backfills []backfillView }
 		if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &list) != nil {
 			t.Fatalf("list backfills: %d %s", r.Status, r.Raw)
 		}
+		last = r.Raw
 		for _, v := range list.Backfills {
 			if v.ID == id && v.State != "queued" && v.State != "running" {
-				return v
+				done = v
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backfill %s not finished in 90 s: %s", id, r.Raw)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return false
+	})
+	return done
 }
 
 // A firmware update renames temp to temperature mid-stream: the renamed

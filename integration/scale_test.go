@@ -2,10 +2,11 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -52,20 +53,9 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	for _, c := range []struct{ stream, name string }{{bus.DefaultNames.EventsStream, bus.DefaultNames.MapperConsumer}, {bus.DefaultNames.MappedStream, bus.DefaultNames.WriterConsumer}} {
 		seen := "no answer yet"
 		waitFor(t, "consumer "+c.name+": two copies pulling", waitStall, func() string { return s.progress() + ", consumer: " + seen }, s.dead, func() bool {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			cons, err := js.Consumer(ctx, c.stream, c.name)
-			if err != nil {
-				seen = err.Error()
-				return false
-			}
-			ci, err := cons.Info(ctx)
-			if err != nil {
-				seen = err.Error()
-				return false
-			}
-			seen = fmt.Sprintf("%d pulling", ci.NumWaiting)
-			return ci.NumWaiting >= 2
+			var ci *jetstream.ConsumerInfo
+			ci, seen = consumerInfo(js, c.stream, c.name)
+			return ci != nil && ci.NumWaiting >= 2
 		})
 	}
 	total, at := chaosDuration()

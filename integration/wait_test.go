@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -9,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 // Waiting on a busy machine. A fixed deadline ("ready within 30s") fails
@@ -157,4 +162,35 @@ func cpuSecs(pid int) float64 {
 	u, _ := strconv.ParseFloat(user, 64)
 	s, _ := strconv.ParseFloat(sys, 64)
 	return (u + s) / 100 // clock ticks (USER_HZ)
+}
+
+// waitConsumed waits until consumer of stream has every message it was
+// given settled (acknowledged or terminated) and none waiting: what a
+// test that asserts that nothing more happens waits for, instead of a
+// fixed sleep that a busy machine outlasts.
+func (s *stack) waitConsumed(t *testing.T, stream, consumer string) {
+	t.Helper()
+	js := testenv.OperatorJS(t, s.nats.Server().ClientURL())
+	state := "no answer yet"
+	waitFor(t, consumer+" consumed "+stream, waitStall, func() string { return s.progress() + ", " + state }, s.dead, func() bool {
+		var ci *jetstream.ConsumerInfo
+		ci, state = consumerInfo(js, stream, consumer)
+		return ci != nil && ci.NumPending == 0 && ci.NumAckPending == 0
+	})
+}
+
+// consumerInfo is the state of a stream's consumer, and the same in words
+// (or what kept it from being read).
+func consumerInfo(js jetstream.JetStream, stream, consumer string) (*jetstream.ConsumerInfo, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := js.Consumer(ctx, stream, consumer)
+	if err != nil {
+		return nil, err.Error()
+	}
+	ci, err := c.Info(ctx)
+	if err != nil {
+		return nil, err.Error()
+	}
+	return ci, fmt.Sprintf("%d pending, %d in flight, %d pulling", ci.NumPending, ci.NumAckPending, ci.NumWaiting)
 }
