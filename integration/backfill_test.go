@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 // backfillView is a backfill as the workspace API shows it.
@@ -33,12 +35,12 @@ func (s *stack) startBackfill(t *testing.T, serial, body string, status int) bac
 }
 
 // waitBackfill polls the device's backfills until id is finished, as
-// long as it progresses (waitFor: its counts are part of the progress).
+// long as it progresses (testenv.WaitFor: its counts are part of the progress).
 func (s *stack) waitBackfill(t *testing.T, serial, id string) backfillView {
 	t.Helper()
 	var done backfillView
 	var last []byte
-	waitFor(t, "backfill "+id+" finished", waitStall, func() string { return s.progress() + ", backfills " + string(last) }, s.dead, func() bool {
+	testenv.WaitFor(t, "backfill "+id+" finished", testenv.WaitStall, func() string { return s.progress() + ", backfills " + string(last) }, s.dead, func() bool {
 		time.Sleep(200 * time.Millisecond) // a page takes longer
 		r := s.admin(t, http.MethodGet, "/devices/"+serial+"/backfills", "")
 		var list struct{ Backfills []backfillView }

@@ -41,7 +41,7 @@ func (s *stack) deadLetters(t *testing.T, args ...string) []map[string]any {
 
 // waitReplayStored waits for a replay to be stored (or answered, as stored
 // gives). A replay is consumed like any message, behind whatever the
-// writer holds; on a loaded machine that can take seconds (waitFor). When
+// writer holds; on a loaded machine that can take seconds (testenv.WaitFor). When
 // it is not stored, the writer's consumer and counters are reported, to
 // tell a lost replay from a slow one.
 func (s *stack) waitReplayStored(t *testing.T, stored func() bool) {
@@ -63,7 +63,7 @@ func (s *stack) waitReplayStored(t *testing.T, stored func() bool) {
 			}
 		}
 	}()
-	waitFor(t, "the replayed dead letter stored", waitStall, s.progress, s.dead, stored)
+	testenv.WaitFor(t, "the replayed dead letter stored", testenv.WaitStall, s.progress, s.dead, stored)
 }
 
 // An event the table rejects for good is answered "failed to store" and

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 // diagView is the part of GET /devices/{serial}/diagnostics the tests read.
@@ -134,7 +136,7 @@ func TestDeviceDiagnostics(t *testing.T) {
 	wantCounts := "invalid_data=2/2 invalid_format=0/1 invalid_token=3/3 partly_stored=1/0 payload_too_large=1/0 stored=6/8"
 	var d diagView
 	// Reports go every 10 s: a stall of 45 s without a change is none.
-	waitFor(t, "diag-1 counts "+wantCounts+" and two keys", 45*time.Second, func() string { return fmt.Sprintf("counts %q, keys %+v", d.counts(), d.Keys) }, s.dead, func() bool {
+	testenv.WaitFor(t, "diag-1 counts "+wantCounts+" and two keys", 45*time.Second, func() string { return fmt.Sprintf("counts %q, keys %+v", d.counts(), d.Keys) }, s.dead, func() bool {
 		time.Sleep(time.Second)
 		d = s.diagnostics(t, "diag-1")
 		return d.counts() == wantCounts && len(d.Keys) == 2
@@ -178,7 +180,7 @@ func TestDeviceDiagnostics(t *testing.T) {
 
 	wantB := fmt.Sprintf("rate_limited=%d/%d stored=%d/%d", limited, limited, stored, stored)
 	var m, b string
-	waitFor(t, "diag-m mqtt_device=2/2 and diag-b "+wantB, 45*time.Second, func() string { return fmt.Sprintf("diag-m %q, diag-b %q", m, b) }, s.dead, func() bool {
+	testenv.WaitFor(t, "diag-m mqtt_device=2/2 and diag-b "+wantB, 45*time.Second, func() string { return fmt.Sprintf("diag-m %q, diag-b %q", m, b) }, s.dead, func() bool {
 		time.Sleep(time.Second)
 		m, b = s.diagnostics(t, "diag-m").counts(), s.diagnostics(t, "diag-b").counts()
 		return m == "mqtt_device=2/2" && b == wantB

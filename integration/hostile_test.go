@@ -157,7 +157,7 @@ func (f *fleet) waitAnswered(t *testing.T, to time.Time) {
 		}
 		return n
 	}
-	waitFor(t, "the fleet's requests answered", waitStall, func() string { return fmt.Sprintf("%d of %d answered", answered(), due) }, nil,
+	testenv.WaitFor(t, "the fleet's requests answered", testenv.WaitStall, func() string { return fmt.Sprintf("%d of %d answered", answered(), due) }, nil,
 		func() bool { return answered() >= due })
 }
 

@@ -36,10 +36,10 @@ func (s *stack) onlyValue(t *testing.T, entity string) string {
 }
 
 // retryUntilStored posts as a field device does: again on 503, as long as
-// the stack progresses (waitFor).
+// the stack progresses (testenv.WaitFor).
 func (s *stack) retryUntilStored(t *testing.T, body string, header map[string]string) {
 	t.Helper()
-	waitFor(t, "a retry stored", waitStall, s.progress, s.dead, func() bool {
+	testenv.WaitFor(t, "a retry stored", testenv.WaitStall, s.progress, s.dead, func() bool {
 		r := s.post(t, body, header)
 		if r.Status == 200 {
 			expect(t, r, 200, storedMsg, "")

@@ -52,7 +52,7 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	// ...and both copies of each worker have pull requests waiting.
 	for _, c := range []struct{ stream, name string }{{bus.DefaultNames.EventsStream, bus.DefaultNames.MapperConsumer}, {bus.DefaultNames.MappedStream, bus.DefaultNames.WriterConsumer}} {
 		seen := "no answer yet"
-		waitFor(t, "consumer "+c.name+": two copies pulling", waitStall, func() string { return s.progress() + ", consumer: " + seen }, s.dead, func() bool {
+		testenv.WaitFor(t, "consumer "+c.name+": two copies pulling", testenv.WaitStall, func() string { return s.progress() + ", consumer: " + seen }, s.dead, func() bool {
 			var ci *jetstream.ConsumerInfo
 			ci, seen = consumerInfo(js, c.stream, c.name)
 			return ci != nil && ci.NumWaiting >= 2

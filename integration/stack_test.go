@@ -201,7 +201,7 @@ func tail(b []byte, n int) []byte {
 }
 
 // waitReady waits for every ingest-api copy to be ready, as long as the
-// stack progresses (waitFor).
+// stack progresses (testenv.WaitFor).
 func (s *stack) waitReady() {
 	s.t.Helper()
 	for _, base := range s.bases {
@@ -278,7 +278,7 @@ func (s *stack) count(t testing.TB, where string, args ...any) uint64 {
 }
 
 // waitOpsReady waits until the program's operations listener answers
-// /readyz with 200, as long as the stack progresses (waitFor).
+// /readyz with 200, as long as the stack progresses (testenv.WaitFor).
 func (s *stack) waitOpsReady(t *testing.T, name, addr string) {
 	t.Helper()
 	s.waitOK(t, name+" ready", "http://"+addr+"/readyz")

@@ -16,57 +16,6 @@ import (
 	"github.com/devicehub/eventservice/integration/testenv"
 )
 
-// Waiting on a busy machine. A fixed deadline ("ready within 30s") fails
-// whenever the machine is slower than whoever chose it: on a shared 2-core
-// machine with a core kept busy, starting a stack took over 30 s. waitFor
-// has no fixed deadline: it waits while the programs waited on progress
-// (log, use CPU, answer differently), fails at once when one of them died,
-// and otherwise only after a stall without any progress or waitCeiling in
-// all (a program that keeps running but never gets there).
-
-const (
-	// waitStall is how long a wait goes on without any progress.
-	waitStall = 30 * time.Second
-	// waitCeiling bounds any wait, progress or not.
-	waitCeiling = 3 * time.Minute
-	// waitPoll is how often the condition is checked, and progress
-	// (which may read /proc) once every waitSample.
-	waitPoll   = 20 * time.Millisecond
-	waitSample = time.Second
-)
-
-// waitFor polls cond until it holds. progress says where things stand (a
-// count, a size, an answer's text): while it changes the wait goes on;
-// after stall without a change, or waitCeiling in all, the test fails
-// with what and the last progress. dead, if not nil, names a reason to
-// stop at once ("" while there is none).
-func waitFor(t testing.TB, what string, stall time.Duration, progress, dead func() string, cond func() bool) {
-	t.Helper()
-	start := time.Now()
-	last, since, sampled := progress(), start, start
-	for !cond() {
-		now := time.Now()
-		if now.Sub(sampled) >= waitSample {
-			sampled = now
-			if dead != nil {
-				if why := dead(); why != "" {
-					t.Fatalf("%s: %s", what, why)
-				}
-			}
-			if p := progress(); p != last {
-				last, since = p, now
-			}
-		}
-		switch {
-		case now.Sub(since) > stall:
-			t.Fatalf("%s: no progress for %v (waited %v; %s)", what, stall, now.Sub(start).Round(time.Second), last)
-		case now.Sub(start) > max(waitCeiling, stall):
-			t.Fatalf("%s: not within %v, though progressing (%s)", what, max(waitCeiling, stall), last)
-		}
-		time.Sleep(waitPoll)
-	}
-}
-
 // progress is what the stack's programs have done so far: the bytes they
 // logged and the CPU time they used. A program on a busy machine gets CPU
 // slowly, but it gets some.
@@ -121,7 +70,7 @@ func (s *stack) dead() string {
 func (s *stack) waitOK(t testing.TB, what, url string) {
 	t.Helper()
 	answer := "no answer yet"
-	waitFor(t, what, waitStall, func() string { return s.progress() + ", last answer: " + answer }, s.dead, func() bool {
+	testenv.WaitFor(t, what, testenv.WaitStall, func() string { return s.progress() + ", last answer: " + answer }, s.dead, func() bool {
 		resp, err := s.http.Get(url)
 		if err != nil {
 			answer = err.Error()
@@ -172,7 +121,7 @@ func (s *stack) waitConsumed(t *testing.T, stream, consumer string) {
 	t.Helper()
 	js := testenv.OperatorJS(t, s.nats.Server().ClientURL())
 	state := "no answer yet"
-	waitFor(t, consumer+" consumed "+stream, waitStall, func() string { return s.progress() + ", " + state }, s.dead, func() bool {
+	testenv.WaitFor(t, consumer+" consumed "+stream, testenv.WaitStall, func() string { return s.progress() + ", " + state }, s.dead, func() bool {
 		var ci *jetstream.ConsumerInfo
 		ci, state = consumerInfo(js, stream, consumer)
 		return ci != nil && ci.NumPending == 0 && ci.NumAckPending == 0
