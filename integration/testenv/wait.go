@@ -20,7 +20,8 @@ const (
 	// WaitCeiling bounds any wait, progress or not.
 	WaitCeiling = 3 * time.Minute
 	// pollEvery is how often the condition is checked, and progress
-	// (which may read /proc) once every sampleEvery.
+	// (which may read /proc) once every sampleEvery (or a quarter of the
+	// stall, if shorter).
 	pollEvery   = 20 * time.Millisecond
 	sampleEvery = time.Second
 )
@@ -34,9 +35,11 @@ func WaitFor(t testing.TB, what string, stall time.Duration, progress, dead func
 	t.Helper()
 	start := time.Now()
 	last, since, sampled := progress(), start, start
+	every := min(sampleEvery, stall/4)
 	for !cond() {
 		now := time.Now()
-		if now.Sub(sampled) >= sampleEvery {
+		// Sampled before any verdict too: cond itself may have taken long.
+		if now.Sub(sampled) >= every || now.Sub(since) > stall {
 			sampled = now
 			if dead != nil {
 				if why := dead(); why != "" {
