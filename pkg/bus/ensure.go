@@ -19,12 +19,23 @@ import (
 
 // EnsureStream creates the stream sc describes, or opens it as it is when
 // it exists with another configuration, logging each difference.
+// An existing stream is looked up before anything is created: the server
+// checks a create's storage reservation before it finds the stream exists,
+// so creating an existing stream on a store that holds it (but not a
+// second copy of its limit) is refused for want of storage. A create that
+// fails because another copy created the stream meanwhile opens that one.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig, log *zap.Logger) (jetstream.Stream, error) {
-	st, err := js.CreateStream(ctx, sc)
-	if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		return st, err
-	}
-	if st, err = js.Stream(ctx, sc.Name); err != nil {
+	st, err := js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = js.CreateStream(ctx, sc)
+		if err == nil {
+			return st, nil
+		}
+		var again error
+		if st, again = js.Stream(ctx, sc.Name); again != nil {
+			return nil, err
+		}
+	} else if err != nil {
 		return nil, err
 	}
 	reportDifferences(sc, st.CachedInfo().Config, log)
