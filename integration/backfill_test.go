@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 // backfillView is a backfill as the workspace API shows it.
@@ -32,26 +34,29 @@ func (s *stack) startBackfill(t *testing.T, serial, body string, status int) bac
 	return v
 }
 
-// waitBackfill polls the device's backfills until id is finished.
+// waitBackfill polls the device's backfills until id is finished, as
+// long as it progresses (testenv.WaitFor: its counts are part of the progress).
 func (s *stack) waitBackfill(t *testing.T, serial, id string) backfillView {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var done backfillView
+	var last []byte
+	testenv.WaitFor(t, "backfill "+id+" finished", testenv.WaitStall, func() string { return s.progress() + ", backfills " + string(last) }, s.dead, func() bool {
+		time.Sleep(200 * time.Millisecond) // a page takes longer
 		r := s.admin(t, http.MethodGet, "/devices/"+serial+"/backfills", "")
 		var list struct{ Backfills []backfillView }
 		if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &list) != nil {
 			t.Fatalf("list backfills: %d %s", r.Status, r.Raw)
 		}
+		last = r.Raw
 		for _, v := range list.Backfills {
 			if v.ID == id && v.State != "queued" && v.State != "running" {
-				return v
+				done = v
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backfill %s not finished in 90 s: %s", id, r.Raw)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return false
+	})
+	return done
 }
 
 // A firmware update renames temp to temperature mid-stream: the renamed
@@ -215,12 +220,13 @@ func TestBackfillMovesToAnotherCopy(t *testing.T) {
 	}
 	bf := s.startBackfill(t, serial, fmt.Sprintf(`{"from":%q}`, start.Format(time.RFC3339)), http.StatusAccepted)
 	// Stop the copy that runs it once it is under way.
-	deadline := time.Now().Add(60 * time.Second)
 	running := ""
-	for running == "" {
+	var seen []byte
+	testenv.WaitFor(t, "the backfill under way", 60*time.Second, func() string { return s.progress() + ", backfills " + string(seen) }, s.dead, func() bool {
 		r := s.admin(t, http.MethodGet, "/devices/"+serial+"/backfills", "")
 		var list struct{ Backfills []backfillView }
 		_ = json.Unmarshal(r.Raw, &list)
+		seen = r.Raw
 		if len(list.Backfills) == 1 && list.Backfills[0].State == "running" && list.Backfills[0].Messages > 0 {
 			for _, name := range []string{"writer-worker", "writer-worker.2"} {
 				if b, _ := os.ReadFile(filepath.Join(s.logDir, name+".log")); strings.Contains(string(b), "backfill running") {
@@ -228,11 +234,8 @@ func TestBackfillMovesToAnotherCopy(t *testing.T) {
 				}
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the backfill did not get under way: %s", r.Raw)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return running != ""
+	})
 	s.kill(t, running, os.Interrupt)
 	other := map[string]string{"writer-worker": "writer-worker.2", "writer-worker.2": "writer-worker"}[running]
 	done := s.waitBackfill(t, serial, bf.ID)
@@ -251,17 +254,14 @@ func TestBackfillMovesToAnotherCopy(t *testing.T) {
 	// A running backfill cancelled stops after its page: a second pass over
 	// the range (everything already stored) is cancelled once under way.
 	again := s.startBackfill(t, serial, fmt.Sprintf(`{"from":%q}`, start.Format(time.RFC3339)), http.StatusAccepted)
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testenv.WaitFor(t, "the second backfill under way", 60*time.Second, func() string { return s.progress() + ", backfills " + string(seen) }, s.dead, func() bool {
 		r := s.admin(t, http.MethodGet, "/devices/"+serial+"/backfills", "")
 		var list struct{ Backfills []backfillView }
 		_ = json.Unmarshal(r.Raw, &list)
-		if v := list.Backfills[0]; v.ID == again.ID && v.State == "running" && v.Messages > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second backfill did not get under way: %s", r.Raw)
-		}
-	}
+		seen = r.Raw
+		v := list.Backfills[0]
+		return v.ID == again.ID && v.State == "running" && v.Messages > 0
+	})
 	r := s.admin(t, http.MethodDelete, "/devices/"+serial+"/backfills/"+again.ID, "")
 	var asked backfillView
 	if r.Status != http.StatusOK || json.Unmarshal(r.Raw, &asked) != nil || !asked.CancelRequested || asked.State != "running" {

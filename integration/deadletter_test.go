@@ -40,15 +40,14 @@ func (s *stack) deadLetters(t *testing.T, args ...string) []map[string]any {
 }
 
 // waitReplayStored waits for a replay to be stored (or answered, as stored
-// gives). A replay is consumed
-// like any message, behind whatever the writer holds; on a loaded machine
-// that can take seconds. When it is not stored in 30 s the writer's
-// consumer and counters are reported, to tell a lost replay from a slow one.
+// gives). A replay is consumed like any message, behind whatever the
+// writer holds; on a loaded machine that can take seconds (testenv.WaitFor). When
+// it is not stored, the writer's consumer and counters are reported, to
+// tell a lost replay from a slow one.
 func (s *stack) waitReplayStored(t *testing.T, stored func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !stored() {
-		if time.Now().After(deadline) {
+	defer func() {
+		if t.Failed() {
 			js := testenv.OperatorJS(t, s.nats.Server().ClientURL())
 			names := namesIn(s.env)
 			if c, err := js.Consumer(context.Background(), names.MappedStream, names.WriterConsumer); err == nil {
@@ -62,10 +61,9 @@ func (s *stack) waitReplayStored(t *testing.T, stored func() bool) {
 					t.Logf("%s %v", k, v)
 				}
 			}
-			t.Fatal("the replayed dead letter was not stored within 30s")
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	testenv.WaitFor(t, "the replayed dead letter stored", testenv.WaitStall, s.progress, s.dead, stored)
 }
 
 // An event the table rejects for good is answered "failed to store" and
@@ -160,7 +158,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 		t.Fatalf("second replay report %v", rep)
 	}
 	s.waitReplayStored(t, func() bool { return s.scrape(t, "writer-worker")["writer_worker_keyed_repeats_total"] >= 1 })
-	time.Sleep(500 * time.Millisecond)
+	s.waitConsumed(t, namesIn(s.env).MappedStream, namesIn(s.env).WriterConsumer)
 	if n := longValues(); n != 1 {
 		t.Fatalf("after two replays dev-long has %d values, want 1", n)
 	}

@@ -35,22 +35,22 @@ func (s *stack) onlyValue(t *testing.T, entity string) string {
 	return v
 }
 
-// retryUntilStored posts as a field device does: again on 503, for at most
-// ten seconds.
+// retryUntilStored posts as a field device does: again on 503, as long as
+// the stack progresses (testenv.WaitFor).
 func (s *stack) retryUntilStored(t *testing.T, body string, header map[string]string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.WaitFor(t, "a retry stored", testenv.WaitStall, s.progress, s.dead, func() bool {
 		r := s.post(t, body, header)
 		if r.Status == 200 {
 			expect(t, r, 200, storedMsg, "")
-			return
+			return true
 		}
-		if r.Status != 503 || time.Now().After(deadline) {
+		if r.Status != 503 {
 			t.Fatalf("retry: %d %s", r.Status, r.Raw)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		time.Sleep(200 * time.Millisecond) // a device's pace
+		return false
+	})
 }
 
 func TestIdempotencyKey(t *testing.T) {
@@ -231,7 +231,7 @@ func TestKeyedRetryOnAnotherCopyWhileTheFirstIsInFlight(t *testing.T) {
 	other.base = second
 	r := other.post(t, `{"serial":"dev-KF","data":{"t":2}}`, keyHeader("tok-5f0c2b9e71d4-KF", "key-f"))
 	expect(t, r, 503, "Failed to process message", r.Body["error"].(string))
-	time.Sleep(300 * time.Millisecond)
+	s.waitConsumed(t, bus.DefaultNames.EventsStream, bus.DefaultNames.MapperConsumer)
 	if ev, mp, cl := msgs(bus.DefaultNames.EventsStream), msgs(bus.DefaultNames.MappedStream), msgs(bus.DefaultNames.ClaimsStream); ev != 0 || mp != 1 || cl != 1 {
 		t.Fatalf("after the retry: %d events, %d envelopes, %d claims; want 0, 1, 1", ev, mp, cl)
 	}

@@ -40,7 +40,7 @@ func pause() bool {
 // request does both.
 func TestWrongTokensDoNotKeepADeviceAlive(t *testing.T) {
 	s := startStack(t)
-	if r := s.admin(t, http.MethodPut, "/devices/live-1", `{"accessToken":"tok-live-1","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`); r.Status != http.StatusOK {
+	if r := s.admin(t, http.MethodPut, "/devices/live-1", `{"accessToken":"tok-5f0c2b9e71d4-live-1","inputs":[{"name":"temp","entity":"room","entityInput":"temp"}]}`); r.Status != http.StatusOK {
 		t.Fatalf("PUT live-1: %d %s", r.Status, r.Raw)
 	}
 	// Its history: a request a minute for 8 hours, the last 2 hours ago.
@@ -84,7 +84,7 @@ func TestWrongTokensDoNotKeepADeviceAlive(t *testing.T) {
 
 	// The device itself.
 	sent := time.Now()
-	if r := s.post(t, `{"serial":"live-1","data":{"temp":1}}`, map[string]string{"Authorization": "Bearer tok-live-1"}); r.Status != http.StatusOK {
+	if r := s.post(t, `{"serial":"live-1","data":{"temp":1}}`, map[string]string{"Authorization": "Bearer tok-5f0c2b9e71d4-live-1"}); r.Status != http.StatusOK {
 		t.Fatalf("right token: %d %s", r.Status, r.Raw)
 	}
 	eventually(t, 30*time.Second, func() bool {

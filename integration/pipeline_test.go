@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 const (
@@ -19,16 +21,12 @@ const (
 	userJWT  = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ1c2VyLTEifQ.c2lnbmF0dXJl"
 )
 
-// eventually polls cond every 20 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool) {
+// eventually waits for cond (testenv.WaitFor): stall is how long it may go
+// without the programs of the test using any CPU, which on an idle machine
+// is also about how long cond takes at most.
+func eventually(t *testing.T, stall time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, "condition", stall, childrenProgress, nil, cond)
 }
 
 func bearer(tok string) map[string]string { return map[string]string{"Authorization": "Bearer " + tok} }

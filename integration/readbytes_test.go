@@ -19,7 +19,7 @@ import (
 // their share, naming their size.
 func TestLargeValuesAreReadInBoundedPages(t *testing.T) {
 	s := startStack(t)
-	if r := s.admin(t, http.MethodPut, "/devices/big-1", `{"accessToken":"tok-big-1","inputs":[{"name":"blob","entity":"bulk","entityInput":"blob"}]}`); r.Status != http.StatusOK {
+	if r := s.admin(t, http.MethodPut, "/devices/big-1", `{"accessToken":"tok-5f0c2b9e71d4-big-1","inputs":[{"name":"blob","entity":"bulk","entityInput":"blob"}]}`); r.Status != http.StatusOK {
 		t.Fatalf("PUT big-1: %d %s", r.Status, r.Raw)
 	}
 	// 15 readings of 600 KB, a second apart: 9 MB, over the 8 MB a NATS
@@ -28,7 +28,7 @@ func TestLargeValuesAreReadInBoundedPages(t *testing.T) {
 	start := time.Now().Add(-time.Minute).Truncate(time.Second)
 	for i := range n {
 		body := fmt.Sprintf(`{"serial":"big-1","ts":%d,"data":{"blob":"%02d%s"}}`, start.Add(time.Duration(i)*time.Second).UnixMilli(), i, strings.Repeat("x", size-2))
-		if r := s.post(t, body, bearer("tok-big-1")); r.Status != http.StatusOK {
+		if r := s.post(t, body, bearer("tok-5f0c2b9e71d4-big-1")); r.Status != http.StatusOK {
 			t.Fatalf("post %d: %d %s", i, r.Status, r.Raw)
 		}
 	}

@@ -47,24 +47,16 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	// Every copy of every program is ready (a worker copy: it pulls from
 	// its consumer), however slowly a busy machine starts them...
 	for name, addr := range s.ops {
-		s.waitOpsReady(t, name, addr, 90*time.Second)
+		s.waitOpsReady(t, name, addr)
 	}
 	// ...and both copies of each worker have pull requests waiting.
 	for _, c := range []struct{ stream, name string }{{bus.DefaultNames.EventsStream, bus.DefaultNames.MapperConsumer}, {bus.DefaultNames.MappedStream, bus.DefaultNames.WriterConsumer}} {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			cons, err := js.Consumer(ctx, c.stream, c.name)
-			if err == nil {
-				var ci *jetstream.ConsumerInfo
-				if ci, err = cons.Info(ctx); err == nil && ci.NumWaiting >= 2 {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("consumer %s: fewer than two copies pulling (%v)", c.name, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		seen := "no answer yet"
+		testenv.WaitFor(t, "consumer "+c.name+": two copies pulling", testenv.WaitStall, func() string { return s.progress() + ", consumer: " + seen }, s.dead, func() bool {
+			var ci *jetstream.ConsumerInfo
+			ci, seen = consumerInfo(js, c.stream, c.name)
+			return ci != nil && ci.NumWaiting >= 2
+		})
 	}
 	total, at := chaosDuration()
 	l := underLoad(t, s, total, at, func() {

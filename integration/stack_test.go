@@ -205,24 +205,12 @@ func tail(b []byte, n int) []byte {
 	return b
 }
 
-// waitReady waits for every ingest-api copy to be ready.
+// waitReady waits for every ingest-api copy to be ready, as long as the
+// stack progresses (testenv.WaitFor).
 func (s *stack) waitReady() {
 	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	for _, base := range s.bases {
-		for {
-			resp, err := s.http.Get(base + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			if time.Now().After(deadline) {
-				s.t.Fatalf("ingest-api at %s not ready within 30s", base)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		s.waitOK(s.t, "ingest-api at "+base+" ready", base+"/readyz")
 	}
 }
 
@@ -302,21 +290,8 @@ func (s *stack) count(t testing.TB, where string, args ...any) uint64 {
 }
 
 // waitOpsReady waits until the program's operations listener answers
-// /readyz with 200.
-func (s *stack) waitOpsReady(t *testing.T, name, addr string, timeout time.Duration) {
+// /readyz with 200, as long as the stack progresses (testenv.WaitFor).
+func (s *stack) waitOpsReady(t *testing.T, name, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		resp, err := s.http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %s (%v)", name, timeout, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	s.waitOK(t, name+" ready", "http://"+addr+"/readyz")
 }

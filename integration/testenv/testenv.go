@@ -250,22 +250,21 @@ func NATSCluster(t testing.TB, n int) []*NATSServer {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	last := "no answer yet"
+	WaitFor(t, "NATS cluster: a replicated stream", 60*time.Second, func() string { return last }, nil, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
 		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "testenv_probe", Subjects: []string{"testenv.probe"}, Replicas: n})
 		if err == nil {
 			err = js.DeleteStream(ctx, "testenv_probe")
 		}
-		cancel()
-		if err == nil {
-			return nodes
+		if err != nil {
+			last = err.Error()
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("NATS cluster: no replicated stream within 60s: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err == nil
+	})
+	return nodes
 }
 
 // ClientURL is the server's client address.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -198,6 +199,42 @@ func TestGuessingAddressIsRefused(t *testing.T) {
 	resp2, b := postTo(t, srv.URL+"/api/v1/deviceapi/event", []byte(`{"serial":"dev-1","data":{"temp":1}}`), map[string]string{"Authorization": "Bearer tok-1"})
 	if resp2.StatusCode != 503 || b.Error != "too many requests in flight, retry later" {
 		t.Fatalf("the device under attack: %d %+v", resp2.StatusCode, b)
+	}
+}
+
+// A refused address that stalls a large body is answered when its first
+// refuseDiscard bytes stop arriving (after bodyGrace), not at once: an
+// attacker reconnecting after each answer comes back once per grace per
+// connection, as a stalled small body does, not as fast as it can dial. A
+// refused address whose small body has arrived is answered at once.
+func TestRefusedStalledBodyWaitsForTheGrace(t *testing.T) {
+	failures := guard.NewFailures(1, time.Minute)
+	srv, _ := frontServer(t, Deps{Failures: failures, Limits: Limits{BodyMinRate: 16 << 10}})
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	failures.Fail(netip.MustParseAddr("127.0.0.2"))
+	for _, c := range []struct {
+		length, sent int
+		stalled      bool
+	}{{1 << 20, 1 << 10, true}, {4 << 10, 1 << 10, true}, {1 << 10, 1 << 10, false}} {
+		conn, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}).Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+		start := time.Now()
+		fmt.Fprintf(conn, "POST /api/v1/deviceapi/event HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", c.length, bytes.Repeat([]byte("a"), c.sent))
+		resp, b := answer(t, conn)
+		took := time.Since(start)
+		conn.Close()
+		if resp.StatusCode != 429 || b.Error != "Too many failed authentications from this address" || resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%d of %d bytes: %d %+v, want 429 with Retry-After", c.sent, c.length, resp.StatusCode, b)
+		}
+		if c.stalled && (took < bodyGrace-100*time.Millisecond || !resp.Close) {
+			t.Fatalf("%d of %d bytes, stalled: answered after %v (close %v), want after the %v grace, closed", c.sent, c.length, took, resp.Close, bodyGrace)
+		}
+		if !c.stalled && (took >= bodyGrace || resp.Close) {
+			t.Fatalf("a whole small body: answered after %v (close %v), want at once, kept open", took, resp.Close)
+		}
 	}
 }
 
