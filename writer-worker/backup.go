@@ -23,7 +23,7 @@ const backupUsage = `usage: writer-worker backup  -dir DIR
 
 backup writes, while ingestion runs, the device registry, the workspace keys
 and the audit trail (NATS) and the readings, raw messages, idempotency
-records and diagnostics (ClickHouse) into DIR: everything answered stored
+records, diagnostics and recorded retention periods (ClickHouse) into DIR: everything answered stored
 before it began is in it. restore loads such a directory into a fresh
 deployment (empty tables and streams, the backup's NATS_PREFIX) before its
 programs start; the rollups are computed again when writer-worker starts. Both take the worker's NATS

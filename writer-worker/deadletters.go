@@ -109,6 +109,13 @@ func subcommand(args []string) bool {
 		}
 		return true
 	}
+	if len(args) > 0 && args[0] == "retention" {
+		if err := retentionCommand(args[1:], os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "writer-worker retention:", err)
+			os.Exit(1)
+		}
+		return true
+	}
 	if len(args) == 0 || args[0] != "dead-letters" {
 		return false
 	}

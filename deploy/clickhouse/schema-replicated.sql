@@ -162,3 +162,13 @@ ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/device_events.rollup_di
 PARTITION BY toYYYYMMDD(toDateTime(intDiv(marked_ns, 1000000000), 'UTC'))
 ORDER BY marked_ns;
 
+CREATE TABLE IF NOT EXISTS device_events.retention_periods
+(
+    kind       String,
+    period_ns  Int64,
+    set_ns     Int64,
+    source     String
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/device_events.retention_periods', '{replica}')
+ORDER BY (kind, set_ns);
+

@@ -64,7 +64,7 @@ func Parse(s string) (Periods, error) {
 		if !ok || !slices.Contains(kinds, kind) {
 			return nil, fmt.Errorf("%q: want kind=period, kind one of %v", item, kinds)
 		}
-		d, err := parsePeriod(strings.TrimSpace(v))
+		d, err := ParsePeriod(strings.TrimSpace(v))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", kind, err)
 		}
@@ -79,7 +79,8 @@ func Parse(s string) (Periods, error) {
 	return p, nil
 }
 
-func parsePeriod(v string) (time.Duration, error) {
+// ParsePeriod reads one period: "90d", "1y", or in Go's units ("36h").
+func ParsePeriod(v string) (time.Duration, error) {
 	for suffix, unit := range map[string]time.Duration{"d": Day, "y": Year} {
 		if n, ok := strings.CutSuffix(v, suffix); ok {
 			f, err := strconv.ParseFloat(n, 64)
@@ -103,17 +104,21 @@ func (p Periods) String() string {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		d := p[k]
-		switch {
-		case d%Year == 0:
-			fmt.Fprintf(&b, "%s=%dy", k, d/Year)
-		case d%Day == 0:
-			fmt.Fprintf(&b, "%s=%dd", k, d/Day)
-		default:
-			fmt.Fprintf(&b, "%s=%s", k, d)
-		}
+		fmt.Fprintf(&b, "%s=%s", k, FormatPeriod(p[k]))
 	}
 	return b.String()
+}
+
+// FormatPeriod writes d as ParsePeriod reads it, in whole years, days or
+// Go's units.
+func FormatPeriod(d time.Duration) string {
+	switch {
+	case d%Year == 0:
+		return fmt.Sprintf("%dy", d/Year)
+	case d%Day == 0:
+		return fmt.Sprintf("%dd", d/Day)
+	}
+	return d.String()
 }
 
 // Config is the RETENTION setting, for the programs that enforce it.

@@ -114,6 +114,7 @@ var ShardKeys = map[string]string{
 	"input_minutes":       "cityHash64(entity)",
 	"input_hours":         "cityHash64(entity)",
 	"rollup_dirty":        "cityHash64(entity)",
+	"retention_periods":   "cityHash64(kind)",
 }
 
 // Sharded returns the statements for sharded storage: each table as a

@@ -215,3 +215,20 @@ CREATE TABLE IF NOT EXISTS {db}.rollup_dirty
 ENGINE = MergeTree()
 PARTITION BY toYYYYMMDD(toDateTime(intDiv(marked_ns, 1000000000), 'UTC'))
 ORDER BY marked_ns;
+
+-- retention_periods: the periods the retention sweep keeps (writer-worker/
+-- internal/janitor), recorded in one place. The first writer copy to start
+-- records its RETENTION and IDEMPOTENCY_WINDOW (source 'start'); a copy
+-- started with others logs them and sweeps with these. An operator changes
+-- one with `writer-worker retention -set` (source 'operator'): the latest
+-- operator row of a kind wins, else its longest start row. Rows are never
+-- deleted: the table is the history of the changes.
+CREATE TABLE IF NOT EXISTS {db}.retention_periods
+(
+    kind       String,
+    period_ns  Int64,
+    set_ns     Int64,
+    source     String                     -- 'start' or 'operator'
+)
+ENGINE = MergeTree()
+ORDER BY (kind, set_ns);

@@ -8,7 +8,7 @@ import (
 
 func TestStatements(t *testing.T) {
 	st := Statements("db1")
-	if len(st) != 12 || !strings.HasPrefix(st[0], "CREATE DATABASE IF NOT EXISTS db1") {
+	if len(st) != 13 || !strings.HasPrefix(st[0], "CREATE DATABASE IF NOT EXISTS db1") {
 		t.Fatalf("statements %q", st)
 	}
 	for _, s := range st {
@@ -52,8 +52,8 @@ func TestReplicated(t *testing.T) {
 			t.Errorf("statement %d differs beyond its engine", i)
 		}
 	}
-	if tables != 11 {
-		t.Errorf("%d tables, want 11", tables)
+	if tables != 12 {
+		t.Errorf("%d tables, want 12", tables)
 	}
 	file, err := os.ReadFile("../../deploy/clickhouse/schema-replicated.sql")
 	if err != nil {

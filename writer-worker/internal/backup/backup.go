@@ -35,7 +35,7 @@ import (
 )
 
 // Tables are the tables backed up, in the order restored.
-var Tables = []string{"input_values", "input_minutes", "input_hours", "device_messages", "event_keys", "device_stats", "device_stats_hourly", "device_seen", "device_rejections", "device_keys"}
+var Tables = []string{"input_values", "input_minutes", "input_hours", "device_messages", "event_keys", "device_stats", "device_stats_hourly", "device_seen", "device_rejections", "device_keys", "retention_periods"}
 
 // Streams are the streams backed up: the registry's and keys' KV buckets,
 // and the audit trail.
@@ -147,6 +147,11 @@ func readFile(path string, each func(*gob.Decoder) error) error {
 // file holds as many as want says.
 func restoreTables(ctx context.Context, store *chstore.Store, dir string, want map[string]int64) error {
 	for _, table := range Tables {
+		if _, ok := want[table]; !ok && table == "retention_periods" {
+			// A backup by a release before the periods were recorded:
+			// the first copy to start records its own.
+			continue
+		}
 		var rows int64
 		err := readFile(filepath.Join(dir, table+".table"), func(dec *gob.Decoder) error {
 			for {

@@ -1,7 +1,8 @@
 // Package janitor enforces retention in ClickHouse: at start and every
 // hour, each writer copy drops, on every server, the partitions of each
 // table that end before now minus the table's period (RETENTION, the
-// idempotency window for event_keys). Copies sweeping at once drop a
+// idempotency window for event_keys, as the first copy recorded them:
+// periods.go). Copies sweeping at once drop a
 // partition once; the others find it gone. Dropping a partition is
 // instant and costs no merge, on ClickHouse 18.16 and current releases
 // alike, so the tables' partitions are cut to fit their periods (months of
@@ -24,7 +25,7 @@ import (
 // keys stands for event_keys' period, the idempotency window, and dirty
 // for rollup_dirty's, a fixed two days: its marks are read within seconds.
 const (
-	keys  retention.Kind = "keys"
+	keys  retention.Kind = "idempotency"
 	dirty retention.Kind = "dirty"
 )
 
@@ -59,9 +60,11 @@ type Janitor struct {
 	log     *zap.Logger
 	dropped *prometheus.CounterVec // partitions, by table
 	failed  prometheus.Counter
+	settled bool // periods holds the recorded ones (settle)
 }
 
-// New returns a Janitor keeping periods, and keyWindow of event_keys.
+// New returns a Janitor for a copy configured with periods, and keyWindow
+// of event_keys; it keeps those recorded (settle), the first copy's.
 func New(store *chstore.Store, periods retention.Periods, keyWindow time.Duration, reg prometheus.Registerer, log *zap.Logger) *Janitor {
 	p := retention.Periods{keys: keyWindow, dirty: 2 * retention.Day}
 	for k, d := range periods {
@@ -115,6 +118,9 @@ func (j *Janitor) Run(ctx context.Context) error {
 // Sweep drops what is past its period at now on every server, and returns
 // the partitions it dropped; a table that fails does not stop the others.
 func (j *Janitor) Sweep(ctx context.Context, now time.Time) (int, error) {
+	if err := j.settle(ctx); err != nil {
+		return 0, err
+	}
 	total := 0
 	rolled := time.Unix(0, j.store.RolledUp())
 	err := j.store.OnEachServer(ctx, func(st *chstore.Store, suffix string) error {
