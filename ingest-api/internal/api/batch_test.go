@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
@@ -37,11 +38,11 @@ func TestParseBatchChecksInTheSpecsOrder(t *testing.T) {
 			t.Errorf("%s: %+v", c.name, r)
 		}
 	}
-	_, status := BodyFor(outcome.EmptyMessages, "s", "")
+	_, status := edge.BodyFor(outcome.EmptyMessages, "s", "")
 	if status.Message != "Invalid data format" || status.Error != "Messages must be a non-empty array" {
 		t.Fatalf("empty messages answer %+v", status)
 	}
-	code, b := BodyFor(outcome.TooManyMessages, "s", "Too many messages in one request (at most 3)")
+	code, b := edge.BodyFor(outcome.TooManyMessages, "s", "Too many messages in one request (at most 3)")
 	if code != 413 || b.Message != "Payload too large" || b.Error != "Too many messages in one request (at most 3)" {
 		t.Fatalf("too many answer %d %+v", code, b)
 	}

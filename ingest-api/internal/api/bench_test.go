@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/diag"
 
 	"github.com/devicehub/eventservice/pkg/event"
@@ -39,7 +40,7 @@ func BenchmarkRequestPath(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		tok := bearer(header)
+		tok := edge.Bearer(header)
 		req, code := parse(body, tok)
 		if code != outcome.Stored {
 			b.Fatal(code)

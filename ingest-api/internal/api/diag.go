@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
@@ -43,7 +44,7 @@ func (s *Server) count(k devReq, code outcome.Code, detail string, readings int)
 		a.Kind = diag.KindOf(code)
 	}
 	if diag.Rejected(a.Kind) {
-		_, body := BodyFor(code, k.serial, detail)
+		_, body := edge.BodyFor(code, k.serial, detail)
 		a.Message, a.Error = body.Message, body.Error
 		if k.source.IsValid() {
 			a.Source = k.source.String()

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
@@ -77,7 +78,7 @@ func (s *Server) respondBatch(c echo.Context, k devReq, replies []event.Reply) e
 	codes := make([]outcome.Code, len(replies))
 	notStored, failed := 0, -1
 	for i, r := range replies {
-		_, results[i] = BodyFor(r.Code, serial, r.Detail)
+		_, results[i] = edge.BodyFor(r.Code, serial, r.Detail)
 		codes[i] = r.Code
 		if r.Code != outcome.Stored {
 			notStored++
@@ -97,8 +98,8 @@ func (s *Server) respondBatch(c echo.Context, k devReq, replies []event.Reply) e
 	s.count(k, code, detail, 0)
 	s.countReadings(k, codes)
 	if code != outcome.Stored {
-		s.Log.Info("backlog not stored whole", zap.String("outcome", code.String()), zap.Int("status", status), zap.String("serial", Clip(serial)),
-			zap.String("message", body.Message), zap.String("error", Clip(body.Error)), zap.String("remote", c.RealIP()))
+		s.Log.Info("backlog not stored whole", zap.String("outcome", code.String()), zap.Int("status", status), zap.String("serial", edge.Clip(serial)),
+			zap.String("message", body.Message), zap.String("error", edge.Clip(body.Error)), zap.String("remote", c.RealIP()))
 	}
 	// Rendered whole, so that the answer carries a Content-Length (a
 	// streamed one over 4 KB would go chunked, which simple device HTTP

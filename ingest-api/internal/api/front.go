@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
@@ -54,7 +55,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 		return s.answer(c, k, code, "", err.Error())
 	}
 	defer b.release()
-	headerToken := bearer(c.Request().Header.Get(echo.HeaderAuthorization))
+	headerToken := edge.Bearer(c.Request().Header.Get(echo.HeaderAuthorization))
 	var bodyToken, detail string
 	k.serial, bodyToken, k.readings, code, detail = check(b.b, headerToken)
 	b.endWork()
@@ -80,7 +81,7 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 	}
 	k.authenticated = true
 	if ok, wait := s.Limiter.AllowN(k.serial, cost(k.readings, len(b.b))); !ok {
-		setRetryAfter(c, wait)
+		edge.RetryAfter(c, wait)
 		return s.answer(c, k, outcome.RateLimited, "", "")
 	}
 	select {
@@ -120,7 +121,7 @@ func deviceSlash(next echo.HandlerFunc) echo.HandlerFunc {
 // up), as the refusal it would have met.
 func (s *Server) authFailed(c echo.Context, k devReq, code outcome.Code) error {
 	if wait, over := s.pastLimit(k.source); over {
-		setRetryAfter(c, wait)
+		edge.RetryAfter(c, wait)
 		k.kind = ""
 		return s.answer(c, k, outcome.SourceRefused, "", "")
 	}
@@ -179,7 +180,7 @@ func (s *Server) refuseSource(c echo.Context, wait time.Duration) {
 	if !discardRest(c.Request(), refuseDiscard) {
 		c.Response().Header().Set(echo.HeaderConnection, "close")
 	}
-	setRetryAfter(c, wait)
+	edge.RetryAfter(c, wait)
 }
 
 // sniffBytes is how much of a body too large to read whole is looked at

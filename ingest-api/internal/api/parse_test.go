@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
@@ -87,7 +88,7 @@ func TestBearer(t *testing.T) {
 		"Bearer abc": "abc", "bearer abc": "abc", "BEARER  abc ": "abc",
 		"Basic abc": "", "Bearer": "", "Bearer ": "", "": "", "abc": "",
 	} {
-		if got := bearer(h); got != want {
+		if got := edge.Bearer(h); got != want {
 			t.Errorf("bearer(%q) = %q, want %q", h, got, want)
 		}
 	}
