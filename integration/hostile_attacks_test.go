@@ -200,7 +200,9 @@ func slowloris(addrs, perAddr int) attackFunc {
 			go func() {
 				defer wg.Done()
 				dial := attackerDial(attackerIP(100 + i%addrs))
-				// all at once, as a tool opens them
+				// Within the first second, as a tool opens them one after
+				// another (and as stalledUploads does).
+				sleepCtx(ctx, time.Duration(i)*time.Second/time.Duration(addrs*perAddr))
 				for ctx.Err() == nil {
 					c, err := dial(ctx, "tcp", host)
 					if err != nil {
