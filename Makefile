@@ -33,4 +33,5 @@ bench: deps build
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./ingest-api/... ./mapper-worker/... ./writer-worker/... | tee bench/out/components.txt
 
 chaos:
-	bash -o pipefail -c 'CHAOS_FULL=1 GOTEST_FLAGS="-run Chaos|Hostile|DiskFull|StorageLimit -v" deploy/dev/test.sh 2>&1 | grep -E "^(chaos fault|hostile attack|--- |ok|FAIL)"'
+	@mkdir -p .run
+	bash -o pipefail -c 'CHAOS_FULL=1 GOTEST_FLAGS="-run Chaos|Hostile|DiskFull|StorageLimit -v" deploy/dev/test.sh 2>&1 | tee .run/chaos.log | grep --line-buffered -E "^(chaos fault|hostile attack|--- |ok|FAIL)|^ +[a-z_]+_test\.go:[0-9]+: " | grep --line-buffered -v -E "stack_test\.go:196: |_test\.go:[0-9]+: (chaos fault|hostile attack)="' || { echo "make chaos failed: the whole output is in .run/chaos.log"; exit 1; }
