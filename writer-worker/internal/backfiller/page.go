@@ -1,7 +1,6 @@
 package backfiller
 
 import (
-	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -127,41 +126,23 @@ func (p *pager) apply(ctx context.Context, msgs []chstore.RawMessage) (c backfil
 	return c, p.store.InsertMarks(ctx, time.Now().UnixNano(), marks)
 }
 
-// stored looks up which of rows are stored already, for groups of events
-// near each other in reading time (at most lookupIDs events, no gap over
-// lookupGap between them): each lookup reads only its group's span of
-// reading time, so a message with an old reading time costs a lookup of
-// its own instead of a scan of everything since, and its list of ids stays
-// within ClickHouse's query size (max_query_size, 256 KiB).
+// stored looks up which of rows are stored already, in groups of events
+// near each other in reading time (chstore.Nearby).
 func (p *pager) stored(ctx context.Context, rows []chstore.ValueRow) (map[chstore.ValueKey]bool, error) {
-	type ev struct {
-		ts int64
-		id string
-	}
-	evs := make([]ev, 0, len(rows))
+	evs := make([]chstore.TimedID, 0, len(rows))
 	for i, r := range rows { // an event's values are adjacent and share its reading time
 		if i == 0 || rows[i-1].EventID != r.EventID {
-			evs = append(evs, ev{r.TsNs, r.EventID})
+			evs = append(evs, chstore.TimedID{ID: r.EventID, Ns: r.TsNs})
 		}
 	}
-	slices.SortFunc(evs, func(a, b ev) int { return cmp.Compare(a.ts, b.ts) })
 	found := make(map[chstore.ValueKey]bool)
-	ids := make([]string, 0, min(len(evs), lookupIDs))
-	for start := 0; start < len(evs); {
-		end := start + 1
-		for end < len(evs) && end-start < lookupIDs && evs[end].ts-evs[end-1].ts <= int64(lookupGap) {
-			end++
-		}
-		ids = ids[:0]
-		for _, e := range evs[start:end] {
-			ids = append(ids, e.id)
-		}
-		part, err := p.store.StoredValues(ctx, p.serial, p.entities, p.inputs, ids, evs[start].ts, evs[end-1].ts)
-		if err != nil {
-			return nil, err
-		}
+	err := chstore.Nearby(evs, func(ids []string, minNs, maxNs int64) error {
+		part, err := p.store.StoredValues(ctx, p.serial, p.entities, p.inputs, ids, minNs, maxNs)
 		maps.Copy(found, part)
-		start = end
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return found, nil
 }

@@ -41,11 +41,6 @@ const (
 	// maxWindow is the widest window of receive time a page reads: an
 	// empty stretch of a range costs one page a month.
 	maxWindow = float64(31 * 24 * time.Hour)
-	// A page's already-stored lookup takes at most lookupIDs events at a
-	// time (an event id is ~40 bytes of the query), and events more than
-	// lookupGap apart in reading time in lookups of their own.
-	lookupIDs = 2000
-	lookupGap = 7 * 24 * time.Hour
 	// settle is how old a raw message must be before a job reads it: the
 	// raw log is written within a second of the values, so by then every
 	// message the pipeline handled under the old mapping is in it.

@@ -5,6 +5,7 @@ package dedupe
 
 import (
 	"context"
+	"maps"
 
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -111,28 +112,33 @@ func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
 }
 
 // storedBefore flags events to check whose values an earlier attempt stored
-// before it could ack (a writer crash between insert and ack, a replay).
+// before it could ack (a writer crash between insert and ack, a replay). It
+// asks in groups of events near each other in reading time
+// (chstore.Nearby): one old reading in a batch costs a lookup of its own,
+// not a scan of every reading since it.
 func (c *Checker) storedBefore(ctx context.Context, items []Item) error {
-	var ids, entities []string
-	var minNs, maxNs int64
+	var evs []chstore.TimedID
+	entities := make(map[string][]string) // of each event to check
 	for i := range items {
 		it := &items[i]
 		if !it.Check || it.SkipValues || len(it.Event.Values) == 0 {
 			continue
 		}
-		ids = append(ids, it.Event.ID)
+		evs = append(evs, chstore.TimedID{ID: it.Event.ID, Ns: it.Event.ReadingNs})
 		for _, v := range it.Event.Values {
-			entities = append(entities, v.Entity)
+			entities[it.Event.ID] = append(entities[it.Event.ID], v.Entity)
 		}
-		if minNs == 0 || it.Event.ReadingNs < minNs {
-			minNs = it.Event.ReadingNs
+	}
+	stored := make(map[string]bool)
+	err := chstore.Nearby(evs, func(ids []string, minNs, maxNs int64) error {
+		var ents []string
+		for _, id := range ids {
+			ents = append(ents, entities[id]...)
 		}
-		maxNs = max(maxNs, it.Event.ReadingNs)
-	}
-	if len(ids) == 0 {
-		return nil
-	}
-	stored, err := c.stored.StoredEvents(ctx, entities, ids, minNs, maxNs)
+		found, err := c.stored.StoredEvents(ctx, ents, ids, minNs, maxNs)
+		maps.Copy(stored, found)
+		return err
+	})
 	if err != nil {
 		return err
 	}
