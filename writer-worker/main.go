@@ -15,6 +15,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/program"
+	"github.com/devicehub/eventservice/pkg/retry"
 	"github.com/devicehub/eventservice/pkg/retention"
 	"github.com/devicehub/eventservice/writer-worker/internal/backfiller"
 	"github.com/devicehub/eventservice/writer-worker/internal/batch"
@@ -41,17 +42,14 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer store.Close()
 	// ClickHouse may start after us: retry the schema until it answers.
-	for {
-		err := store.Migrate(ctx)
-		if err == nil {
-			break
-		}
+	err = retry.Backoff{Initial: time.Second, Max: 10 * time.Second}.Do(ctx, store.Migrate, func(_ int, err error, _ time.Duration) {
 		log.Warn("clickhouse not ready, retrying", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return err
 	}
 	nc, js, err := bus.Open(ctx, cfg.NATS, "writer-worker", log.With(zap.String("component", "nats")))
 	if err != nil {

@@ -15,6 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/envflag"
+	"github.com/devicehub/eventservice/pkg/failure"
+	"github.com/devicehub/eventservice/pkg/retry"
 )
 
 // Config is what a program needs to reach NATS.
@@ -183,25 +185,28 @@ func Open(ctx context.Context, cfg Config, name string, log *zap.Logger) (*nats.
 }
 
 // UntilReady runs a JetStream set-up call until it succeeds, ctx ends, or it
-// fails in a way that will not pass by itself. In a cluster the JetStream API
+// fails in a way that will not pass by itself (setup may mark an error
+// throttled to have it tried again after a wait: something another program
+// creates). In a cluster the JetStream API
 // may not answer for a while (a leader election, several programs creating
 // the same stream at once): a program waits rather than exits.
 func UntilReady(ctx context.Context, log *zap.Logger, setup func(context.Context) error) error {
-	for {
+	return untilReady.Do(ctx, func(ctx context.Context) error {
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
 		err := setup(actx)
-		cancel()
-		if err == nil || ctx.Err() != nil || !retryable(err) {
-			return err
+		if err != nil && failure.KindOf(err) == failure.Transient && !retryable(err) {
+			return failure.AsPermanent(err) // will not pass by itself
 		}
+		return err
+	}, func(_ int, err error, _ time.Duration) {
 		log.Warn("jetstream not ready, retrying", zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(time.Second):
-		}
-	}
+	})
 }
+
+// untilReady is UntilReady's schedule: up to 1 s between the first tries,
+// up to 5 s later on.
+var untilReady = retry.Backoff{Initial: time.Second, Max: 5 * time.Second}
 
 // retryable reports whether a JetStream API error may pass by itself.
 func retryable(err error) bool {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/failure"
 	"github.com/devicehub/eventservice/pkg/kvmap"
 )
 
@@ -41,37 +42,34 @@ type BucketConfig struct {
 // exists) and returns a Store over it. Run must be called to fill and
 // follow the cache.
 func Open(ctx context.Context, js jetstream.JetStream, cfg BucketConfig, cache *Cache, log *zap.Logger) (*Store, error) {
-	for logged := false; ; logged = true {
-		var kv jetstream.KeyValue
-		err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
-			if cfg.ReadOnly {
-				kv, err = js.KeyValue(ctx, cfg.Bucket)
-				return err
+	var kv jetstream.KeyValue
+	logged := false
+	err := bus.UntilReady(ctx, log, func(ctx context.Context) (err error) {
+		if cfg.ReadOnly {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+			if errors.Is(err, jetstream.ErrBucketNotFound) {
+				if !logged {
+					log.Info("waiting for ingest-api to create the registry bucket", zap.String("bucket", cfg.Bucket))
+					logged = true
+				}
+				return failure.AsThrottled(err, 500*time.Millisecond)
 			}
-			kv, err = bus.EnsureBucket(ctx, js, jetstream.KeyValueConfig{
-				Bucket:       cfg.Bucket,
-				Description:  "device registry: serial -> token, connection type, inputs, entity mapping",
-				History:      1,
-				MaxValueSize: 1 << 20,
-				Storage:      jetstream.FileStorage,
-				Replicas:     cfg.Replicas,
-			}, log)
 			return err
-		})
-		switch {
-		case err == nil:
-			return &Store{kv: kv, cache: cache, log: log}, nil
-		case !cfg.ReadOnly || !errors.Is(err, jetstream.ErrBucketNotFound):
-			return nil, fmt.Errorf("open registry bucket %q: %w", cfg.Bucket, err)
-		case !logged:
-			log.Info("waiting for ingest-api to create the registry bucket", zap.String("bucket", cfg.Bucket))
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("open registry bucket %q: %w", cfg.Bucket, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
+		kv, err = bus.EnsureBucket(ctx, js, jetstream.KeyValueConfig{
+			Bucket:       cfg.Bucket,
+			Description:  "device registry: serial -> token, connection type, inputs, entity mapping",
+			History:      1,
+			MaxValueSize: 1 << 20,
+			Storage:      jetstream.FileStorage,
+			Replicas:     cfg.Replicas,
+		}, log)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open registry bucket %q: %w", cfg.Bucket, err)
 	}
+	return &Store{kv: kv, cache: cache, log: log}, nil
 }
 
 // Cache returns the cache this store keeps current.

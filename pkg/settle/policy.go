@@ -11,6 +11,7 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/envflag"
 	"github.com/devicehub/eventservice/pkg/failure"
+	"github.com/devicehub/eventservice/pkg/retry"
 )
 
 // Result is how a worker's work on one message ended.
@@ -162,6 +163,9 @@ func (l Limits) Decide(result Result, err error, isKeyed bool, delivered uint64)
 	if failed {
 		kind = failure.KindOf(err)
 	}
+	if kind == failure.Throttled { // retried as transient, no sooner than it asks
+		kind = failure.Transient
+	}
 	for _, r := range Policy {
 		if !(r.Result == result || (r.Result == anyFailure && failed)) || (failed && r.Kind != kind) ||
 			(r.keyed == keyedOnly && !isKeyed) || (r.keyed == unkeyedOnly && isKeyed) {
@@ -174,7 +178,7 @@ func (l Limits) Decide(result Result, err error, isKeyed bool, delivered uint64)
 		case r.Action == Retry && result == NotReady:
 			d.Delay = l.NotReadyDelay
 		case r.Action == Retry:
-			d.Delay = l.backoff(delivered)
+			d.Delay = max(l.backoff(delivered), failure.WaitOf(err))
 		}
 		return d
 	}
@@ -182,11 +186,10 @@ func (l Limits) Decide(result Result, err error, isKeyed bool, delivered uint64)
 	return Decision{Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonPermanent}
 }
 
-// backoff is RetryDelay doubled for each delivery after the first, capped.
+// backoff is the wait before the next delivery of a message delivered
+// `delivered` times: RetryDelay doubled for each delivery after the first,
+// capped at RetryMaxDelay, jittered (pkg/retry), so that the messages of one
+// outage do not all come back at once.
 func (l Limits) backoff(delivered uint64) time.Duration {
-	d := l.RetryDelay
-	for i := uint64(1); i < delivered && d < l.RetryMaxDelay; i++ {
-		d *= 2
-	}
-	return min(d, l.RetryMaxDelay)
+	return retry.Backoff{Initial: l.RetryDelay, Max: l.RetryMaxDelay}.Delay(int(min(delivered, 64)))
 }

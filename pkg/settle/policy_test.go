@@ -40,10 +40,34 @@ func TestPolicy(t *testing.T) {
 		{"handoff impossible", HandoffFailed, permanent, false, 1, Decision{Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonPermanent}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := testLimits.Decide(tc.result, tc.err, tc.keyed, tc.delivered); got != tc.want {
-				t.Fatalf("Decide = %+v, want %+v", got, tc.want)
+			// A back-off's delay is jittered: want.Delay is its cap.
+			for range 50 {
+				got := testLimits.Decide(tc.result, tc.err, tc.keyed, tc.delivered)
+				if tc.result != NotReady && got.Delay <= tc.want.Delay {
+					got.Delay = tc.want.Delay
+				}
+				if got != tc.want {
+					t.Fatalf("Decide = %+v, want %+v", got, tc.want)
+				}
 			}
 		})
+	}
+}
+
+// A throttled failure is retried as a transient one, no sooner than it
+// asks, and the back-offs of one outage are spread, not equal.
+func TestThrottledAndJittered(t *testing.T) {
+	throttled := failure.AsThrottled(errors.New("too many parts"), 30*time.Second)
+	d := testLimits.Decide(StoreFailed, throttled, true, 2)
+	if d.Action != Retry || d.Answer != AnswerFailure || d.Delay != 30*time.Second {
+		t.Errorf("throttled 30s: %+v, want a retry after 30s", d)
+	}
+	seen := map[time.Duration]bool{}
+	for range 100 {
+		seen[testLimits.Decide(StoreFailed, errors.New("reset"), true, 3).Delay] = true
+	}
+	if len(seen) < 50 {
+		t.Errorf("100 back-offs took %d distinct delays: not jittered", len(seen))
 	}
 }
 

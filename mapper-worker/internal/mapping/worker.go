@@ -24,6 +24,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 	"github.com/devicehub/eventservice/pkg/reply"
+	"github.com/devicehub/eventservice/pkg/retry"
 	"github.com/devicehub/eventservice/pkg/resolve"
 	"github.com/devicehub/eventservice/pkg/settle"
 )
@@ -242,11 +243,11 @@ func (w *Worker) awaitAcks(queue <-chan *envelope) {
 	}
 }
 
-// Re-publishing an envelope whose ack did not come.
-const (
-	republishTries   = 3
-	republishTimeout = 2 * time.Second
-)
+// Re-publishing an envelope whose ack did not come: 3 tries of 2 s each,
+// up to 250 ms then 500 ms apart.
+const republishTimeout = 2 * time.Second
+
+var republishing = retry.Backoff{Initial: 250 * time.Millisecond, Max: time.Second, Tries: 3}
 
 // republish sends an envelope again, with the same message id, when the
 // stream's ack did not come (a timeout, a leader change): the envelope may
@@ -257,18 +258,19 @@ const (
 // stored late could not be told apart. It reports whether the stream has
 // the envelope.
 func (w *Worker) republish(env *envelope) bool {
-	for try := 0; try < republishTries; try++ {
+	err := republishing.Do(context.Background(), func(context.Context) error {
 		ctx, cancel := context.WithTimeout(context.Background(), republishTimeout)
+		defer cancel()
 		_, err := w.js.PublishMsg(ctx, env.msg)
-		cancel()
-		if err == nil {
-			w.m.republished.Inc()
-			return true
-		}
-		w.log.Debug("re-publish envelope", zap.Int("try", try+1), zap.Error(err))
-		time.Sleep(250 * time.Millisecond)
+		return err
+	}, func(try int, err error, _ time.Duration) {
+		w.log.Debug("re-publish envelope", zap.Int("try", try), zap.Error(err))
+	})
+	if err != nil {
+		return false
 	}
-	return false
+	w.m.republished.Inc()
+	return true
 }
 
 // handoffFailed settles the inputs of an envelope the next stream did not

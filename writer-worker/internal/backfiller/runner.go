@@ -20,6 +20,7 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/failure"
+	"github.com/devicehub/eventservice/pkg/retry"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
@@ -55,8 +56,6 @@ const (
 	// "Backfill"), a fifth of a core.
 	liveThreshold = 10
 	busyRate      = 25_000
-	// retryWait is the pause after a page that failed for a while.
-	retryWait = 5 * time.Second
 	// A job whose pages have failed for failFor in a row (each retry in a
 	// window a quarter of the last) fails with the last error, and the one
 	// runner moves on to the next job: longer than a ClickHouse restart.
@@ -233,17 +232,19 @@ func (r *Runner) run(ctx context.Context, j backfill.Job) error {
 		wait := pause(time.Since(start), counts.Readings, r.live()-liveBefore)
 		switch {
 		case failing > 0:
-			wait = retryWait
+			wait = pageRetry.Delay(failing)
 		case done:
 			wait = max(wait, time.Second) // waiting for the range's last messages to settle
 		}
-		select {
-		case <-ctx.Done():
+		if !retry.Sleep(ctx, wait) {
 			return nil
-		case <-time.After(wait):
 		}
 	}
 }
+
+// pageRetry is the pause after a page that failed: up to 1 s after the
+// first failure, growing to 10 s (the job fails after failFor).
+var pageRetry = retry.Backoff{Initial: time.Second, Max: 10 * time.Second}
 
 // pause is the wait after a page that took took and stored readings
 // while live ingestion stored live events.

@@ -17,6 +17,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/failure"
+	"github.com/devicehub/eventservice/pkg/retry"
 	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
@@ -87,13 +88,14 @@ func (s *Sink) flush(msgs []jetstream.Msg) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	done, err := s.store.InsertDiag(ctx, reports, 0)
-	for wait := partRetry; err != nil && done > 0 && ctx.Err() == nil; wait = min(2*wait, timeout) {
+	if err != nil && done > 0 {
+		// Part of the tables are written: the rest is tried again here,
+		// since a redelivery would write the first ones twice.
 		s.log.Warn("diagnostics partly stored, storing the rest", zap.Int("tables", done), zap.Error(err))
-		select {
-		case <-ctx.Done():
-		case <-time.After(wait):
+		err = retry.Backoff{Initial: partRetry, Max: timeout}.Do(ctx, func(ctx context.Context) (err error) {
 			done, err = s.store.InsertDiag(ctx, reports, done)
-		}
+			return err
+		}, nil)
 	}
 	result := settle.Done
 	switch {
