@@ -24,8 +24,8 @@ import (
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/registry"
 	"github.com/devicehub/eventservice/pkg/reply"
-	"github.com/devicehub/eventservice/pkg/retry"
 	"github.com/devicehub/eventservice/pkg/resolve"
+	"github.com/devicehub/eventservice/pkg/retry"
 	"github.com/devicehub/eventservice/pkg/settle"
 )
 

@@ -20,8 +20,8 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/failure"
-	"github.com/devicehub/eventservice/pkg/retry"
 	"github.com/devicehub/eventservice/pkg/metrics"
+	"github.com/devicehub/eventservice/pkg/retry"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
 
