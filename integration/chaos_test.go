@@ -111,20 +111,39 @@ func (l *load) run(ctx context.Context, bases []string, conc int) {
 // reconcile waits for pending events to land, then checks every success.
 func reconcile(t *testing.T, s *stack, fault string, l *load) {
 	t.Helper()
+	verdict(t, fault, l, settled(t, s))
+}
+
+// settled waits until the stored values stop changing and returns how often
+// each is stored.
+func settled(t *testing.T, s *stack) map[int]uint64 {
+	t.Helper()
 	counts := map[int]uint64{}
-	last, stable := -1, 0
-	// Settled: three looks 500 ms apart find the same values stored; a
+	last, stable := "none yet", 0
+	// Settled: three looks 500 ms apart find the same values and rows
+	// stored (a late second copy of a value adds a row, not a value); a
 	// busy machine stores them slowly, but it stores some (testenv.WaitFor).
-	testenv.WaitFor(t, "the stored values settle", 40*time.Second, func() string { return fmt.Sprintf("%d values stored", last) }, nil, func() bool {
+	testenv.WaitFor(t, "the stored values settle", 40*time.Second, func() string { return last + " stored" }, nil, func() bool {
 		time.Sleep(500 * time.Millisecond)
 		counts = storedValues(t, s)
-		if len(counts) == last {
+		var rows uint64
+		for _, n := range counts {
+			rows += n
+		}
+		if now := fmt.Sprintf("%d values in %d rows", len(counts), rows); now == last {
 			stable++
 		} else {
-			last, stable = len(counts), 0
+			last, stable = now, 0
 		}
 		return stable >= 3
 	})
+	return counts
+}
+
+// verdict prints the fault's line and fails when a value answered stored is
+// not stored, or a value is stored twice.
+func verdict(t *testing.T, fault string, l *load, counts map[int]uint64) {
+	t.Helper()
 	missing, dups := 0, 0
 	for v := range l.succeeded {
 		if counts[v] == 0 {
