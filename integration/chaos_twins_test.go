@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,8 +44,9 @@ type twins struct {
 	// retries are requests sent again after an answer other than stored.
 	retries  int
 	statuses map[string]int
-	answers  [][2][]string // per reading and copy, every answer in order
-	stored   [][2]bool     // per reading and copy: answered stored
+	answers  [][2][]string      // per reading and copy, every answer in order
+	stored   [][2]bool          // per reading and copy: answered stored
+	first    [][2]time.Duration // per reading and copy: the first attempt's answer time
 }
 
 func newTwins(readings int) *twins {
@@ -53,6 +55,7 @@ func newTwins(readings int) *twins {
 		statuses: map[string]int{},
 		answers:  make([][2][]string, readings),
 		stored:   make([][2]bool, readings),
+		first:    make([][2]time.Duration, readings),
 	}
 }
 
@@ -100,9 +103,12 @@ func (tw *twins) pair(bases []string, i int) {
 // back-off gives up, or the answer is one a retry cannot change.
 func (tw *twins) deliver(base string, i, c int) {
 	_ = twinBackoff.Do(context.Background(), func(context.Context) error {
-		status, answer, wait := tw.post(base, i)
+		status, answer, wait, took := tw.post(base, i)
 		tw.mu.Lock()
 		defer tw.mu.Unlock()
+		if len(tw.answers[i][c]) == 0 {
+			tw.first[i][c] = took
+		}
 		tw.sent++
 		tw.statuses[status]++
 		tw.answers[i][c] = append(tw.answers[i][c], answer)
@@ -125,8 +131,8 @@ func (tw *twins) deliver(base string, i, c int) {
 
 // post sends reading i to base once: the answer's status ("200" only when
 // it says stored, "conn_error" when there was none), the answer in short
-// for a report, and its Retry-After.
-func (tw *twins) post(base string, i int) (status, answer string, wait time.Duration) {
+// for a report, its Retry-After, and how long it took.
+func (tw *twins) post(base string, i int) (status, answer string, wait, took time.Duration) {
 	dev := i % chaosDevices
 	body := fmt.Sprintf(`{"serial":"chaos-%d","data":{"v":%d}}`, dev, i)
 	req, _ := http.NewRequest(http.MethodPost, base+"/api/v1/deviceapi/event", strings.NewReader(body))
@@ -134,9 +140,9 @@ func (tw *twins) post(base string, i int) (status, answer string, wait time.Dura
 	req.Header.Set("Idempotency-Key", fmt.Sprintf("twin-key-%d", i))
 	start := time.Now()
 	resp, err := tw.client.Do(req)
-	took := time.Since(start).Round(time.Millisecond)
+	took = time.Since(start).Round(time.Millisecond)
 	if err != nil {
-		return "conn_error", fmt.Sprintf("%v after %v", err, took), 0
+		return "conn_error", fmt.Sprintf("%v after %v", err, took), 0, took
 	}
 	defer resp.Body.Close()
 	var b bytes.Buffer
@@ -146,7 +152,21 @@ func (tw *twins) post(base string, i int) (status, answer string, wait time.Dura
 		status = "200_not_stored"
 	}
 	secs, _ := strconv.Atoi(resp.Header.Get("Retry-After"))
-	return status, fmt.Sprintf("%d %s after %v", resp.StatusCode, bytes.TrimSpace(b.Bytes()), took), time.Duration(secs) * time.Second
+	return status, fmt.Sprintf("%d %s after %v", resp.StatusCode, bytes.TrimSpace(b.Bytes()), took), time.Duration(secs) * time.Second, took
+}
+
+// latencies are the medians and 99th percentiles of the first attempts'
+// answer times, the faster of each pair's two and the slower.
+func (tw *twins) latencies() string {
+	var fast, slow []time.Duration
+	for _, f := range tw.first {
+		fast, slow = append(fast, min(f[0], f[1])), append(slow, max(f[0], f[1]))
+	}
+	q := func(d []time.Duration, p float64) time.Duration {
+		slices.Sort(d)
+		return d[int(p*float64(len(d)-1))]
+	}
+	return fmt.Sprintf("faster of each pair p50 %v p99 %v, slower p50 %v p99 %v", q(fast, 0.5), q(fast, 0.99), q(slow, 0.5), q(slow, 0.99))
 }
 
 // load is the twins' figures in the form reconcile's verdict takes: a
@@ -192,12 +212,15 @@ func TestChaosKeyedTwinsAcrossCopies(t *testing.T) {
 	s := twinStack(t)
 	tw := newTwins(readings)
 	midway, done := make(chan struct{}), make(chan struct{})
+	start := time.Now()
 	go func() { defer close(done); tw.run(s.bases, readings*2/5, midway) }()
 	<-midway
+	killed := time.Since(start)
 	s.kill(t, "writer-worker", os.Kill)
 	time.Sleep(time.Second)
 	s.start("writer-worker")
 	<-done
+	t.Logf("load: %v, writer-worker killed at %v; first attempts answered: %s", time.Since(start).Round(time.Millisecond), killed.Round(time.Millisecond), tw.latencies())
 
 	// Nothing left in flight: whatever the killed writer held was
 	// redelivered and settled.
@@ -206,6 +229,10 @@ func TestChaosKeyedTwinsAcrossCopies(t *testing.T) {
 	counts := settled(t, s)
 	tw.report(t, s, counts)
 	verdict(t, "keyed-twins-writer-sigkill", tw.load(), counts)
+	// The writer that was not killed kept storing.
+	if n := s.scrape(t, "writer-worker.2")[`writer_worker_rows_stored_total{table="input_values"}`]; n == 0 {
+		t.Errorf("writer-worker.2 stored nothing")
+	}
 }
 
 // report fails for every reading that is stored twice, answered stored but
@@ -235,8 +262,27 @@ func (tw *twins) report(t *testing.T, s *stack, counts map[int]uint64) {
 			t.Errorf("value %d stored that no client sent", v)
 		}
 	}
+	for _, a := range tw.sampleFailures(5) {
+		t.Logf("an answer other than stored: %s", a)
+	}
 	t.Logf("twins: %d readings, %d answered stored on both copies (%d at the first attempt of each), %d stored though neither copy was answered stored",
 		len(tw.stored), both, firstBoth, storedUnanswered)
+}
+
+// sampleFailures is up to n answers other than stored, each with its
+// reading and copy.
+func (tw *twins) sampleFailures(n int) []string {
+	var out []string
+	for i, per := range tw.answers {
+		for c, answers := range per {
+			for _, a := range answers {
+				if len(out) < n && !strings.Contains(a, `"success":true`) {
+					out = append(out, fmt.Sprintf("reading %d, copy %d: %s", i, c+1, a))
+				}
+			}
+		}
+	}
+	return out
 }
 
 // rowsOf is the rows stored for reading i, in short.
