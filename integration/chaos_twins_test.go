@@ -262,22 +262,22 @@ func (tw *twins) report(t *testing.T, s *stack, counts map[int]uint64) {
 			t.Errorf("value %d stored that no client sent", v)
 		}
 	}
-	for _, a := range tw.sampleFailures(5) {
-		t.Logf("an answer other than stored: %s", a)
+	for said, n := range tw.failures() {
+		t.Logf("%d answers other than stored: %s", n, said)
 	}
 	t.Logf("twins: %d readings, %d answered stored on both copies (%d at the first attempt of each), %d stored though neither copy was answered stored",
 		len(tw.stored), both, firstBoth, storedUnanswered)
 }
 
-// sampleFailures is up to n answers other than stored, each with its
-// reading and copy.
-func (tw *twins) sampleFailures(n int) []string {
-	var out []string
-	for i, per := range tw.answers {
-		for c, answers := range per {
+// failures counts the answers other than stored by what they said.
+func (tw *twins) failures() map[string]int {
+	out := map[string]int{}
+	for _, per := range tw.answers {
+		for _, answers := range per {
 			for _, a := range answers {
-				if len(out) < n && !strings.Contains(a, `"success":true`) {
-					out = append(out, fmt.Sprintf("reading %d, copy %d: %s", i, c+1, a))
+				if !strings.Contains(a, `"success":true`) {
+					said, _, _ := strings.Cut(a, " after ")
+					out[said]++
 				}
 			}
 		}
