@@ -22,8 +22,8 @@ import (
 // The fault tests of issue 4: real processes killed, stopped and restarted
 // under load. Every value answered `success: true` must be in ClickHouse
 // exactly once afterwards, and no value may be stored twice. `make test`
-// runs a short version; `make chaos` (CHAOS_FULL=1) runs all five faults
-// with longer load.
+// runs a short version; `make chaos` (CHAOS_FULL=1) runs every fault (those
+// of chaos_*_test.go and scale_test.go too) with longer load.
 
 func chaosFull() bool { return os.Getenv("CHAOS_FULL") != "" }
 
