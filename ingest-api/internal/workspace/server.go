@@ -54,6 +54,7 @@ type Server struct {
 	answers       *edge.Answers
 	cache         *registry.Cache
 	reads         chan struct{} // reads at once: each may hold a page of ~4 MiB, decoded and encoded
+	readBytes     *byteBudget   // bytes of reads answered per second (readbound.go)
 	auditFailures prometheus.Counter
 }
 
@@ -61,10 +62,11 @@ type Server struct {
 // workspace API and its document.
 func New(d Deps) *echo.Echo {
 	s := &Server{
-		Deps:    d,
-		answers: d.Answers,
-		cache:   d.Registry.Cache(),
-		reads:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		Deps:      d,
+		answers:   d.Answers,
+		cache:     d.Registry.Cache(),
+		reads:     make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
+		readBytes: newByteBudget(readBytesPerSec, readBurst),
 		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Ingest, Name: "audit_failures_total",
 			Help: "Workspace changes made whose audit record the audit stream did not accept (each is logged).",

@@ -63,29 +63,6 @@ func (s *Server) workspaceRoutes() []WorkspaceRoute {
 // WorkspaceRoutes is the table of routes and roles, for tests and docs.
 func WorkspaceRoutes() []WorkspaceRoute { return (&Server{}).workspaceRoutes() }
 
-// boundReads holds the workspace's reads to half the cores at once (a
-// page of messages may be ~4 MiB to pass on, and a writer renders it):
-// a read flood leaves the rest to ingestion. A read that waits more than
-// a second is answered 503 + Retry-After. Writes pass.
-func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if c.Request().Method != http.MethodGet {
-			return next(c)
-		}
-		t := time.NewTimer(time.Second)
-		defer t.Stop()
-		select {
-		case s.reads <- struct{}{}:
-			defer func() { <-s.reads }()
-			return next(c)
-		case <-t.C:
-			return s.respond(c, outcome.Overloaded, "", "", "too many workspace reads at once, retry later")
-		case <-c.Request().Context().Done():
-			return nil
-		}
-	}
-}
-
 // authenticateAdmin lets through requests with a workspace key (or the
 // bootstrap ADMIN_TOKEN) that has not expired, and notes who sent them. A
 // client address that keeps sending wrong ones is refused as one that

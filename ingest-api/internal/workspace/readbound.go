@@ -1,0 +1,109 @@
+package workspace
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
+	"github.com/devicehub/eventservice/pkg/outcome"
+)
+
+// Workspace reads are bounded twice: half the cores at once (a page of
+// messages may be ~4 MiB to pass on, and a writer renders it), and
+// readBytesPerSec of answers per copy on average (readBurst at once): a
+// client that reads large pages in a loop, whatever its role, gets them at
+// that pace, and ingestion keeps the rest of the machine (measured: a
+// 3.5 MB page of messages costs ~100 ms of CPU in writer-worker and
+// ingest-api, more in ClickHouse, so unpaced a loop of them took one core).
+const (
+	readBytesPerSec = 4 << 20
+	readBurst       = 8 << 20
+	// A read waits up to readWait for one of the slots, then up to
+	// paceWait for the bytes before it to be paid for (holding its slot),
+	// or is answered 503 with a Retry-After: a client paging through
+	// large pages gets them at the budget's pace, a flood is refused.
+	readWait = time.Second
+	paceWait = 5 * time.Second
+)
+
+// boundReads applies both bounds to GET requests; writes pass.
+func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if c.Request().Method != http.MethodGet {
+			return next(c)
+		}
+		t := time.NewTimer(readWait)
+		defer t.Stop()
+		select {
+		case s.reads <- struct{}{}:
+			defer func() { <-s.reads }()
+		case <-t.C:
+			return s.busy(c, time.Second)
+		case <-c.Request().Context().Done():
+			return nil
+		}
+		if wait := s.readBytes.wait(time.Now()); wait > 0 {
+			if wait > paceWait {
+				return s.busy(c, wait)
+			}
+			select {
+			case <-time.After(wait):
+			case <-c.Request().Context().Done():
+				return nil
+			}
+		}
+		err := next(c)
+		s.readBytes.spend(time.Now(), c.Response().Size)
+		return err
+	}
+}
+
+// busy answers a read that cannot have its turn in time: 503 and a
+// Retry-After of at least wait.
+func (s *Server) busy(c echo.Context, wait time.Duration) error {
+	edge.RetryAfter(c, wait)
+	return s.respond(c, outcome.Overloaded, "", "", "too many workspace reads at once, retry later")
+}
+
+// byteBudget is a bucket of bytes that refills at rate per second up to
+// burst, and may be spent into debt: a read's size is known only after it.
+type byteBudget struct {
+	rate, burst float64
+
+	mu    sync.Mutex
+	level float64
+	at    time.Time
+}
+
+func newByteBudget(rate, burst float64) *byteBudget {
+	return &byteBudget{rate: rate, burst: burst, level: burst}
+}
+
+func (b *byteBudget) refill(now time.Time) {
+	if !b.at.IsZero() {
+		b.level = min(b.burst, b.level+now.Sub(b.at).Seconds()*b.rate)
+	}
+	b.at = now
+}
+
+// wait is how long until the budget is out of debt.
+func (b *byteBudget) wait(now time.Time) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(now)
+	if b.level >= 0 {
+		return 0
+	}
+	return time.Duration(-b.level / b.rate * float64(time.Second))
+}
+
+// spend takes n bytes from the budget.
+func (b *byteBudget) spend(now time.Time, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.refill(now)
+	b.level -= float64(n)
+}
