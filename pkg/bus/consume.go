@@ -48,9 +48,6 @@ type Durable struct {
 	// Consuming, when set, is called once this copy pulls from the
 	// consumer (readiness: a worker copy is ready once it takes work).
 	Consuming func()
-	// Arrived, when set, sees each message as it arrives, before it
-	// joins a batch (writer-worker starts its lookups there).
-	Arrived func(jetstream.Msg)
 }
 
 // ConsumeBatches creates or updates the durable consumer and, until ctx
@@ -75,9 +72,6 @@ func ConsumeBatches(ctx context.Context, js jetstream.JetStream, d Durable, log 
 	done := make(chan error, 1)
 	go func() { done <- b.Run(bctx) }()
 	add := func(m jetstream.Msg) {
-		if d.Arrived != nil {
-			d.Arrived(m)
-		}
 		if err := b.Add(m); err != nil {
 			// Not reached (the batcher is unbounded and stops after
 			// the consumer): left unacked, the message comes again.

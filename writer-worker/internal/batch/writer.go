@@ -16,7 +16,6 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/batcher"
 	"github.com/devicehub/eventservice/pkg/bus"
-	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
@@ -56,21 +55,6 @@ func (w *Writer) Consuming() bool { return w.consuming.Load() }
 // is, for the backfills that make way for it.
 func (w *Writer) Events() uint64 { return w.events.Load() }
 
-// askAhead starts the lookup of the outcomes of an arriving envelope's
-// keyed events (idem.Record.Ahead), so that its batch finds them asked.
-// An envelope that cannot be read is left to flush to settle.
-func (w *Writer) askAhead(m jetstream.Msg) {
-	evs, err := event.DecodeEnvelope(m.Data())
-	if err != nil || len(evs) == 0 || !evs[0].Keyed {
-		return
-	}
-	ids := make([]string, len(evs))
-	for i := range evs {
-		ids[i] = evs[i].ID
-	}
-	w.keys.Ahead(ids)
-}
-
 // Run consumes until ctx ends, then stops pulling, flushes what it holds and
 // settles it before returning.
 func (w *Writer) Run(ctx context.Context) error {
@@ -87,7 +71,6 @@ func (w *Writer) Run(ctx context.Context) error {
 	err := bus.ConsumeBatches(ctx, w.js, bus.Durable{
 		Stream: w.cfg.Names.MappedStream, Name: w.cfg.Names.WriterConsumer, ConsumerConfig: w.cfg.Consumer,
 		Consuming: func() { w.consuming.Store(true) },
-		Arrived:   w.askAhead,
 	}, w.log, batcher.Config{MaxItems: w.cfg.MaxBatch, Linger: w.cfg.Linger}, func(b *batcher.Batch[jetstream.Msg], release func(time.Duration)) {
 		rb, events := w.flush(b.Items)
 		w.events.Add(uint64(events))

@@ -43,18 +43,15 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) run(t *testing.T, cfg Config) *Writer {
 	t.Helper()
-	keys := idem.New(r.store, cfg.KeyWindow, nil, zap.NewNop())
-	w := New(cfg, r.nc, r.js, r.store, keys, nil, zap.NewNop())
+	w := New(cfg, r.nc, r.js, r.store, idem.New(r.store, cfg.KeyWindow, zap.NewNop()), nil, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
-	done, asked := make(chan error, 1), make(chan error, 1)
-	go func() { asked <- keys.Run(ctx) }() // the lookups ahead, as in main
+	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("writer: %v", err)
 		}
-		<-asked
 	})
 	return w
 }

@@ -30,7 +30,7 @@ func (f fakeStore) KeyOutcomes(_ context.Context, ids []string, _ int64) ([]chst
 // outcome of its replay, in memory and in the table alike.
 func TestRecord(t *testing.T) {
 	r := New(fakeStore{{EventID: "in-table", Outcome: outcome.Stored}, {EventID: "dead-then-replayed", Outcome: outcome.StorageFailed},
-		{EventID: "replayed-then-dead", Outcome: outcome.NoConnections}, {EventID: "replayed-then-dead", Outcome: outcome.StorageFailed}}, time.Hour, nil, zap.NewNop())
+		{EventID: "replayed-then-dead", Outcome: outcome.NoConnections}, {EventID: "replayed-then-dead", Outcome: outcome.StorageFailed}}, time.Hour, zap.NewNop())
 	r.Remember([]chstore.KeyRow{{EventID: "fresh", Outcome: outcome.NoConnections}, {EventID: "dead-then-replayed", Outcome: outcome.Stored}})
 	got, err := r.Lookup(context.Background(), []string{"in-table", "fresh", "dead-then-replayed", "replayed-then-dead", "unknown"})
 	if err != nil {
