@@ -64,9 +64,13 @@ func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration))
 		w.m.observeInsert(tableMarks, len(marks), start, err)
 	}
 	cancel()
-	// Stored, or the redelivery finds the values stored and answers the
-	// same again.
-	w.keys.Forget(keys)
+	if err == nil {
+		w.keys.Written(keys)
+	} else {
+		// The redelivery finds the values stored and answers the same
+		// again, writing the key rows then.
+		w.keys.Forget(keys)
+	}
 	if err != nil {
 		// Redelivered later: values are skipped as stored, the raw
 		// message is written then.

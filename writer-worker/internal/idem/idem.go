@@ -30,12 +30,40 @@ type Record struct {
 	log    *zap.Logger
 
 	mu       sync.Mutex
-	answered map[string]outcome.Code
+	answered map[string]remembered
+	// n counts the calls of Remember; written holds the rows stored, to
+	// be dropped from answered once no lookup can have started before them.
+	n       uint64
+	written []written
 }
+
+// remembered is an outcome this writer answered, and the Remember call
+// that noted it last.
+type remembered struct {
+	code outcome.Code
+	n    uint64
+}
+
+// written is a call of Written: the ids whose rows it stored, noted by
+// Remember calls up to n.
+type written struct {
+	at  time.Time
+	n   uint64
+	ids []string
+}
+
+// lookupMax bounds a lookup's query of event_keys. An outcome stays in
+// memory writtenKept after its row is written: a query that started before
+// the row was written, and so did not see it, has returned by then, and
+// the memory read after it still answers.
+const (
+	lookupMax   = 10 * time.Second
+	writtenKept = lookupMax + time.Second
+)
 
 // New returns a record whose outcomes answer retries for window.
 func New(store Store, window time.Duration, log *zap.Logger) *Record {
-	return &Record{store: store, window: window, log: log, answered: make(map[string]outcome.Code)}
+	return &Record{store: store, window: window, log: log, answered: make(map[string]remembered)}
 }
 
 // Prefer picks the outcome that stands when an event has two: a dead
@@ -49,7 +77,9 @@ func Prefer(a, b outcome.Code) outcome.Code {
 
 // Lookup returns the recorded outcomes of those of ids that have one.
 func (r *Record) Lookup(ctx context.Context, ids []string) (map[string]outcome.Code, error) {
-	rows, err := r.store.KeyOutcomes(ctx, ids, time.Now().Add(-r.window).UnixNano())
+	qctx, cancel := context.WithTimeout(ctx, lookupMax)
+	rows, err := r.store.KeyOutcomes(qctx, ids, time.Now().Add(-r.window).UnixNano())
+	cancel()
 	if err != nil {
 		return nil, err
 	}
@@ -59,8 +89,8 @@ func (r *Record) Lookup(ctx context.Context, ids []string) (map[string]outcome.C
 	}
 	r.mu.Lock()
 	for _, id := range ids {
-		if code, ok := r.answered[id]; ok {
-			note(found, id, code)
+		if a, ok := r.answered[id]; ok {
+			note(found, id, a.code)
 		}
 	}
 	r.mu.Unlock()
@@ -78,14 +108,46 @@ func note(m map[string]outcome.Code, id string, code outcome.Code) {
 // Remember notes outcomes answered until their event_keys rows are stored.
 func (r *Record) Remember(keys []chstore.KeyRow) {
 	r.mu.Lock()
+	r.n++
 	for _, k := range keys {
-		note(r.answered, k.EventID, k.Outcome)
+		code := k.Outcome
+		if a, ok := r.answered[k.EventID]; ok {
+			code = Prefer(a.code, code)
+		}
+		r.answered[k.EventID] = remembered{code: code, n: r.n}
 	}
 	r.mu.Unlock()
 }
 
-// Forget drops outcomes whose rows are stored (or whose events will be
-// redelivered and answered again).
+// Written drops outcomes whose rows are stored, writtenKept later.
+func (r *Record) Written(keys []chstore.KeyRow) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, w := range r.written {
+		if now.Sub(w.at) < writtenKept {
+			break
+		}
+		for _, id := range w.ids {
+			if a, ok := r.answered[id]; ok && a.n <= w.n {
+				delete(r.answered, id)
+			}
+		}
+		n++
+	}
+	r.written = r.written[n:]
+	if len(keys) > 0 {
+		ids := make([]string, len(keys))
+		for i, k := range keys {
+			ids[i] = k.EventID
+		}
+		r.written = append(r.written, written{at: now, n: r.n, ids: ids})
+	}
+}
+
+// Forget drops outcomes at once: their rows were not written, and their
+// events will be redelivered and answered again.
 func (r *Record) Forget(keys []chstore.KeyRow) {
 	r.mu.Lock()
 	for _, k := range keys {

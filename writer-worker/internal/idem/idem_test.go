@@ -57,3 +57,25 @@ func TestRecord(t *testing.T) {
 		t.Fatal("Prefer must keep the final outcome")
 	}
 }
+
+// An outcome whose row is written stays in memory writtenKept: a lookup
+// whose query started before the row was written did not see it, and
+// memory must still answer. A later Remember of the same id (a replay's
+// outcome, its row not written yet) is not dropped with the earlier row.
+func TestWrittenOutcomesOutliveTheLookupsBeforeThem(t *testing.T) {
+	r := New(fakeStore{}, time.Hour, zap.NewNop())
+	r.Remember([]chstore.KeyRow{{EventID: "k", Outcome: outcome.Stored}, {EventID: "r", Outcome: outcome.StorageFailed}})
+	r.Written([]chstore.KeyRow{{EventID: "k"}, {EventID: "r"}})
+	if got, _ := r.Lookup(context.Background(), []string{"k"}); got["k"] != outcome.Stored {
+		t.Fatalf("right after its row was written: %v, want k stored", got)
+	}
+	r.Remember([]chstore.KeyRow{{EventID: "r", Outcome: outcome.Stored}})
+	r.mu.Lock()
+	r.written[0].at = r.written[0].at.Add(-writtenKept)
+	r.mu.Unlock()
+	r.Written(nil)
+	got, _ := r.Lookup(context.Background(), []string{"k", "r"})
+	if _, ok := got["k"]; ok || got["r"] != outcome.Stored {
+		t.Fatalf("writtenKept after the rows: %v, want k dropped, r stored kept", got)
+	}
+}
