@@ -72,7 +72,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	metrics.WatchConsumer(reg, metrics.Writer, js, names.MappedStream, names.WriterConsumer)
 	cfg.Batch.Names = names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
-	keys := idem.New(store, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
+	var seen *idem.Seen
+	if cfg.Batch.KeyFilterMB > 0 {
+		seen = idem.NewSeen(js, names, store, cfg.Batch.KeyWindow, cfg.Batch.KeyFilterMB<<20, log.With(zap.String("component", "keys")))
+	}
+	keys := idem.New(store, seen, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
 	writer = batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
 	sink := diagsink.New(js, names, cfg.Batch.Limits, store, metrics.Writer, reg, log.With(zap.String("component", "diagnostics")))
 	jobs, err := backfill.Open(ctx, js, names.BackfillBucket, cfg.NATS.Replicas, log.With(zap.String("component", "nats")))
@@ -91,6 +95,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	return program.Run(ctx, log,
 		program.Stage{
 			{Name: "reads", Run: queries.Run},
+			{Name: "keys seen", Run: seen.Run},
 			{Name: "retention", Run: sweeps.Run},
 			{Name: "rollup", Run: rollups.Run},
 			{Name: "health", Run: hs.Run},

@@ -29,7 +29,7 @@ func Inbox(program string) string { return "_INBOX." + program }
 // keys and the audit trail, and replays dead letters (for operators, so
 // it may also publish to the mapped stream); the workers
 // consume their own durable consumer, read the registry (the mapper) and
-// answer; both ingest-api and writer-worker write the backfill jobs (one
+// answer (writer-worker also follows the claims); both ingest-api and writer-worker write the backfill jobs (one
 // creates and cancels them, the other runs them). A program creates a
 // missing stream or bucket but may not update, purge or delete one: limits
 // are set once (ensure.go), and an audit trail the audited program could
@@ -69,6 +69,16 @@ func Users(n Names) []User {
 			"$JS.ACK." + stream + "." + consumer + ".>",
 		}
 	}
+	// follow reads a stream through an ordered consumer (writer-worker's
+	// filter of keys seen follows the claims).
+	follow := func(stream string) []string {
+		return []string{
+			"$JS.API.CONSUMER.CREATE." + stream + ".>",
+			"$JS.API.CONSUMER.DELETE." + stream + ".>",
+			"$JS.API.CONSUMER.INFO." + stream + ".>",
+			"$JS.API.CONSUMER.MSG.NEXT." + stream + ".>",
+		}
+	}
 	return []User{
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
 			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), writeKV(n.BackfillBucket), writeKV(n.CensusBucket), []string{
@@ -89,7 +99,7 @@ func Users(n Names) []User {
 			}),
 			Subscribe: []string{Inbox("mapper-worker") + ".>"}},
 		{Name: "writer-worker", PasswordEnv: "NATS_WRITER_PASSWORD",
-			Publish: slices.Concat(streams, consume(n.MappedStream, n.WriterConsumer), consume(n.DiagStream, n.DiagConsumer), writeKV(n.BackfillBucket), []string{
+			Publish: slices.Concat(streams, consume(n.MappedStream, n.WriterConsumer), consume(n.DiagStream, n.DiagConsumer), follow(n.ClaimsStream), writeKV(n.BackfillBucket), []string{
 				n.DeadLetterSubject(), n.ReplyPrefix() + "*",
 			}),
 			Subscribe: []string{n.QueryPrefix() + "*", Inbox("writer-worker") + ".>"}, Responds: true},

@@ -100,6 +100,13 @@ func (n Names) EventsSubject() string { return n.SubjectPrefix + ".events.in" }
 // MappedSubject is where mapper-worker publishes envelopes.
 func (n Names) MappedSubject() string { return n.SubjectPrefix + ".mapped.in" }
 
+// ClaimedHeader, set to "1" on an events message and on the envelope
+// mapped from it, says that every event in it took its claim before it was
+// published (ingest-api/internal/claim): writer-worker may then know a
+// first attempt without a lookup (writer-worker/internal/idem, Seen).
+// Messages of copies that do not set it are looked up.
+const ClaimedHeader = "Events-Claimed"
+
 // ClaimSubject is the subject of the claim on a keyed event's id (a UUID:
 // one subject token).
 func (n Names) ClaimSubject(id string) string { return n.SubjectPrefix + ".claims." + id }

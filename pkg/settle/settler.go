@@ -65,6 +65,9 @@ func (s *Settler) Take(m jetstream.Msg) *Msg { return &Msg{m: m, s: s} }
 // Data is the message's payload.
 func (m *Msg) Data() []byte { return m.m.Data() }
 
+// Header is the value of the message's header name ("" if none).
+func (m *Msg) Header(name string) string { return m.m.Headers().Get(name) }
+
 // SetKeyed says whether the message's events carry Idempotency-Keys
 // (known once it is decoded): the policy's rules differ.
 func (m *Msg) SetKeyed(keyed bool) { m.keyed = keyed }

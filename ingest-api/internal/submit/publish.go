@@ -13,6 +13,7 @@ import (
 
 	"github.com/devicehub/eventservice/ingest-api/internal/claim"
 	"github.com/devicehub/eventservice/pkg/batcher"
+	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 )
 
@@ -240,7 +241,12 @@ func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Dura
 	}
 	p.observe(n)
 	a := pending{sent: sent, held: held, release: release}
-	fut, err := p.js.PublishMsgAsync(&nats.Msg{Subject: p.subject, Data: data})
+	msg := &nats.Msg{Subject: p.subject, Data: data}
+	if len(held) > 0 {
+		// Every event in it is claimed (claim took the others out).
+		msg.Header = nats.Header{bus.ClaimedHeader: {"1"}}
+	}
+	fut, err := p.js.PublishMsgAsync(msg)
 	if err != nil {
 		p.refused(a, fmt.Errorf("%w: %w", errNotSent, err))
 		release(0)

@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/failure"
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -131,13 +132,13 @@ func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []dedupe.Item) {
 			m.Settle(settle.StoreFailed, failure.AsPermanent(err))
 			continue
 		}
-		delivered, replay := m.Delivered(), m.Replay()
+		delivered, replay, claimed := m.Delivered(), m.Replay(), m.Header(bus.ClaimedHeader) == "1"
 		m.SetKeyed(len(evs) > 0 && evs[0].Keyed)
 		src := source{msg: m}
 		for _, ev := range evs {
 			ev.Replay = ev.Replay || replay
 			src.items = append(src.items, len(items))
-			items = append(items, dedupe.Item{Event: ev, Check: delivered > 1 || ev.MaybeStored || ev.Replay})
+			items = append(items, dedupe.Item{Event: ev, Check: delivered > 1 || ev.MaybeStored || ev.Replay, Claimed: claimed})
 		}
 		srcs = append(srcs, src)
 	}

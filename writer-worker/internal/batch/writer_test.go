@@ -43,7 +43,7 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) run(t *testing.T, cfg Config) *Writer {
 	t.Helper()
-	w := New(cfg, r.nc, r.js, r.store, idem.New(r.store, cfg.KeyWindow, zap.NewNop()), nil, zap.NewNop())
+	w := New(cfg, r.nc, r.js, r.store, idem.New(r.store, nil, cfg.KeyWindow, zap.NewNop()), nil, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()

@@ -35,3 +35,20 @@ func (s *Store) KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) ([
 			return k, err
 		})
 }
+
+// EachKey calls fn with the id and time of every row of event_keys answered
+// at or after sinceNs, as the rows stream in (writer-worker's filter of
+// keys seen is filled from them at start).
+func (s *Store) EachKey(ctx context.Context, sinceNs int64, fn func(id string, tsNs int64)) error {
+	return scanRows(ctx, s.conn, "read event keys", "scan event key",
+		"SELECT event_id, ts_ns FROM "+s.db+".event_keys WHERE ts_ns >= ?", []any{sinceNs},
+		func(scan func(...any) error) error {
+			var id string
+			var ts int64
+			if err := scan(&id, &ts); err != nil {
+				return err
+			}
+			fn(id, ts)
+			return nil
+		})
+}

@@ -18,6 +18,10 @@ type Item struct {
 	// Check is set when its values may be stored already (a redelivery,
 	// an event the mapper saw twice, a replay).
 	Check bool
+	// Claimed is set when the event took its claim before it was
+	// published (bus.ClaimedHeader): only then can it be known for a
+	// first attempt without a lookup.
+	Claimed bool
 	// SkipValues: they are, or another copy in this batch stores them.
 	SkipValues bool
 	// Repeat is set for a keyed event an earlier attempt already answered
@@ -36,6 +40,9 @@ var _ Stored = (*chstore.Store)(nil)
 // Outcomes are the recorded outcomes of keyed events (idem.Record).
 type Outcomes interface {
 	Lookup(ctx context.Context, ids []string) (map[string]outcome.Code, error)
+	// FirstAttempt reports that id certainly had no earlier attempt: it
+	// needs no lookup.
+	FirstAttempt(id string) bool
 }
 
 // Checker runs the three checks.
@@ -76,21 +83,32 @@ func inBatchCopies(items []Item) {
 // keyRepeats finds keyed events an earlier attempt already answered: in the
 // record (this writer's memory, event_keys within the window), and later
 // copies of one event within this batch (a device retried while the first
-// attempt was still on its way). A replay of a dead letter is not a repeat
-// of the "failed to store" its letter was answered with: it may store.
+// attempt was still on its way). A first delivery of an event the record
+// knows for a first attempt is not looked up. A replay of a dead letter is
+// not a repeat of the "failed to store" its letter was answered with: it
+// may store.
 func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
 	var ids []string
+	keyed := false
 	for i := range items {
-		if items[i].Event.Keyed {
-			ids = append(ids, items[i].Event.ID)
+		it := &items[i]
+		if !it.Event.Keyed {
+			continue
+		}
+		keyed = true
+		if it.Check || !it.Claimed || !c.keys.FirstAttempt(it.Event.ID) {
+			ids = append(ids, it.Event.ID)
 		}
 	}
-	if len(ids) == 0 {
+	if !keyed {
 		return nil
 	}
-	found, err := c.keys.Lookup(ctx, ids)
-	if err != nil {
-		return err
+	var found map[string]outcome.Code
+	if len(ids) > 0 {
+		var err error
+		if found, err = c.keys.Lookup(ctx, ids); err != nil {
+			return err
+		}
 	}
 	first := make(map[string]*Item)
 	for i := range items {

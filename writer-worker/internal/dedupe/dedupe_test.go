@@ -3,6 +3,8 @@ package dedupe
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/devicehub/eventservice/pkg/event"
@@ -25,6 +27,9 @@ func (f fakeStored) StoredEvents(_ context.Context, _, ids []string, _, _ int64)
 }
 
 type fakeKeys map[string]outcome.Code
+
+// FirstAttempt: ids named first-* are known first attempts.
+func (f fakeKeys) FirstAttempt(id string) bool { return strings.HasPrefix(id, "first-") }
 
 func (f fakeKeys) Lookup(_ context.Context, ids []string) (map[string]outcome.Code, error) {
 	out := map[string]outcome.Code{}
@@ -86,5 +91,45 @@ func TestMarkFailsWhenClickHouseCannotBeRead(t *testing.T) {
 	items := []Item{{Event: ev("x", false, outcome.Stored), Check: true}}
 	if err := New(fakeStored(nil), fakeKeys{}).Mark(context.Background(), items); err == nil {
 		t.Fatal("a failed lookup must fail the batch, not let it store blind")
+	}
+}
+
+// askedKeys records the ids each Lookup asked about.
+type askedKeys struct {
+	fakeKeys
+	asked [][]string
+}
+
+func (a *askedKeys) Lookup(ctx context.Context, ids []string) (map[string]outcome.Code, error) {
+	a.asked = append(a.asked, slices.Clone(ids))
+	return a.fakeKeys.Lookup(ctx, ids)
+}
+
+// A first delivery of a claimed, known first attempt costs no lookup; a
+// redelivery of one, an event not known so, and an event that took no
+// claim (an ingest-api copy of an earlier release) are looked up; copies
+// within the batch are caught either way.
+func TestFirstAttemptsAreNotLookedUp(t *testing.T) {
+	keys := &askedKeys{fakeKeys: fakeKeys{"k-old": outcome.Stored}}
+	c := New(fakeStored{}, keys)
+	items := []Item{
+		{Event: ev("first-a", true, outcome.Stored), Claimed: true},
+		{Event: ev("first-a", true, outcome.Stored), Claimed: true},
+		{Event: ev("first-b", true, outcome.Stored), Claimed: true, Check: true},
+		{Event: ev("k-old", true, outcome.Stored), Claimed: true},
+		{Event: ev("first-d", true, outcome.Stored)}, // from a copy that takes no claims
+	}
+	if err := c.Mark(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys.asked) != 1 || !slices.Equal(keys.asked[0], []string{"first-b", "k-old", "first-d"}) {
+		t.Fatalf("looked up %v, want [[first-b k-old first-d]]", keys.asked)
+	}
+	if items[0].Repeat || !items[1].Repeat || items[1].Prior != outcome.Stored || items[2].Repeat || !items[3].Repeat {
+		t.Fatalf("marks %+v", items)
+	}
+	keys.asked = nil
+	if err := c.Mark(context.Background(), []Item{{Event: ev("first-c", true, outcome.Stored), Claimed: true}}); err != nil || len(keys.asked) != 0 {
+		t.Fatalf("a batch of first attempts looked up %v (%v), want nothing", keys.asked, err)
 	}
 }

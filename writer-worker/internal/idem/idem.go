@@ -26,6 +26,7 @@ var _ Store = (*chstore.Store)(nil)
 // Record answers "how did the first attempt of this keyed event end?".
 type Record struct {
 	store  Store
+	seen   *Seen
 	window time.Duration
 	log    *zap.Logger
 
@@ -61,10 +62,15 @@ const (
 	writtenKept = lookupMax + time.Second
 )
 
-// New returns a record whose outcomes answer retries for window.
-func New(store Store, window time.Duration, log *zap.Logger) *Record {
-	return &Record{store: store, window: window, log: log, answered: make(map[string]remembered)}
+// New returns a record whose outcomes answer retries for window; seen
+// (nil: none) tells first attempts, which need no lookup.
+func New(store Store, seen *Seen, window time.Duration, log *zap.Logger) *Record {
+	return &Record{store: store, seen: seen, window: window, log: log, answered: make(map[string]remembered)}
 }
+
+// FirstAttempt reports whether the keyed event id certainly had no earlier
+// attempt within the window (see Seen); false means "look it up".
+func (r *Record) FirstAttempt(id string) bool { return r.seen.FirstAttempt(id) }
 
 // Prefer picks the outcome that stands when an event has two: a dead
 // letter's "failed to store" gives way to the outcome of its replay.

@@ -30,7 +30,7 @@ func (f fakeStore) KeyOutcomes(_ context.Context, ids []string, _ int64) ([]chst
 // outcome of its replay, in memory and in the table alike.
 func TestRecord(t *testing.T) {
 	r := New(fakeStore{{EventID: "in-table", Outcome: outcome.Stored}, {EventID: "dead-then-replayed", Outcome: outcome.StorageFailed},
-		{EventID: "replayed-then-dead", Outcome: outcome.NoConnections}, {EventID: "replayed-then-dead", Outcome: outcome.StorageFailed}}, time.Hour, zap.NewNop())
+		{EventID: "replayed-then-dead", Outcome: outcome.NoConnections}, {EventID: "replayed-then-dead", Outcome: outcome.StorageFailed}}, nil, time.Hour, zap.NewNop())
 	r.Remember([]chstore.KeyRow{{EventID: "fresh", Outcome: outcome.NoConnections}, {EventID: "dead-then-replayed", Outcome: outcome.Stored}})
 	got, err := r.Lookup(context.Background(), []string{"in-table", "fresh", "dead-then-replayed", "replayed-then-dead", "unknown"})
 	if err != nil {
@@ -63,7 +63,7 @@ func TestRecord(t *testing.T) {
 // memory must still answer. A later Remember of the same id (a replay's
 // outcome, its row not written yet) is not dropped with the earlier row.
 func TestWrittenOutcomesOutliveTheLookupsBeforeThem(t *testing.T) {
-	r := New(fakeStore{}, time.Hour, zap.NewNop())
+	r := New(fakeStore{}, nil, time.Hour, zap.NewNop())
 	r.Remember([]chstore.KeyRow{{EventID: "k", Outcome: outcome.Stored}, {EventID: "r", Outcome: outcome.StorageFailed}})
 	r.Written([]chstore.KeyRow{{EventID: "k"}, {EventID: "r"}})
 	if got, _ := r.Lookup(context.Background(), []string{"k"}); got["k"] != outcome.Stored {

@@ -1,0 +1,105 @@
+package idem
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/bus"
+)
+
+// keyRows stands for event_keys.
+type keyRows map[string]time.Time
+
+func (k keyRows) EachKey(_ context.Context, sinceNs int64, fn func(string, int64)) error {
+	for id, at := range k {
+		if at.UnixNano() >= sinceNs {
+			fn(id, at.UnixNano())
+		}
+	}
+	return nil
+}
+
+func claimOf(t *testing.T, js jetstream.JetStream, id string) {
+	t.Helper()
+	if _, err := js.Publish(context.Background(), bus.DefaultNames.ClaimSubject(id), nil, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+		t.Fatalf("claim %s: %v", id, err)
+	}
+}
+
+func runSeen(t *testing.T, js jetstream.JetStream, keys KeyFeed) *Seen {
+	t.Helper()
+	s := NewSeen(js, bus.DefaultNames, keys, 24*time.Hour, 1<<20, zap.NewNop())
+	s.hold = 300 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s
+}
+
+// eventually waits up to 5 s for cond.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 5 s: %s", what)
+		}
+	}
+}
+
+// Against a real JetStream: an event is a known first attempt when no
+// claim of its id is older than hold and event_keys has no row of it in
+// the window; before the filter is complete, and after its feed broke,
+// nothing is known.
+func TestSeenTellsFirstAttempts(t *testing.T) {
+	_, js := testenv.Connect(t)
+	if err := bus.EnsureStreams(context.Background(), js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	rows := keyRows{"settled-earlier": now.Add(-time.Hour), "past-window": now.Add(-25 * time.Hour)}
+	claimOf(t, js, "claimed-before-start")
+	s := runSeen(t, js, rows)
+	eventually(t, "complete", s.Complete)
+	if s.FirstAttempt("settled-earlier") || !s.FirstAttempt("past-window") || !s.FirstAttempt("never-seen") {
+		t.Fatalf("settled-earlier %v past-window %v never-seen %v; want false true true",
+			s.FirstAttempt("settled-earlier"), s.FirstAttempt("past-window"), s.FirstAttempt("never-seen"))
+	}
+	// Its own claim, younger than hold, does not make an event a repeat;
+	// past hold, the claim stands for an earlier attempt.
+	claimOf(t, js, "fresh")
+	time.Sleep(50 * time.Millisecond)
+	if !s.FirstAttempt("fresh") {
+		t.Fatal("an event whose claim was just taken is not a first attempt")
+	}
+	eventually(t, "a claim older than hold counts as an earlier attempt", func() bool { return !s.FirstAttempt("fresh") })
+	eventually(t, "a claim taken before the start counts", func() bool { return !s.FirstAttempt("claimed-before-start") })
+
+	// A break in the feed: nothing is known until the filter is made
+	// again, from event_keys and the claims still in the stream.
+	s.mu.Lock()
+	s.breakFeed()
+	s.mu.Unlock()
+	if s.Complete() || s.FirstAttempt("never-seen") {
+		t.Fatal("a broken feed still answers")
+	}
+	eventually(t, "complete again", s.Complete)
+	eventually(t, "the claims in the stream are in the new filter", func() bool { return !s.FirstAttempt("fresh") })
+	if s.FirstAttempt("settled-earlier") || !s.FirstAttempt("never-seen") {
+		t.Fatal("the new filter lost event_keys' rows, or holds what it never saw")
+	}
+}
+
+// A nil Seen (IDEMPOTENCY_FILTER_MB=0) knows nothing: every keyed event is
+// looked up.
+func TestNoSeen(t *testing.T) {
+	var s *Seen
+	if s.FirstAttempt("x") || s.Complete() {
+		t.Fatal("a nil Seen answers")
+	}
+}
