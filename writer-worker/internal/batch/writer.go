@@ -44,6 +44,13 @@ type Writer struct {
 // outcomes it writes and checks. Its metrics go to reg (nil: not exported).
 func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store *chstore.Store, keys *idem.Record, reg prometheus.Registerer, log *zap.Logger) *Writer {
 	reg = metrics.Or(reg)
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Writer, Name: "keyed_first_attempts_total",
+			Help: "Keyed events known for first attempts by the filter of keys seen: stored without a lookup of event_keys."},
+			func() float64 { f, _ := keys.Counts(); return float64(f) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Writer, Name: "key_lookups_total",
+			Help: "Queries of event_keys for the outcomes of earlier attempts (keyed events not known for first attempts, and the reads of ingest-api's retries)."},
+			func() float64 { _, l := keys.Counts(); return float64(l) }))
 	return &Writer{cfg: cfg, nc: nc, js: js, store: store, keys: keys, checks: dedupe.New(store, keys), log: log,
 		m: newWriterMetrics(reg), settle: settle.New(js, cfg.Names, cfg.Limits, metrics.Writer, reg, log)}
 }

@@ -8,6 +8,7 @@ package idem
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -25,10 +26,13 @@ var _ Store = (*chstore.Store)(nil)
 
 // Record answers "how did the first attempt of this keyed event end?".
 type Record struct {
-	store  Store
-	seen   *Seen
-	window time.Duration
-	log    *zap.Logger
+	store Store
+	seen  *Seen
+	// firsts counts the events FirstAttempt knew; lookups, the queries
+	// of event_keys.
+	firsts, lookups atomic.Uint64
+	window          time.Duration
+	log             *zap.Logger
 
 	mu       sync.Mutex
 	answered map[string]remembered
@@ -70,7 +74,17 @@ func New(store Store, seen *Seen, window time.Duration, log *zap.Logger) *Record
 
 // FirstAttempt reports whether the keyed event id certainly had no earlier
 // attempt within the window (see Seen); false means "look it up".
-func (r *Record) FirstAttempt(id string) bool { return r.seen.FirstAttempt(id) }
+func (r *Record) FirstAttempt(id string) bool {
+	if r.seen.FirstAttempt(id) {
+		r.firsts.Add(1)
+		return true
+	}
+	return false
+}
+
+// Counts are how many keyed events were known for first attempts, and how
+// many queries of event_keys were made.
+func (r *Record) Counts() (firsts, lookups uint64) { return r.firsts.Load(), r.lookups.Load() }
 
 // Prefer picks the outcome that stands when an event has two: a dead
 // letter's "failed to store" gives way to the outcome of its replay.
@@ -83,6 +97,7 @@ func Prefer(a, b outcome.Code) outcome.Code {
 
 // Lookup returns the recorded outcomes of those of ids that have one.
 func (r *Record) Lookup(ctx context.Context, ids []string) (map[string]outcome.Code, error) {
+	r.lookups.Add(1)
 	qctx, cancel := context.WithTimeout(ctx, lookupMax)
 	rows, err := r.store.KeyOutcomes(qctx, ids, time.Now().Add(-r.window).UnixNano())
 	cancel()
