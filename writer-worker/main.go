@@ -72,10 +72,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	metrics.WatchConsumer(reg, metrics.Writer, js, names.MappedStream, names.WriterConsumer)
 	cfg.Batch.Names = names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
-	var seen *idem.Seen
-	if cfg.Batch.KeyFilterMB > 0 {
-		seen = idem.NewSeen(js, names, store, cfg.Batch.KeyWindow, cfg.Batch.KeyFilterMB<<20, log.With(zap.String("component", "keys")))
-	}
+	seen := idem.NewSeen(js, names, store, cfg.Batch.KeyWindow, idem.FilterBytes, log.With(zap.String("component", "keys")))
 	keys := idem.New(store, seen, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
 	writer = batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
 	sink := diagsink.New(js, names, cfg.Batch.Limits, store, metrics.Writer, reg, log.With(zap.String("component", "diagnostics")))

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 )
@@ -106,6 +107,14 @@ func (n Names) MappedSubject() string { return n.SubjectPrefix + ".mapped.in" }
 // first attempt without a lookup (writer-worker/internal/idem, Seen).
 // Messages of copies that do not set it are looked up.
 const ClaimedHeader = "Events-Claimed"
+
+// CarryClaimed sets ClaimedHeader in h to claimed, the value of an events
+// message's, when it has one.
+func CarryClaimed(claimed string, h nats.Header) {
+	if claimed != "" {
+		h.Set(ClaimedHeader, claimed)
+	}
+}
 
 // ClaimSubject is the subject of the claim on a keyed event's id (a UUID:
 // one subject token).

@@ -36,8 +36,6 @@ type Config struct {
 	// KeyWindow is how long the outcome of a keyed event (one sent with an
 	// Idempotency-Key) answers its retries.
 	KeyWindow time.Duration
-	// KeyFilterMB bounds the filter of keys seen (idem.Seen) in MiB.
-	KeyFilterMB int
 	// Limits bound redelivery (see pkg/settle).
 	Limits settle.Limits
 	// Names are the streams and subjects (set from the NATS configuration).
@@ -54,7 +52,6 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Duration(&c.InsertTimeout, "insert-timeout", 3*time.Second, "time allowed for one batch's inserts")
 	c.Consumer.RegisterAckWait(s, bus.ConsumerConfig{MaxAckPending: 2000, PullBatch: 200, AckWait: 10 * time.Second})
 	s.Duration(&c.KeyWindow, "idempotency-window", 24*time.Hour, "how long a retry with the same Idempotency-Key gets the first attempt's outcome instead of storing again")
-	s.Int(&c.KeyFilterMB, "idempotency-filter-mb", 64, "memory of the filter that tells first attempts of keyed events without reading event_keys, in MiB (0: read for every keyed batch)")
 	c.Limits.Register(s, settle.Limits{MaxDeliver: 200, RetryDelay: time.Second, RetryMaxDelay: 30 * time.Second})
 }
 
@@ -67,8 +64,6 @@ func (c *Config) Validate() error {
 		return errors.New("ACK_WAIT must exceed INSERT_TIMEOUT")
 	case c.KeyWindow <= 0:
 		return errors.New("IDEMPOTENCY_WINDOW must be positive")
-	case c.KeyFilterMB < 0 || c.KeyFilterMB > 64<<10:
-		return errors.New("IDEMPOTENCY_FILTER_MB must be between 0 and 65536")
 	}
 	if err := c.Consumer.Validate(); err != nil {
 		return err

@@ -95,7 +95,7 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 	}
 }
 
-// A nil Seen (IDEMPOTENCY_FILTER_MB=0) knows nothing: every keyed event is
+// A nil Seen (none given to the record) knows nothing: every keyed event is
 // looked up.
 func TestNoSeen(t *testing.T) {
 	var s *Seen
