@@ -212,8 +212,8 @@ func streamConfigs(cfg Config) []jetstream.StreamConfig {
 		"messages the workers gave up on (permanent failures, delivery limit): list and replay them in the workspace API")
 	dead.Retention, dead.Discard, dead.MaxAge, dead.MaxBytes = jetstream.LimitsPolicy, jetstream.DiscardOld, deadLetterMaxAge, cfg.StreamMaxBytes
 	// A claim lasts the pipeline window; ingest-api deletes it sooner when
-	// its event never entered the pipeline. Nothing consumes claims: a
-	// claim costs one stream write.
+	// its event never entered the pipeline. writer-worker copies follow
+	// the claims (writer-worker/internal/idem, Seen); nothing acks them.
 	claims := stream(n.ClaimsStream, n.ClaimSubject("*"),
 		"one claim per keyed event in the pipeline: a retry with the same Idempotency-Key waits for the first attempt's outcome")
 	claims.Retention, claims.Discard, claims.MaxAge, claims.MaxMsgsPerSubject = jetstream.LimitsPolicy, jetstream.DiscardOld, PipelineWindow, 1

@@ -79,7 +79,7 @@ func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 	for _, src := range srcs {
 		w.settleSource(src, items, errs, &answers, &rb)
 	}
-	w.keys.Remember(rb.keys)
+	rb.remembered = w.keys.Remember(rb.keys)
 	answers.Send(w.nc, w.log)
 	return rb, len(items)
 }

@@ -21,6 +21,9 @@ type rawBatch struct {
 	// by an earlier delivery): internal/rollup computes them again.
 	marks []chstore.Mark
 	acks  []*settle.Msg
+	// remembered is the number of the idem.Record.Remember call that
+	// noted keys (the highest, once batches are merged).
+	remembered uint64
 }
 
 // logRaw writes the Messages view in large, infrequent inserts: it is a
@@ -37,7 +40,9 @@ func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration))
 	keys := make([]chstore.KeyRow, 0, nk)
 	acks := make([]*settle.Msg, 0, na)
 	marked := map[chstore.Mark]struct{}{}
+	var remembered uint64
 	for _, rb := range b.Items {
+		remembered = max(remembered, rb.remembered)
 		rows = append(rows, rb.rows...)
 		keys = append(keys, rb.keys...)
 		acks = append(acks, rb.acks...)
@@ -65,11 +70,11 @@ func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration))
 	}
 	cancel()
 	if err == nil {
-		w.keys.Written(keys)
+		w.keys.Written(keys, remembered)
 	} else {
 		// The redelivery finds the values stored and answers the same
 		// again, writing the key rows then.
-		w.keys.Forget(keys)
+		w.keys.Forget(keys, remembered)
 	}
 	if err != nil {
 		// Redelivered later: values are skipped as stored, the raw

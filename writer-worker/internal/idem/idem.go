@@ -75,7 +75,10 @@ func New(store Store, seen *Seen, window time.Duration, log *zap.Logger) *Record
 // FirstAttempt reports whether the keyed event id certainly had no earlier
 // attempt within the window (see Seen); false means "look it up".
 func (r *Record) FirstAttempt(id string) bool {
-	if r.seen.FirstAttempt(id) {
+	r.mu.Lock()
+	_, answered := r.answered[id]
+	r.mu.Unlock()
+	if !answered && r.seen.FirstAttempt(id) {
 		r.firsts.Add(1)
 		return true
 	}
@@ -126,9 +129,12 @@ func note(m map[string]outcome.Code, id string, code outcome.Code) {
 	m[id] = code
 }
 
-// Remember notes outcomes answered until their event_keys rows are stored.
-func (r *Record) Remember(keys []chstore.KeyRow) {
+// Remember notes outcomes answered until their event_keys rows are stored,
+// and returns its number: Written and Forget take the highest of the calls
+// whose rows they concern.
+func (r *Record) Remember(keys []chstore.KeyRow) uint64 {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.n++
 	for _, k := range keys {
 		code := k.Outcome
@@ -137,15 +143,17 @@ func (r *Record) Remember(keys []chstore.KeyRow) {
 		}
 		r.answered[k.EventID] = remembered{code: code, n: r.n}
 	}
-	r.mu.Unlock()
+	return r.n
 }
 
-// Written drops outcomes whose rows are stored, writtenKept later.
-func (r *Record) Written(keys []chstore.KeyRow) {
+// Written drops outcomes whose rows are stored, writtenKept later: those
+// noted by Remember calls up to n (an id noted again since keeps its newer
+// outcome until its own row is written).
+func (r *Record) Written(keys []chstore.KeyRow, n uint64) {
 	now := time.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := 0
+	done := 0
 	for _, w := range r.written {
 		if now.Sub(w.at) < writtenKept {
 			break
@@ -155,24 +163,26 @@ func (r *Record) Written(keys []chstore.KeyRow) {
 				delete(r.answered, id)
 			}
 		}
-		n++
+		done++
 	}
-	r.written = r.written[n:]
+	r.written = r.written[done:]
 	if len(keys) > 0 {
 		ids := make([]string, len(keys))
 		for i, k := range keys {
 			ids[i] = k.EventID
 		}
-		r.written = append(r.written, written{at: now, n: r.n, ids: ids})
+		r.written = append(r.written, written{at: now, n: n, ids: ids})
 	}
 }
 
-// Forget drops outcomes at once: their rows were not written, and their
-// events will be redelivered and answered again.
-func (r *Record) Forget(keys []chstore.KeyRow) {
+// Forget drops outcomes noted by Remember calls up to n at once: their rows
+// were not written, and their events will be redelivered and answered again.
+func (r *Record) Forget(keys []chstore.KeyRow, n uint64) {
 	r.mu.Lock()
 	for _, k := range keys {
-		delete(r.answered, k.EventID)
+		if a, ok := r.answered[k.EventID]; ok && a.n <= n {
+			delete(r.answered, k.EventID)
+		}
 	}
 	r.mu.Unlock()
 }

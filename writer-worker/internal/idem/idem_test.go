@@ -45,11 +45,11 @@ func TestRecord(t *testing.T) {
 			t.Fatalf("Lookup = %v, want %v", got, want)
 		}
 	}
-	r.Remember([]chstore.KeyRow{{EventID: "fresh", Outcome: outcome.StorageFailed}})
+	n := r.Remember([]chstore.KeyRow{{EventID: "fresh", Outcome: outcome.StorageFailed}})
 	if got, _ := r.Lookup(context.Background(), []string{"fresh"}); got["fresh"] != outcome.NoConnections {
 		t.Fatalf("a later failure replaced a final outcome: %v", got)
 	}
-	r.Forget([]chstore.KeyRow{{EventID: "fresh"}})
+	r.Forget([]chstore.KeyRow{{EventID: "fresh"}}, n)
 	if got, _ := r.Lookup(context.Background(), []string{"fresh"}); len(got) != 0 {
 		t.Fatalf("forgotten outcome still answered: %v", got)
 	}
@@ -60,22 +60,27 @@ func TestRecord(t *testing.T) {
 
 // An outcome whose row is written stays in memory writtenKept: a lookup
 // whose query started before the row was written did not see it, and
-// memory must still answer. A later Remember of the same id (a replay's
-// outcome, its row not written yet) is not dropped with the earlier row.
+// memory must still answer. An id noted again by a later Remember (a
+// replay's outcome, its row not written yet) is dropped neither with the
+// earlier row nor by a failure of the earlier row's write.
 func TestWrittenOutcomesOutliveTheLookupsBeforeThem(t *testing.T) {
 	r := New(fakeStore{}, nil, time.Hour, zap.NewNop())
-	r.Remember([]chstore.KeyRow{{EventID: "k", Outcome: outcome.Stored}, {EventID: "r", Outcome: outcome.StorageFailed}})
-	r.Written([]chstore.KeyRow{{EventID: "k"}, {EventID: "r"}})
+	n1 := r.Remember([]chstore.KeyRow{{EventID: "k", Outcome: outcome.Stored}, {EventID: "r", Outcome: outcome.StorageFailed}})
+	r.Remember([]chstore.KeyRow{{EventID: "r", Outcome: outcome.Stored}}) // before the first rows are written
+	r.Written([]chstore.KeyRow{{EventID: "k"}, {EventID: "r"}}, n1)
 	if got, _ := r.Lookup(context.Background(), []string{"k"}); got["k"] != outcome.Stored {
 		t.Fatalf("right after its row was written: %v, want k stored", got)
 	}
-	r.Remember([]chstore.KeyRow{{EventID: "r", Outcome: outcome.Stored}})
 	r.mu.Lock()
 	r.written[0].at = r.written[0].at.Add(-writtenKept)
 	r.mu.Unlock()
-	r.Written(nil)
+	r.Written(nil, n1)
 	got, _ := r.Lookup(context.Background(), []string{"k", "r"})
 	if _, ok := got["k"]; ok || got["r"] != outcome.Stored {
 		t.Fatalf("writtenKept after the rows: %v, want k dropped, r stored kept", got)
+	}
+	r.Forget([]chstore.KeyRow{{EventID: "r"}}, n1)
+	if got, _ := r.Lookup(context.Background(), []string{"r"}); got["r"] != outcome.Stored {
+		t.Fatalf("a failed write of the earlier row dropped the later outcome: %v", got)
 	}
 }

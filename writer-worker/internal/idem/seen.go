@@ -21,17 +21,18 @@ import (
 // claims stream (ingest-api/internal/claim), and a second attempt can take
 // one only after the first's has expired, bus.PipelineWindow later. So an
 // earlier attempt of an event checked now has a claim at least that old.
-// Seen keeps a filter of every event id with a claim older than holdFor
-// (half the pipeline window), from the claims stream as it is written and,
+// Seen keeps a filter of every event id whose claim it received holdFor
+// (half the pipeline window) ago or more, from the claims stream as it is written and,
 // for the window before this copy started, from event_keys. An event whose
 // id is not in it has had no earlier attempt: its own claim is younger than
 // holdFor. An id in it (an earlier attempt, its own claim past hold, or a
 // false hit of the filter) is looked up as before.
 //
-// Seen answers only while it is complete: from the end of its start until
-// the claims' feed may have lost a claim (a gap in the stream's sequence
-// after a silence longer than holdFor, or a claim delivered older than
-// lagFor); then it starts again.
+// Seen answers only while it is complete (from the end of its start until
+// the claims' feed may have lost a claim: a gap in the stream's sequence
+// where the claim before it is half the window old; then it starts again)
+// and its feed was known caught up less than freshFor ago (the server has
+// delivered every claim, and this copy has taken them in).
 type Seen struct {
 	js     jetstream.JetStream
 	names  bus.Names
@@ -39,17 +40,22 @@ type Seen struct {
 	window time.Duration
 	bytes  int
 	log    *zap.Logger
-	// hold and lagLimit: holdFor and lagFor, but in tests.
-	hold, lagLimit time.Duration
+	// hold and fresh: holdFor and freshFor, but in tests.
+	hold, fresh time.Duration
 
 	mu       sync.Mutex
+	gen      uint64 // of the current run of follow: older callbacks are ignored
 	f        *filter
-	held     []claimSeen // claims younger than hold, oldest first
+	held     []claimSeen // claims received less than hold ago, oldest first
 	complete bool
-	caughtUp bool      // the feed has delivered every claim there was once
-	lastSeq  uint64    // of the last claim delivered
-	lastAt   time.Time // when it was delivered
-	broken   chan struct{}
+	// caughtUpAt is when the feed was last known to have delivered, and
+	// this copy taken in, every claim in the stream.
+	caughtUpAt time.Time
+	lastSeq    uint64        // of the last claim taken in
+	lastAt     time.Time     // when it was received
+	lastLag    time.Duration // how late it came, beyond the quickest claim's
+	minOffset  time.Duration // receipt minus claim time, the least seen
+	broken     chan struct{}
 }
 
 // KeyFeed is what Seen reads of ClickHouse at start: event_keys' rows.
@@ -57,6 +63,8 @@ type KeyFeed interface {
 	EachKey(ctx context.Context, sinceNs int64, fn func(id string, tsNs int64)) error
 }
 
+// claimSeen is a claim taken in: its id, and when it was received (this
+// copy's clock, so that a clock apart from NATS's does not shift hold).
 type claimSeen struct {
 	id string
 	at time.Time
@@ -67,11 +75,12 @@ type claimSeen struct {
 // window; more make them likelier (each costs a lookup), never wrong.
 const FilterBytes = 64 << 20
 
-// holdFor is how old a claim is when its id joins the filter; lagFor, how
-// old a claim may be when the feed delivers it.
+// holdFor is how long after its receipt a claim's id joins the filter;
+// freshFor, how long the feed may go without being known caught up before
+// Seen stops answering.
 const (
-	holdFor = bus.PipelineWindow / 2
-	lagFor  = bus.PipelineWindow * 3 / 4
+	holdFor  = bus.PipelineWindow / 2
+	freshFor = bus.PipelineWindow / 4
 )
 
 var errFeedBroken = errors.New("the claims' feed may have lost claims")
@@ -79,7 +88,7 @@ var errFeedBroken = errors.New("the claims' feed may have lost claims")
 // NewSeen returns a Seen over window with a filter of bytes at most; Run
 // fills it.
 func NewSeen(js jetstream.JetStream, names bus.Names, keys KeyFeed, window time.Duration, bytes int, log *zap.Logger) *Seen {
-	return &Seen{js: js, names: names, keys: keys, window: window, bytes: bytes, log: log, hold: holdFor, lagLimit: lagFor}
+	return &Seen{js: js, names: names, keys: keys, window: window, bytes: bytes, log: log, hold: holdFor, fresh: freshFor}
 }
 
 // FirstAttempt reports whether the keyed event id certainly had no earlier
@@ -91,7 +100,7 @@ func (s *Seen) FirstAttempt(id string) bool {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.complete {
+	if !s.complete || now.Sub(s.caughtUpAt) > s.fresh {
 		return false
 	}
 	s.settle(now)
@@ -105,7 +114,7 @@ func (s *Seen) Complete() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.complete
+	return s.complete && time.Since(s.caughtUpAt) <= s.fresh
 }
 
 // Run fills the filter until ctx ends, starting again after a failure or
@@ -117,9 +126,13 @@ func (s *Seen) Run(ctx context.Context) error {
 	}
 	b := retry.Backoff{Initial: time.Second, Max: 30 * time.Second}
 	for n := 1; ; n++ {
+		start := time.Now()
 		err := s.follow(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if time.Since(start) > b.Max {
+			n = 1 // it ran well a while: the back-off starts over
 		}
 		s.log.Warn("keys seen: starting again; until then keyed events are looked up", zap.Error(err))
 		if !retry.Sleep(ctx, b.Delay(n)) {
@@ -132,7 +145,9 @@ func (s *Seen) Run(ctx context.Context) error {
 // over the window, and keeps it until ctx ends or the feed breaks.
 func (s *Seen) follow(ctx context.Context) error {
 	s.mu.Lock()
-	s.f, s.held, s.complete, s.caughtUp, s.lastSeq = newFilter(s.window, s.bytes), nil, false, false, 0
+	s.gen++
+	gen := s.gen
+	s.f, s.held, s.complete, s.caughtUpAt, s.lastSeq, s.minOffset = newFilter(s.window, s.bytes), nil, false, time.Time{}, 0, 0
 	s.broken = make(chan struct{})
 	broken := s.broken
 	s.mu.Unlock()
@@ -140,6 +155,15 @@ func (s *Seen) follow(ctx context.Context) error {
 		s.mu.Lock()
 		s.complete = false
 		s.mu.Unlock()
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-broken:
+			cancel() // the read of event_keys too
+		case <-ctx.Done():
+		}
 	}()
 	st, err := s.js.Stream(ctx, s.names.ClaimsStream)
 	if err != nil {
@@ -149,7 +173,7 @@ func (s *Seen) follow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cc, err := cons.Consume(s.claimed, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	cc, err := cons.Consume(func(m jetstream.Msg) { s.claimed(gen, m) }, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		s.log.Debug("claims' feed", zap.Error(err))
 	}))
 	if err != nil {
@@ -163,33 +187,49 @@ func (s *Seen) follow(ctx context.Context) error {
 		s.mu.Unlock()
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return errFeedBroken
+		}
 		return err
 	}
 	s.mu.Lock()
-	select {
-	case <-broken:
-	default:
-		s.complete = true
-	}
+	s.complete = true // answers once the feed is known caught up (check)
 	s.mu.Unlock()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
+		s.check(ctx, cons)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
-		case <-broken:
-			return errFeedBroken
-		case now := <-tick.C:
-			s.mu.Lock()
-			s.settle(now)
-			s.mu.Unlock()
+			select {
+			case <-broken:
+				return errFeedBroken
+			default:
+				return ctx.Err()
+			}
+		case <-tick.C:
 		}
 	}
 }
 
-// claimed takes one claim from the feed.
-func (s *Seen) claimed(m jetstream.Msg) {
+// check asks the server how far the feed is: when it has delivered every
+// claim and this copy has taken them in, the feed is caught up as of the
+// question.
+func (s *Seen) check(ctx context.Context, cons jetstream.Consumer) {
+	asked := time.Now()
+	ictx, cancel := context.WithTimeout(ctx, s.fresh/2)
+	info, err := cons.Info(ictx)
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.settle(time.Now())
+	if err == nil && info.NumPending == 0 && s.lastSeq >= info.Delivered.Stream {
+		s.caughtUpAt = asked
+	}
+}
+
+// claimed takes one claim from the feed of run gen.
+func (s *Seen) claimed(gen uint64, m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		return
@@ -198,18 +238,23 @@ func (s *Seen) claimed(m jetstream.Msg) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if gen != s.gen {
+		return // a stopped run's
+	}
+	offset := now.Sub(meta.Timestamp)
+	if s.lastSeq == 0 || offset < s.minOffset {
+		s.minOffset = offset
+	}
 	seq := meta.Sequence.Stream
-	lost := s.lastSeq != 0 && seq != s.lastSeq+1 && (seq <= s.lastSeq || now.Sub(s.lastAt) > s.hold)
-	lagging := s.caughtUp && now.Sub(meta.Timestamp) > s.lagLimit
-	if lost || lagging {
+	// A gap in the sequence is claims deleted (released) or expired
+	// before delivery; the latter is possible once the claim before it,
+	// counting how late it came, is half the window old.
+	if s.lastSeq != 0 && seq != s.lastSeq+1 && (seq <= s.lastSeq || now.Sub(s.lastAt)+s.lastLag > bus.PipelineWindow/2) {
 		s.breakFeed()
 		return
 	}
-	if meta.NumPending == 0 {
-		s.caughtUp = true
-	}
-	s.lastSeq, s.lastAt = seq, now
-	s.held = append(s.held, claimSeen{id: id, at: meta.Timestamp})
+	s.lastSeq, s.lastAt, s.lastLag = seq, now, offset-s.minOffset
+	s.held = append(s.held, claimSeen{id: id, at: now})
 }
 
 // breakFeed marks the filter incomplete; follow starts again.
@@ -222,7 +267,7 @@ func (s *Seen) breakFeed() {
 	}
 }
 
-// settle moves the claims older than hold into the filter.
+// settle moves the claims received hold ago or more into the filter.
 func (s *Seen) settle(now time.Time) {
 	n := 0
 	for ; n < len(s.held) && now.Sub(s.held[n].at) >= s.hold; n++ {

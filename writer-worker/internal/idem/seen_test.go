@@ -80,6 +80,16 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 	eventually(t, "a claim older than hold counts as an earlier attempt", func() bool { return !s.FirstAttempt("fresh") })
 	eventually(t, "a claim taken before the start counts", func() bool { return !s.FirstAttempt("claimed-before-start") })
 
+	// A feed not known caught up lately answers nothing, until the next
+	// check finds it caught up.
+	s.mu.Lock()
+	s.caughtUpAt = time.Now().Add(-2 * s.fresh)
+	s.mu.Unlock()
+	if s.FirstAttempt("never-seen") {
+		t.Fatal("a feed not known caught up still answers")
+	}
+	eventually(t, "caught up again", func() bool { return s.FirstAttempt("never-seen") })
+
 	// A break in the feed: nothing is known until the filter is made
 	// again, from event_keys and the claims still in the stream.
 	s.mu.Lock()
