@@ -40,9 +40,9 @@ var _ Stored = (*chstore.Store)(nil)
 // Outcomes are the recorded outcomes of keyed events (idem.Record).
 type Outcomes interface {
 	Lookup(ctx context.Context, ids []string) (map[string]outcome.Code, error)
-	// FirstAttempt reports that id certainly had no earlier attempt: it
-	// needs no lookup.
-	FirstAttempt(id string) bool
+	// FirstAttempts reports, for each of ids, that it certainly had no
+	// earlier attempt: it needs no lookup.
+	FirstAttempts(ids []string) []bool
 }
 
 // Checker runs the three checks.
@@ -88,20 +88,35 @@ func inBatchCopies(items []Item) {
 // not a repeat of the "failed to store" its letter was answered with: it
 // may store.
 func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
-	var ids []string
+	// First deliveries of claimed events are asked about at once, for the
+	// batch; the others, and those not known for first attempts, are
+	// looked up, in the batch's order.
+	var asked []string
 	keyed := false
 	for i := range items {
-		it := &items[i]
-		if !it.Event.Keyed {
-			continue
-		}
-		keyed = true
-		if it.Check || !it.Claimed || !c.keys.FirstAttempt(it.Event.ID) {
-			ids = append(ids, it.Event.ID)
+		if it := &items[i]; it.Event.Keyed {
+			keyed = true
+			if !it.Check && it.Claimed {
+				asked = append(asked, it.Event.ID)
+			}
 		}
 	}
 	if !keyed {
 		return nil
+	}
+	firsts := c.keys.FirstAttempts(asked)
+	var ids []string
+	j := 0
+	for i := range items {
+		if it := &items[i]; it.Event.Keyed {
+			known := false
+			if !it.Check && it.Claimed {
+				known, j = firsts[j], j+1
+			}
+			if !known {
+				ids = append(ids, it.Event.ID)
+			}
+		}
 	}
 	var found map[string]outcome.Code
 	if len(ids) > 0 {

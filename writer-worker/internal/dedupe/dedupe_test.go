@@ -28,8 +28,14 @@ func (f fakeStored) StoredEvents(_ context.Context, _, ids []string, _, _ int64)
 
 type fakeKeys map[string]outcome.Code
 
-// FirstAttempt: ids named first-* are known first attempts.
-func (f fakeKeys) FirstAttempt(id string) bool { return strings.HasPrefix(id, "first-") }
+// FirstAttempts: ids named first-* are known first attempts.
+func (f fakeKeys) FirstAttempts(ids []string) []bool {
+	first := make([]bool, len(ids))
+	for i, id := range ids {
+		first[i] = strings.HasPrefix(id, "first-")
+	}
+	return first
+}
 
 func (f fakeKeys) Lookup(_ context.Context, ids []string) (map[string]outcome.Code, error) {
 	out := map[string]outcome.Code{}

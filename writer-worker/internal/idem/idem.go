@@ -72,17 +72,24 @@ func New(store Store, seen *Seen, window time.Duration, log *zap.Logger) *Record
 	return &Record{store: store, seen: seen, window: window, log: log, answered: make(map[string]remembered)}
 }
 
-// FirstAttempt reports whether the keyed event id certainly had no earlier
-// attempt within the window (see Seen); false means "look it up".
-func (r *Record) FirstAttempt(id string) bool {
+// FirstAttempts reports, for each of ids, whether that keyed event
+// certainly had no earlier attempt within the window (see Seen); false
+// means "look it up". An outcome this writer holds is never a first.
+func (r *Record) FirstAttempts(ids []string) []bool {
+	first := r.seen.FirstAttempts(ids)
+	n := 0
 	r.mu.Lock()
-	_, answered := r.answered[id]
-	r.mu.Unlock()
-	if !answered && r.seen.FirstAttempt(id) {
-		r.firsts.Add(1)
-		return true
+	for i, id := range ids {
+		if _, answered := r.answered[id]; answered {
+			first[i] = false
+		}
+		if first[i] {
+			n++
+		}
 	}
-	return false
+	r.mu.Unlock()
+	r.firsts.Add(uint64(n))
+	return first
 }
 
 // Counts are how many keyed events were known for first attempts, and how

@@ -93,18 +93,25 @@ func NewSeen(js jetstream.JetStream, names bus.Names, keys KeyFeed, window time.
 
 // FirstAttempt reports whether the keyed event id certainly had no earlier
 // attempt within the window. false means "not known": look it up.
-func (s *Seen) FirstAttempt(id string) bool {
+func (s *Seen) FirstAttempt(id string) bool { return s.FirstAttempts([]string{id})[0] }
+
+// FirstAttempts is FirstAttempt of each of ids, under one lock.
+func (s *Seen) FirstAttempts(ids []string) []bool {
+	first := make([]bool, len(ids))
 	if s == nil {
-		return false
+		return first
 	}
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.complete || now.Sub(s.caughtUpAt) > s.fresh {
-		return false
+		return first
 	}
 	s.settle(now)
-	return !s.f.has(id)
+	for i, id := range ids {
+		first[i] = !s.f.has(id)
+	}
+	return first
 }
 
 // Complete reports whether FirstAttempt can answer.
