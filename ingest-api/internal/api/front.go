@@ -22,75 +22,112 @@ import (
 // and the outcome (Stored: well-formed) with its detail.
 type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, readings int, code outcome.Code, detail string)
 
-// ingest is the front of both device endpoints, cheapest check first: the
+// ingest is the front of both device endpoints: admit runs the checks,
+// and the request is answered once, either with its refusal or by handle,
+// which runs while the body and the pipeline slot are still held.
+func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized) error) error {
+	a, release, no := s.admit(c, check)
+	defer release()
+	if no != nil {
+		if no.wait > 0 {
+			edge.RetryAfter(c, no.wait)
+		}
+		if no.close {
+			c.Response().Header().Set(echo.HeaderConnection, "close")
+		}
+		return s.answer(c, a.devReq, no.code, "", no.detail)
+	}
+	return handle(a)
+}
+
+// refusal is the answer to a device request that did not pass the front
+// door: its outcome and detail, the Retry-After it carries (0: none), and
+// whether the connection is closed after it (the rest of the body was not
+// read).
+type refusal struct {
+	code   outcome.Code
+	detail string
+	wait   time.Duration
+	close  bool
+}
+
+// admit runs a device request through the front door's checks, cheapest
+// first, each paid for only by requests that passed the ones before: the
 // client address's standing (refused after too many failed
-// authentications, decompression bombs or stalled bodies), the body within its size, pace and memory bounds, the
+// authentications, decompression bombs or stalled bodies: no body read, no
+// parse, no lookup), the body within its size, pace and memory bounds, the
 // endpoint's own checks in the spec's order, the device and its token
 // (field clients send a user JWT in the header and the device token in the
 // body: either one being the device's token authenticates), the device's
 // rate in readings, and only then a slot of the pipeline (MAX_IN_FLIGHT):
-// a slow body never holds one. handle runs once all pass, while the body
-// is still held.
-func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized) error) error {
-	k := devReq{source: s.Proxies.Client(c.Request())} // the peer, or the client a trusted proxy names
-	if wait, refused := s.Failures.Refused(k.source); refused {
-		s.refuseSource(c, wait)
-		return s.answer(c, k, outcome.SourceRefused, "", "")
+// a slow body never holds one. It returns the request as far as it was
+// read, what to release once it is answered, and the refusal, if any.
+func (s *Server) admit(c echo.Context, check checkFunc) (a authorized, release func(), no *refusal) {
+	release = func() {}
+	r := c.Request()
+	a.source = s.Proxies.Client(r) // the peer, or the client a trusted proxy names
+	if wait, refused := s.Failures.Refused(a.source); refused {
+		return a, release, s.refuseSource(c, wait)
 	}
-	b, code, serial, err := s.readBody(c.Response(), c.Request())
-	if errors.Is(err, errBomb) || errors.Is(err, errSlowBody) {
-		// Bodies no honest client sends count as failures of the
-		// address, as wrong tokens do.
-		s.Failures.Fail(k.source)
-	}
+	b, code, serial, err := s.readBody(c.Response(), r)
 	if err != nil {
-		if serial != "" { // too large: counted under the serial it names
-			_, k.known = s.cache.Lookup(serial)
-			k.serial = serial
-		}
-		// A body that stopped arriving is not waited for again.
-		if code == outcome.BodyTimeout || !discardRest(c.Request(), s.Limits.DiscardBytes) {
-			c.Response().Header().Set(echo.HeaderConnection, "close")
-		}
-		return s.answer(c, k, code, "", err.Error())
+		return a, release, s.badBody(c, &a.devReq, code, serial, err)
 	}
-	defer b.release()
-	headerToken := edge.Bearer(c.Request().Header.Get(echo.HeaderAuthorization))
+	release = b.release
+	headerToken := edge.Bearer(r.Header.Get(echo.HeaderAuthorization))
 	var bodyToken, detail string
-	k.serial, bodyToken, k.readings, code, detail = check(b.b, headerToken)
+	a.serial, bodyToken, a.readings, code, detail = check(b.b, headerToken)
 	b.endWork()
-	dev, ok := s.cache.Lookup(k.serial)
-	k.known = ok
-	if code != outcome.Stored {
-		return s.answer(c, k, code, "", detail)
-	}
-	if !ok {
-		return s.authFailed(c, k, outcome.DeviceNotFound)
+	dev, known := s.cache.Lookup(a.serial)
+	a.known = known
+	switch {
+	case code != outcome.Stored:
+		return a, release, &refusal{code: code, detail: detail}
+	case !known:
+		return a, release, s.authFailed(&a.devReq, outcome.DeviceNotFound)
 	}
 	token, ok := dev.Authenticate(s.Keys, headerToken, bodyToken)
-	if !ok && dev.Unreadable(s.Keys) {
+	switch {
+	case !ok && dev.Unreadable(s.Keys):
 		// Its token may be one this copy cannot check (TOKEN_KEY being
 		// rotated): not the device's failure, nor its address's.
-		return s.answer(c, k, outcome.ProcessingFailed, "", tokenUncheckable)
+		return a, release, &refusal{code: outcome.ProcessingFailed, detail: tokenUncheckable}
+	case ok && !dev.AcceptsAPI():
+		a.kind = diag.KindMQTT
+		fallthrough
+	case !ok:
+		return a, release, s.authFailed(&a.devReq, outcome.InvalidToken)
 	}
-	if !ok || !dev.AcceptsAPI() {
-		if ok {
-			k.kind = diag.KindMQTT
-		}
-		return s.authFailed(c, k, outcome.InvalidToken)
-	}
-	k.authenticated = true
-	if ok, wait := s.Limiter.AllowN(k.serial, cost(k.readings, len(b.b))); !ok {
-		edge.RetryAfter(c, wait)
-		return s.answer(c, k, outcome.RateLimited, "", "")
+	a.authenticated = true
+	if ok, wait := s.Limiter.AllowN(a.serial, cost(a.readings, len(b.b))); !ok {
+		return a, release, &refusal{code: outcome.RateLimited, wait: wait}
 	}
 	select {
 	case s.inflight <- struct{}{}:
-		defer func() { <-s.inflight }()
 	default:
-		return s.answer(c, k, outcome.Overloaded, "", "too many requests in flight, retry later")
+		return a, release, &refusal{code: outcome.Overloaded, detail: "too many requests in flight, retry later"}
 	}
-	return handle(authorized{devReq: k, dev: dev, token: token, secrets: []string{headerToken, bodyToken}})
+	release = func() { <-s.inflight; b.release() }
+	a.dev, a.token, a.secrets = dev, token, []string{headerToken, bodyToken}
+	return a, release, nil
+}
+
+// badBody is the refusal of a body that could not be read within its
+// bounds (code and err say why). Bodies no honest client sends count as
+// failures of the address, as wrong tokens do; one too large is counted
+// under the serial its first bytes name; after a body that stopped
+// arriving, or whose rest is too large to drop, the connection is closed.
+func (s *Server) badBody(c echo.Context, k *devReq, code outcome.Code, serial string, err error) *refusal {
+	if errors.Is(err, errBomb) || errors.Is(err, errSlowBody) {
+		s.Failures.Fail(k.source)
+	}
+	if serial != "" {
+		_, k.known = s.cache.Lookup(serial)
+		k.serial = serial
+	}
+	// A body that stopped arriving is not waited for again.
+	closeConn := code == outcome.BodyTimeout || !discardRest(c.Request(), s.Limits.DiscardBytes)
+	return &refusal{code: code, detail: err.Error(), close: closeConn}
 }
 
 // tokenUncheckable is the detail of a device request whose token this
@@ -116,16 +153,15 @@ func deviceSlash(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// authFailed answers a failed authentication with code, or, when it is
-// past its address's limit (it got by the door while others used the limit
-// up), as the refusal it would have met.
-func (s *Server) authFailed(c echo.Context, k devReq, code outcome.Code) error {
+// authFailed is the refusal of a failed authentication: code, or, when
+// it is past its address's limit (it got by the door while others used
+// the limit up), the refusal it would have met at the door.
+func (s *Server) authFailed(k *devReq, code outcome.Code) *refusal {
 	if wait, over := s.pastLimit(k.source); over {
-		edge.RetryAfter(c, wait)
 		k.kind = ""
-		return s.answer(c, k, outcome.SourceRefused, "", "")
+		return &refusal{code: outcome.SourceRefused, wait: max(wait, time.Second)}
 	}
-	return s.answer(c, k, code, "", "")
+	return &refusal{code: code}
 }
 
 // pastLimit notes a failed authentication from src and reports whether it
@@ -165,22 +201,19 @@ func cost(readings, bodyBytes int) int {
 // no more (an address refused is not owed the bandwidth).
 const refuseDiscard = 64 << 10
 
-// refuseSource readies the answer to a client address that failed too
-// often, before its body is read: its first refuseDiscard bytes are read
-// and dropped, for at most bodyGrace, so that a client writing before it
+// refuseSource is the refusal of a client address that failed too often,
+// before its body is read: its first refuseDiscard bytes are read and
+// dropped, for at most bodyGrace, so that a client writing before it
 // reads still gets the answer; with a larger body, or one that stops
-// arriving, the connection is closed after it. The caller answers
-// SourceRefused. A refused address is never answered sooner than its
-// bytes arrive: answered at once, an attacker stalling 1 MiB bodies came
-// back on each connection as fast as it reconnected (11,000 refusals in
-// 10 s from 1,000 connections, against 3,000 for stalled gzip bodies, whose
-// 64 KiB were waited for), and its handshakes took the fleet's CPU.
-func (s *Server) refuseSource(c echo.Context, wait time.Duration) {
+// arriving, the connection is closed after it. A refused address is never
+// answered sooner than its bytes arrive: answered at once, an attacker
+// stalling 1 MiB bodies came back on each connection as fast as it
+// reconnected (11,000 refusals in 10 s from 1,000 connections, against
+// 3,000 for stalled gzip bodies, whose 64 KiB were waited for), and its
+// handshakes took the fleet's CPU.
+func (s *Server) refuseSource(c echo.Context, wait time.Duration) *refusal {
 	_ = http.NewResponseController(c.Response()).SetReadDeadline(time.Now().Add(bodyGrace))
-	if !discardRest(c.Request(), refuseDiscard) {
-		c.Response().Header().Set(echo.HeaderConnection, "close")
-	}
-	edge.RetryAfter(c, wait)
+	return &refusal{code: outcome.SourceRefused, wait: wait, close: !discardRest(c.Request(), refuseDiscard)}
 }
 
 // sniffBytes is how much of a body too large to read whole is looked at

@@ -1,0 +1,79 @@
+package api
+
+import (
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
+	"github.com/devicehub/eventservice/ingest-api/internal/guard"
+	"github.com/devicehub/eventservice/ingest-api/internal/ratelimit"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/registry"
+)
+
+// Each check of the front door refuses with its own outcome, answered
+// once (one request counted, under that outcome), with a Retry-After when
+// the client is told when to come back, and in the order of the checks:
+// a refused address is refused whatever its body holds.
+func TestEachRefusalIsAnsweredOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	failures := guard.NewFailures(3, time.Minute)
+	srv, s := frontServer(t, Deps{Failures: failures, Limiter: ratelimit.New(1, 1), Answers: edge.NewAnswers(zap.NewNop(), reg)})
+	s.cache.Put(registry.Device{Serial: "mqtt-1", ConnectionType: registry.ConnectionMQTT, AccessToken: "tok-m"}, 1)
+	s.cache.Put(registry.Device{Serial: "dev-2", ConnectionType: registry.ConnectionAPI, AccessToken: "tok-2"}, 1)
+	from := func(ip string) *http.Client {
+		return &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext}}
+	}
+	counted := func(code outcome.Code) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				if mf.GetName() == "ingest_api_requests_total" && m.GetLabel()[0].GetValue() == code.String() {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	for _, c := range []struct {
+		name, ip, body, token string
+		want                  outcome.Code
+		retryAfter            bool
+	}{
+		{"not JSON", "127.0.0.1", `{"serial":`, "tok-1", outcome.InvalidFormat, false},
+		{"no serial", "127.0.0.1", `{"data":{"t":1}}`, "tok-1", outcome.MissingSerial, false},
+		{"unknown device", "127.0.0.3", `{"serial":"nope","data":{"t":1}}`, "tok-1", outcome.DeviceNotFound, false},
+		{"wrong token", "127.0.0.3", `{"serial":"dev-1","data":{"t":1}}`, "tok-2", outcome.InvalidToken, false},
+		{"MQTT device", "127.0.0.3", `{"serial":"mqtt-1","data":{"t":1}}`, "tok-m", outcome.InvalidToken, false},
+		{"address past its failures", "127.0.0.3", `{"serial":"dev-1","data":{"t":1}}`, "tok-1", outcome.SourceRefused, true},
+		{"no pipeline slot", "127.0.0.1", `{"serial":"dev-2","data":{"t":1}}`, "tok-2", outcome.Overloaded, true},
+		{"device over its rate", "127.0.0.1", `{"serial":"dev-2","data":{"t":1}}`, "tok-2", outcome.RateLimited, true},
+	} {
+		before := counted(c.want)
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+EventPath, strings.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := from(c.ip).Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		b := decode(t, resp)
+		if resp.StatusCode != outcome.Lookup(c.want).Status || b.Success {
+			t.Errorf("%s: %d %+v, want %d (%s)", c.name, resp.StatusCode, b, outcome.Lookup(c.want).Status, c.want)
+		}
+		if got := resp.Header.Get("Retry-After") != ""; got != c.retryAfter {
+			t.Errorf("%s: Retry-After %q, want one: %v", c.name, resp.Header.Get("Retry-After"), c.retryAfter)
+		}
+		if n := counted(c.want) - before; n != 1 {
+			t.Errorf("%s: counted %v times under %s, want once", c.name, n, c.want)
+		}
+	}
+}
