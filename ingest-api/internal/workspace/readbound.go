@@ -11,20 +11,28 @@ import (
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
-// Workspace reads are bounded twice: half the cores at once (a page of
-// messages may be ~4 MiB to pass on, and a writer renders it), and
-// readBytesPerSec of answers per copy on average (readBurst at once): a
-// client that reads large pages in a loop, whatever its role, gets them at
-// that pace, and ingestion keeps the rest of the machine (measured: a
-// 3.5 MB page of messages costs ~100 ms of CPU in writer-worker and
-// ingest-api, more in ClickHouse, so unpaced a loop of them took one core).
+// Workspace reads are bounded three times: half the cores at once (a page
+// of messages may be ~4 MiB to pass on, and a writer renders it);
+// readBytesPerSec of answers per copy on average (readBurst at once); and
+// readShare of each second's time per copy (readTimeBurst at once), the
+// time a read takes counted from its turn to its answer, which covers what
+// it cost in writer-worker and ClickHouse: a client that reads large pages
+// in a loop, whatever its role, gets them at that pace, and ingestion keeps
+// the rest of the machine. Measured: a 3.5 MB page of messages costs ~100 ms
+// of CPU in writer-worker and ingest-api and takes 2-3 s in all on a busy
+// machine (ClickHouse reads every payload's length); paced by bytes alone a
+// loop of them held the one read slot without a break and raised the
+// fleet's p99 from 92 to 308 ms (make chaos, workspace-read-flood).
 const (
 	readBytesPerSec = 4 << 20
 	readBurst       = 8 << 20
+	readShare       = 0.25
+	readTimeBurst   = 2 // seconds
 	// A read waits up to readWait for one of the slots, then up to
-	// paceWait for the bytes before it to be paid for (holding its slot),
-	// or is answered 503 with a Retry-After: a client paging through
-	// large pages gets them at the budget's pace, a flood is refused.
+	// paceWait for the bytes and time before it to be paid for (holding
+	// its slot), or is answered 503 with a Retry-After: a client paging
+	// through large pages gets them at the budgets' pace, a flood is
+	// refused.
 	readWait = time.Second
 	paceWait = 5 * time.Second
 )
@@ -45,7 +53,8 @@ func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
 		case <-c.Request().Context().Done():
 			return nil
 		}
-		if wait := s.readBytes.wait(time.Now()); wait > 0 {
+		now := time.Now()
+		if wait := max(s.readBytes.wait(now), s.readTime.wait(now)); wait > 0 {
 			if wait > paceWait {
 				return s.busy(c, wait)
 			}
@@ -55,8 +64,11 @@ func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
 				return nil
 			}
 		}
+		start := time.Now()
 		err := next(c)
-		s.readBytes.spend(time.Now(), c.Response().Size)
+		end := time.Now()
+		s.readBytes.spend(end, float64(c.Response().Size))
+		s.readTime.spend(end, end.Sub(start).Seconds())
 		return err
 	}
 }
@@ -68,9 +80,10 @@ func (s *Server) busy(c echo.Context, wait time.Duration) error {
 	return s.respond(c, outcome.Overloaded, "", "", "too many workspace reads at once, retry later")
 }
 
-// byteBudget is a bucket of bytes that refills at rate per second up to
-// burst, and may be spent into debt: a read's size is known only after it.
-type byteBudget struct {
+// paceBudget is a bucket (of bytes, or of seconds) that refills at rate per
+// second up to burst, and may be spent into debt: a read's size and time
+// are known only after it.
+type paceBudget struct {
 	rate, burst float64
 
 	mu    sync.Mutex
@@ -78,11 +91,11 @@ type byteBudget struct {
 	at    time.Time
 }
 
-func newByteBudget(rate, burst float64) *byteBudget {
-	return &byteBudget{rate: rate, burst: burst, level: burst}
+func newPaceBudget(rate, burst float64) *paceBudget {
+	return &paceBudget{rate: rate, burst: burst, level: burst}
 }
 
-func (b *byteBudget) refill(now time.Time) {
+func (b *paceBudget) refill(now time.Time) {
 	if !b.at.IsZero() {
 		b.level = min(b.burst, b.level+now.Sub(b.at).Seconds()*b.rate)
 	}
@@ -90,7 +103,7 @@ func (b *byteBudget) refill(now time.Time) {
 }
 
 // wait is how long until the budget is out of debt.
-func (b *byteBudget) wait(now time.Time) time.Duration {
+func (b *paceBudget) wait(now time.Time) time.Duration {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill(now)
@@ -100,10 +113,10 @@ func (b *byteBudget) wait(now time.Time) time.Duration {
 	return time.Duration(-b.level / b.rate * float64(time.Second))
 }
 
-// spend takes n bytes from the budget.
-func (b *byteBudget) spend(now time.Time, n int64) {
+// spend takes n from the budget.
+func (b *paceBudget) spend(now time.Time, n float64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.refill(now)
-	b.level -= float64(n)
+	b.level -= n
 }

@@ -16,8 +16,8 @@ import (
 	"github.com/devicehub/eventservice/pkg/outcome"
 )
 
-func TestByteBudget(t *testing.T) {
-	b := newByteBudget(1000, 2000)
+func TestPaceBudget(t *testing.T) {
+	b := newPaceBudget(1000, 2000)
 	t0 := time.Unix(1000, 0)
 	if w := b.wait(t0); w != 0 {
 		t.Fatalf("a full budget waits %v", w)
@@ -46,8 +46,9 @@ func TestByteBudget(t *testing.T) {
 // the read after one that spent the budget waits for it, and one that would
 // wait more than paceWait is answered 503 with Retry-After at once.
 func TestLargeReadsArePaced(t *testing.T) {
-	s := &Server{reads: make(chan struct{}, 1), readBytes: newByteBudget(1<<20, 1<<20),
-		answers: edge.NewAnswers(zap.NewNop(), prometheus.NewRegistry())}
+	s := &Server{reads: make(chan struct{}, 1), readBytes: newPaceBudget(1<<20, 1<<20),
+		readTime: newPaceBudget(1000, 1000),
+		answers:  edge.NewAnswers(zap.NewNop(), prometheus.NewRegistry())}
 	size := 1 << 20
 	e := echo.New()
 	h := s.boundReads(func(c echo.Context) error {
@@ -92,5 +93,40 @@ func TestLargeReadsArePaced(t *testing.T) {
 	rec := httptest.NewRecorder()
 	if err := h(e.NewContext(httptest.NewRequest(http.MethodPut, "/x", nil), rec)); err != nil || rec.Code != 200 {
 		t.Fatalf("a write while reads are in debt: %d %v", rec.Code, err)
+	}
+}
+
+// Reads that take long are paced by their time, whatever their size: the
+// read after one that spent the time budget waits until it is repaid, and
+// one that would wait more than paceWait is answered 503 at once.
+func TestSlowReadsArePacedByTheirTime(t *testing.T) {
+	s := &Server{reads: make(chan struct{}, 1), readBytes: newPaceBudget(1<<30, 1<<30), readTime: newPaceBudget(0.5, 0.1),
+		answers: edge.NewAnswers(zap.NewNop(), prometheus.NewRegistry())}
+	took := 300 * time.Millisecond
+	e := echo.New()
+	h := s.boundReads(func(c echo.Context) error {
+		time.Sleep(took)
+		return c.Blob(http.StatusOK, "application/json", []byte("{}"))
+	})
+	get := func() (int, string, time.Duration) {
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		if err := h(e.NewContext(httptest.NewRequest(http.MethodGet, "/x", nil), rec)); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Code, rec.Header().Get("Retry-After"), time.Since(start)
+	}
+	if code, _, d := get(); code != 200 || d > took+300*time.Millisecond {
+		t.Fatalf("first read: %d after %v, want 200 after its own %v", code, d, took)
+	}
+	// 0.2 s in debt at 0.5 s/s: the next waits ~0.4 s before its own 0.3 s.
+	took = 2800 * time.Millisecond
+	if code, _, d := get(); code != 200 || d < took+300*time.Millisecond {
+		t.Fatalf("a read after one that spent the time: %d after %v, want 200 after ~%v", code, d, took+400*time.Millisecond)
+	}
+	// Now ~2.8 s in debt: a wait of ~5.6 s is over paceWait.
+	code, retry, d := get()
+	if secs, _ := strconv.Atoi(retry); code != outcome.Lookup(outcome.Overloaded).Status || secs < 5 || d > 300*time.Millisecond {
+		t.Fatalf("a read 2.8 s in debt: %d Retry-After %q after %v, want 503 with Retry-After >= 5 at once", code, retry, d)
 	}
 }

@@ -54,7 +54,8 @@ type Server struct {
 	answers       *edge.Answers
 	cache         *registry.Cache
 	reads         chan struct{} // reads at once: each may hold a page of ~4 MiB, decoded and encoded
-	readBytes     *byteBudget   // bytes of reads answered per second (readbound.go)
+	readBytes     *paceBudget   // bytes of reads answered per second (readbound.go)
+	readTime      *paceBudget   // seconds of reads per second
 	auditFailures prometheus.Counter
 }
 
@@ -66,7 +67,8 @@ func New(d Deps) *echo.Echo {
 		answers:   d.Answers,
 		cache:     d.Registry.Cache(),
 		reads:     make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
-		readBytes: newByteBudget(readBytesPerSec, readBurst),
+		readBytes: newPaceBudget(readBytesPerSec, readBurst),
+		readTime:  newPaceBudget(readShare, readTimeBurst),
 		auditFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Ingest, Name: "audit_failures_total",
 			Help: "Workspace changes made whose audit record the audit stream did not accept (each is logged).",
