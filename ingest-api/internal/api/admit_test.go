@@ -77,3 +77,33 @@ func TestEachRefusalIsAnsweredOnce(t *testing.T) {
 		}
 	}
 }
+
+// An address's health checks beyond probeLimit in probeWindow are
+// answered, truthfully, after probePause; another address's at once.
+func TestHealthChecksArePacedPerAddress(t *testing.T) {
+	srv, _ := frontServer(t, Deps{})
+	get := func(ip string) (int, time.Duration) {
+		c := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext}}
+		start := time.Now()
+		resp, err := c.Get(srv.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := decode(t, resp)
+		if resp.StatusCode != 200 || !b.Success {
+			t.Fatalf("healthz from %s: %d %+v", ip, resp.StatusCode, b)
+		}
+		return resp.StatusCode, time.Since(start)
+	}
+	for i := range probeLimit {
+		if _, took := get("127.0.0.5"); took > probePause/2 {
+			t.Fatalf("check %d of %d took %v: paced within the limit", i+1, probeLimit, took)
+		}
+	}
+	if _, took := get("127.0.0.5"); took < probePause {
+		t.Errorf("check %d took %v, want at least %v", probeLimit+1, took, probePause)
+	}
+	if _, took := get("127.0.0.6"); took > probePause/2 {
+		t.Errorf("another address's check took %v", took)
+	}
+}

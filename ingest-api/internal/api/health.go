@@ -17,7 +17,39 @@ import (
 // background, so that no flood of probes reaches NATS or a writer.
 
 func (s *Server) healthz(c echo.Context) error {
+	if !s.paceProbe(c) {
+		return nil
+	}
 	return c.JSON(http.StatusOK, Body{Success: true, Message: "alive"})
+}
+
+// The device door's health checks are paced per client address: beyond
+// probeLimit in probeWindow (10 a second on average; a load balancer
+// checks every few seconds) each is answered, truthfully, after
+// probePause. A flood of them from one address then gets one answer per
+// connection per pause instead of as many as it can ask (measured: 32
+// connections asked 3,100 a second and raised the fleet's p99 from 164 to
+// 278 ms). Operators' probes on METRICS_ADDR are not paced.
+const (
+	probeLimit  = 100
+	probeWindow = 10 * time.Second
+	probePause  = time.Second
+)
+
+// paceProbe counts a health check of the client's address and, past its
+// limit, waits probePause; false: the client went away meanwhile.
+func (s *Server) paceProbe(c echo.Context) bool {
+	if _, over := s.probes.Fail(s.Proxies.Client(c.Request())); !over {
+		return true
+	}
+	t := time.NewTimer(probePause)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-c.Request().Context().Done():
+		return false
+	}
 }
 
 // readyEvery is how often readiness is checked in the background.
@@ -90,6 +122,9 @@ func (s *Server) check(ctx context.Context) error {
 }
 
 func (s *Server) readyz(c echo.Context) error {
+	if !s.paceProbe(c) {
+		return nil
+	}
 	if err := s.Ready(c.Request().Context()); err != nil {
 		return c.JSON(http.StatusServiceUnavailable, Body{Message: "not ready", Error: health.Condition(err)})
 	}

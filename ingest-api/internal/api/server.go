@@ -72,6 +72,7 @@ type Server struct {
 	answers   *edge.Answers
 	cache     *registry.Cache
 	inflight  chan struct{}
+	probes    *guard.Failures // health checks per address, counted as failures are (health.go)
 	lastTS    atomic.Int64
 	draining  atomic.Bool
 	readiness atomic.Pointer[error] // nil: not checked yet
@@ -85,6 +86,7 @@ func New(d Deps) (*echo.Echo, *Server) {
 		answers:  d.Answers,
 		cache:    d.Registry.Cache(),
 		inflight: make(chan struct{}, d.Limits.MaxInFlight),
+		probes:   guard.NewFailures(probeLimit, probeWindow),
 	}
 	if s.Redactor == nil {
 		s.Redactor = redact.New("")
