@@ -26,8 +26,9 @@ type checkFunc func(body []byte, headerToken string) (serial, bodyToken string, 
 // and the request is answered once, either with its refusal or by handle,
 // which runs while the body and the pipeline slot are still held.
 func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized) error) error {
-	a, release, no := s.admit(c, check)
-	defer release()
+	var h held
+	defer h.release() // also when a check panics (middleware.Recover answers)
+	a, no := s.admit(c, check, &h)
 	if no != nil {
 		if no.wait > 0 {
 			edge.RetryAfter(c, no.wait)
@@ -38,6 +39,22 @@ func (s *Server) ingest(c echo.Context, check checkFunc, handle func(authorized)
 		return s.answer(c, a.devReq, no.code, "", no.detail)
 	}
 	return handle(a)
+}
+
+// held is what a device request holds until it is answered: its body
+// (memory budget, work slot) and its pipeline slot.
+type held struct {
+	body     *body
+	inflight chan struct{}
+}
+
+func (h *held) release() {
+	if h.inflight != nil {
+		<-h.inflight
+	}
+	if h.body != nil {
+		h.body.release()
+	}
 }
 
 // refusal is the answer to a device request that did not pass the front
@@ -61,19 +78,19 @@ type refusal struct {
 // body: either one being the device's token authenticates), the device's
 // rate in readings, and only then a slot of the pipeline (MAX_IN_FLIGHT):
 // a slow body never holds one. It returns the request as far as it was
-// read, what to release once it is answered, and the refusal, if any.
-func (s *Server) admit(c echo.Context, check checkFunc) (a authorized, release func(), no *refusal) {
-	release = func() {}
+// read and the refusal, if any; what the request holds is noted in h as
+// soon as it is taken, for the caller to give back once it answered.
+func (s *Server) admit(c echo.Context, check checkFunc, h *held) (a authorized, no *refusal) {
 	r := c.Request()
 	a.source = s.Proxies.Client(r) // the peer, or the client a trusted proxy names
 	if wait, refused := s.Failures.Refused(a.source); refused {
-		return a, release, s.refuseSource(c, wait)
+		return a, s.refuseSource(c, wait)
 	}
 	b, code, serial, err := s.readBody(c.Response(), r)
 	if err != nil {
-		return a, release, s.badBody(c, &a.devReq, code, serial, err)
+		return a, s.badBody(c, &a.devReq, code, serial, err)
 	}
-	release = b.release
+	h.body = b
 	headerToken := edge.Bearer(r.Header.Get(echo.HeaderAuthorization))
 	var bodyToken, detail string
 	a.serial, bodyToken, a.readings, code, detail = check(b.b, headerToken)
@@ -82,34 +99,34 @@ func (s *Server) admit(c echo.Context, check checkFunc) (a authorized, release f
 	a.known = known
 	switch {
 	case code != outcome.Stored:
-		return a, release, &refusal{code: code, detail: detail}
+		return a, &refusal{code: code, detail: detail}
 	case !known:
-		return a, release, s.authFailed(&a.devReq, outcome.DeviceNotFound)
+		return a, s.authFailed(&a.devReq, outcome.DeviceNotFound)
 	}
 	token, ok := dev.Authenticate(s.Keys, headerToken, bodyToken)
 	switch {
 	case !ok && dev.Unreadable(s.Keys):
 		// Its token may be one this copy cannot check (TOKEN_KEY being
 		// rotated): not the device's failure, nor its address's.
-		return a, release, &refusal{code: outcome.ProcessingFailed, detail: tokenUncheckable}
+		return a, &refusal{code: outcome.ProcessingFailed, detail: tokenUncheckable}
 	case ok && !dev.AcceptsAPI():
 		a.kind = diag.KindMQTT
 		fallthrough
 	case !ok:
-		return a, release, s.authFailed(&a.devReq, outcome.InvalidToken)
+		return a, s.authFailed(&a.devReq, outcome.InvalidToken)
 	}
 	a.authenticated = true
 	if ok, wait := s.Limiter.AllowN(a.serial, cost(a.readings, len(b.b))); !ok {
-		return a, release, &refusal{code: outcome.RateLimited, wait: wait}
+		return a, &refusal{code: outcome.RateLimited, wait: wait}
 	}
 	select {
 	case s.inflight <- struct{}{}:
+		h.inflight = s.inflight
 	default:
-		return a, release, &refusal{code: outcome.Overloaded, detail: "too many requests in flight, retry later"}
+		return a, &refusal{code: outcome.Overloaded, detail: "too many requests in flight, retry later"}
 	}
-	release = func() { <-s.inflight; b.release() }
 	a.dev, a.token, a.secrets = dev, token, []string{headerToken, bodyToken}
-	return a, release, nil
+	return a, nil
 }
 
 // badBody is the refusal of a body that could not be read within its

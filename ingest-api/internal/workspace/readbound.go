@@ -15,8 +15,9 @@ import (
 // of messages may be ~4 MiB to pass on, and a writer renders it);
 // readBytesPerSec of answers per copy on average (readBurst at once); and
 // readShare of each second's time per copy (readTimeBurst at once), the
-// time a read takes counted from its turn to its answer, which covers what
-// it cost in writer-worker and ClickHouse: a client that reads large pages
+// time a read takes counted from its turn to its answer's first byte
+// (readTimeMax at most), which covers what it cost in writer-worker and
+// ClickHouse: a client that reads large pages
 // in a loop, whatever its role, gets them at that pace, and ingestion keeps
 // the rest of the machine. Measured: a 3.5 MB page of messages costs ~100 ms
 // of CPU in writer-worker and ingest-api and takes 2-3 s in all on a busy
@@ -28,6 +29,9 @@ const (
 	readBurst       = 8 << 20
 	readShare       = 0.25
 	readTimeBurst   = 2 // seconds
+	// readTimeMax is the most one read is charged: the writer's answer is
+	// waited for 5 s (ingest-api's workspace read wait).
+	readTimeMax = 5 * time.Second
 	// A read waits up to readWait for one of the slots, then up to
 	// paceWait for the bytes and time before it to be paid for (holding
 	// its slot), or is answered 503 with a Retry-After: a client paging
@@ -64,11 +68,18 @@ func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
 				return nil
 			}
 		}
+		// A read's time runs to its answer's first byte: a client that
+		// reads the answer slowly costs its connection, not the machine.
 		start := time.Now()
+		var answered time.Time
+		c.Response().Before(func() { answered = time.Now() })
 		err := next(c)
 		end := time.Now()
+		if answered.IsZero() {
+			answered = end
+		}
 		s.readBytes.spend(end, float64(c.Response().Size))
-		s.readTime.spend(end, end.Sub(start).Seconds())
+		s.readTime.spend(end, min(answered.Sub(start), readTimeMax).Seconds())
 		return err
 	}
 }
