@@ -50,18 +50,10 @@ func TestLargeReadsArePaced(t *testing.T) {
 		readTime: newPaceBudget(1000, 1000),
 		answers:  edge.NewAnswers(zap.NewNop(), prometheus.NewRegistry())}
 	size := 1 << 20
-	e := echo.New()
 	h := s.boundReads(func(c echo.Context) error {
 		return c.Blob(http.StatusOK, "application/json", []byte(strings.Repeat("x", size)))
 	})
-	get := func() (int, string, time.Duration) {
-		rec := httptest.NewRecorder()
-		start := time.Now()
-		if err := h(e.NewContext(httptest.NewRequest(http.MethodGet, "/x", nil), rec)); err != nil {
-			t.Fatal(err)
-		}
-		return rec.Code, rec.Header().Get("Retry-After"), time.Since(start)
-	}
+	get := reader(t, h)
 	if code, _, took := get(); code != 200 || took > 300*time.Millisecond {
 		t.Fatalf("first read: %d after %v, want 200 at once", code, took)
 	}
@@ -91,7 +83,7 @@ func TestLargeReadsArePaced(t *testing.T) {
 	}
 	// Writes are not paced.
 	rec := httptest.NewRecorder()
-	if err := h(e.NewContext(httptest.NewRequest(http.MethodPut, "/x", nil), rec)); err != nil || rec.Code != 200 {
+	if err := h(echo.New().NewContext(httptest.NewRequest(http.MethodPut, "/x", nil), rec)); err != nil || rec.Code != 200 {
 		t.Fatalf("a write while reads are in debt: %d %v", rec.Code, err)
 	}
 }
@@ -103,19 +95,11 @@ func TestSlowReadsArePacedByTheirTime(t *testing.T) {
 	s := &Server{reads: make(chan struct{}, 1), readBytes: newPaceBudget(1<<30, 1<<30), readTime: newPaceBudget(0.5, 0.1),
 		answers: edge.NewAnswers(zap.NewNop(), prometheus.NewRegistry())}
 	took := 300 * time.Millisecond
-	e := echo.New()
 	h := s.boundReads(func(c echo.Context) error {
 		time.Sleep(took)
 		return c.Blob(http.StatusOK, "application/json", []byte("{}"))
 	})
-	get := func() (int, string, time.Duration) {
-		rec := httptest.NewRecorder()
-		start := time.Now()
-		if err := h(e.NewContext(httptest.NewRequest(http.MethodGet, "/x", nil), rec)); err != nil {
-			t.Fatal(err)
-		}
-		return rec.Code, rec.Header().Get("Retry-After"), time.Since(start)
-	}
+	get := reader(t, h)
 	if code, _, d := get(); code != 200 || d > took+300*time.Millisecond {
 		t.Fatalf("first read: %d after %v, want 200 after its own %v", code, d, took)
 	}
@@ -129,5 +113,18 @@ func TestSlowReadsArePacedByTheirTime(t *testing.T) {
 	code, retry, d := get()
 	if secs, _ := strconv.Atoi(retry); code != outcome.Lookup(outcome.Overloaded).Status || secs < 5 || d > 300*time.Millisecond {
 		t.Fatalf("a read 2.8 s in debt: %d Retry-After %q after %v, want 503 with Retry-After >= 5 at once", code, retry, d)
+	}
+}
+
+// reader GETs through h: the status, the Retry-After and the time taken.
+func reader(t *testing.T, h echo.HandlerFunc) func() (int, string, time.Duration) {
+	e := echo.New()
+	return func() (int, string, time.Duration) {
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		if err := h(e.NewContext(httptest.NewRequest(http.MethodGet, "/x", nil), rec)); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Code, rec.Header().Get("Retry-After"), time.Since(start)
 	}
 }
