@@ -11,6 +11,7 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/query"
+	"github.com/devicehub/eventservice/pkg/retry"
 )
 
 // Health: liveness, and readiness answered from a check made in the
@@ -42,14 +43,7 @@ func (s *Server) paceProbe(c echo.Context) bool {
 	if _, over := s.probes.Fail(s.Proxies.Client(c.Request())); !over {
 		return true
 	}
-	t := time.NewTimer(probePause)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-c.Request().Context().Done():
-		return false
-	}
+	return retry.Sleep(c.Request().Context(), probePause)
 }
 
 // readyEvery is how often readiness is checked in the background.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/pkg/retry"
 )
 
 // Workspace reads are bounded three times: half the cores at once (a page
@@ -62,9 +63,7 @@ func (s *Server) boundReads(next echo.HandlerFunc) echo.HandlerFunc {
 			if wait > paceWait {
 				return s.busy(c, wait)
 			}
-			select {
-			case <-time.After(wait):
-			case <-c.Request().Context().Done():
+			if !retry.Sleep(c.Request().Context(), wait) {
 				return nil
 			}
 		}
