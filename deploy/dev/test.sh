@@ -31,3 +31,7 @@ if command -v kubectl >/dev/null 2>&1; then
   kubectl kustomize deploy/kubernetes >/dev/null
 fi
 go test -count=1 -timeout 20m ${GOTEST_FLAGS:-} ./...
+# The device SDKs (docs/sdk.md): the Go SDK is a module of its own.
+if [ -z "${GOTEST_FLAGS:-}" ]; then
+  (cd sdk/go && go vet ./... && go test -count=1 -timeout 5m ./...)
+fi

@@ -1,0 +1,3 @@
+module github.com/devicehub/eventservice/sdk/go
+
+go 1.22

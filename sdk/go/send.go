@@ -1,0 +1,226 @@
+package devicesdk
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Path is the service's backlog endpoint.
+const Path = "/api/v1/deviceapi/events"
+
+// answer is the service's JSON answer.
+type answer struct {
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+	Error   string `json:"error"`
+	Results []struct {
+		Success bool   `json:"success"`
+		Message string `json:"message"`
+	} `json:"results"`
+}
+
+// sender is Run's state.
+type sender struct {
+	bo        *backoff
+	secondary bool // the secondary token is in use
+	switched  bool // tokens were switched since the last success
+}
+
+// Run sends the queue until ctx ends; it returns ctx's error.
+func (c *Client) Run(ctx context.Context) error {
+	s := &sender{bo: newBackoff(c.cfg.BaseBackoff, c.cfg.MaxBackoff)}
+	for {
+		wait, err := c.step(ctx, s)
+		if err != nil {
+			c.note(0, err.Error())
+			wait = max(wait, s.bo.failed())
+		}
+		if wait > 0 {
+			c.mu.Lock()
+			c.status.NextAttempt = c.now().Add(wait)
+			c.mu.Unlock()
+			if !c.sleep(ctx, wait) {
+				return ctx.Err()
+			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// step sends one batch, or waits for one; it returns how long to wait.
+func (c *Client) step(ctx context.Context, s *sender) (time.Duration, error) {
+	b, err := c.q.peek(c.cfg.BatchReadings, c.cfg.BatchBytes, c.now())
+	if err != nil {
+		return 0, err
+	}
+	if len(b.readings) == 0 {
+		select {
+		case <-c.wake:
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+		return 0, nil
+	}
+	body, noTime, hold := c.body(b)
+	if hold {
+		return 10 * time.Second, nil // a clock to be set
+	}
+	status, a, after, err := c.post(ctx, b, body, s)
+	c.mu.Lock()
+	c.status.Sent += uint64(len(b.readings))
+	c.mu.Unlock()
+	if err != nil {
+		c.note(0, err.Error())
+		return s.bo.failed(), nil
+	}
+	c.note(status, a.Error)
+	n := len(b.readings)
+	switch {
+	case status/100 == 2 && (a.Success || len(a.Results) == n):
+		s.bo.succeeded()
+		s.switched = false
+		c.mu.Lock()
+		c.status.NoTime += uint64(noTime)
+		for i := range n {
+			if a.Success || a.Results[i].Success {
+				c.status.Stored++
+			} else {
+				c.status.Refused[a.Results[i].Message]++
+			}
+		}
+		c.mu.Unlock()
+		return 0, c.q.settle(b)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		if c.cfg.OnAuthFailure != nil {
+			c.cfg.OnAuthFailure(status)
+		}
+		if c.cfg.SecondaryToken != "" && !s.switched {
+			s.secondary, s.switched = !s.secondary, true
+			return 0, nil
+		}
+		return c.cfg.AuthWait, nil
+	case status == http.StatusNotFound:
+		return c.cfg.AuthWait, nil
+	case status/100 == 4 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests:
+		if n > 1 {
+			return 0, c.q.split(b)
+		}
+		c.mu.Lock()
+		c.status.Refused[a.Message]++
+		c.mu.Unlock()
+		return 0, c.q.settle(b)
+	}
+	if d, ok := after(); ok {
+		return d, nil
+	}
+	return s.bo.failed(), nil
+}
+
+// post sends a batch's body; after reads the answer's Retry-After.
+func (c *Client) post(ctx context.Context, b batch, body []byte, s *sender) (status int, a answer, after func() (time.Duration, bool), err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(c.cfg.URL, "/")+Path, bytes.NewReader(body))
+	if err != nil {
+		return 0, a, nil, err
+	}
+	token := c.cfg.Token
+	if s.secondary {
+		token = c.cfg.SecondaryToken
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Idempotency-Key", fmt.Sprintf("%x-%d-%d", c.q.id, b.first, b.count))
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return 0, a, nil, fmt.Errorf("post: %w", redact(err))
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return 0, a, nil, fmt.Errorf("read answer: %w", redact(err))
+	}
+	_ = json.Unmarshal(raw, &a) // an answer that is not the service's JSON is not a success
+	c.mu.Lock()
+	c.status.ActiveSecond = s.secondary
+	c.mu.Unlock()
+	now := c.now()
+	return resp.StatusCode, a, func() (time.Duration, bool) { return retryAfter(resp.Header.Get("Retry-After"), now) }, nil
+}
+
+// redact keeps a URL error's text free of the request (it names no token,
+// but a proxy's URL may carry credentials).
+func redact(err error) error {
+	if ue, ok := err.(interface{ Unwrap() error }); ok && strings.HasPrefix(err.Error(), "Post ") {
+		return ue.Unwrap()
+	}
+	return err
+}
+
+// body renders a batch as a request body; noTime is how many readings go
+// without a time, hold whether the batch waits for the clock to be set.
+func (c *Client) body(b batch) (body []byte, noTime int, hold bool) {
+	now := c.now()
+	clockSet := !now.Before(c.cfg.ClockEpoch)
+	body = append(body, `{"serial":`...)
+	serial, _ := json.Marshal(c.cfg.Serial)
+	body = append(append(body, serial...), `,"messages":[`...)
+	for i, r := range b.readings {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		at, ok := int64(0), false
+		switch r.kind {
+		case timeWall:
+			at, ok = r.time, true
+		case timeBoot:
+			sameBoot := r.boot == c.boot.id
+			switch {
+			case clockSet && sameBoot:
+				at, ok = now.UnixMilli()-(c.boot.sinceBoot()-r.time), true
+			case !clockSet && sameBoot && c.cfg.UnsetClock == FixLater &&
+				time.Duration(c.boot.sinceBoot()-r.time)*time.Millisecond < c.cfg.ClockWait:
+				return nil, 0, true
+			}
+		}
+		if ok {
+			body = append(body, `{"ts":"`...)
+			body = time.UnixMilli(at).UTC().AppendFormat(body, "2006-01-02T15:04:05.000Z07:00")
+			body = append(body, `","data":`...)
+		} else {
+			noTime++
+			body = append(body, `{"data":`...)
+		}
+		body = append(append(body, r.data...), '}')
+	}
+	return append(body, "]}"...), noTime, false
+}
+
+// note keeps the last answer's status and error text.
+func (c *Client) note(status int, text string) {
+	c.mu.Lock()
+	c.status.LastStatus, c.status.LastError = status, text
+	c.mu.Unlock()
+	if text != "" {
+		c.cfg.Logf("devicesdk: status %d: %s", status, text)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
