@@ -28,12 +28,12 @@ func TestUnsetClock(t *testing.T) {
 		sleep := c.sleep
 		c.sleep = func(ctx context.Context, d time.Duration) bool { set.Store(true); return sleep(ctx, d) }
 		run()
-		if len(*waits) != 1 || (*waits)[0] != 10*time.Second || len(f.reqs) != 1 {
-			t.Fatalf("waits %v, %d requests", *waits, len(f.reqs))
+		if len(*waits) != 1 || (*waits)[0] != 10*time.Second || len(f.requests()) != 1 {
+			t.Fatalf("waits %v, %d requests", *waits, len(f.requests()))
 		}
-		ts, err := time.Parse(time.RFC3339, f.reqs[0].Messages[0].TS)
+		ts, err := time.Parse(time.RFC3339, f.requests()[0].Messages[0].TS)
 		if err != nil || time.Since(ts) > 5*time.Second || time.Since(ts) < 0 || c.Status().NoTime != 0 {
-			t.Fatalf("ts %q (%v ago), %v", f.reqs[0].Messages[0].TS, time.Since(ts), err)
+			t.Fatalf("ts %q (%v ago), %v", f.requests()[0].Messages[0].TS, time.Since(ts), err)
 		}
 	})
 	for _, name := range []string{"another boot", "send without time"} {
@@ -51,8 +51,8 @@ func TestUnsetClock(t *testing.T) {
 			c.now = time.Now
 			c.boot.id[0] ^= 1 // rebooted
 			run()
-			if len(f.reqs) != 1 || f.reqs[0].Messages[0].TS != "" || len(*waits) != 0 || c.Status().NoTime != 1 {
-				t.Fatalf("requests %+v, waits %v, status %+v", f.reqs, *waits, c.Status())
+			if len(f.requests()) != 1 || f.requests()[0].Messages[0].TS != "" || len(*waits) != 0 || c.Status().NoTime != 1 {
+				t.Fatalf("requests %+v, waits %v, status %+v", f.requests(), *waits, c.Status())
 			}
 		})
 	}

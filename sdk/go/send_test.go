@@ -45,6 +45,12 @@ func (f *fake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	io.WriteString(w, body)
 }
 
+func (f *fake) requests() []fakeReq {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]fakeReq(nil), f.reqs...)
+}
+
 const storedAnswer = `{"success":true,"message":"Message processed and data stored successfully"}`
 
 // client opens a Client on a fake; Run stops after stopAfter waits, each
@@ -100,10 +106,10 @@ func TestSendStoresABatch(t *testing.T) {
 	recordValues(t, c, 3)
 	run()
 	s := c.Status()
-	if s.Stored != 3 || s.Sent != 3 || s.Queued != 0 || len(f.reqs) != 1 {
-		t.Fatalf("status %+v, %d requests", s, len(f.reqs))
+	if s.Stored != 3 || s.Sent != 3 || s.Queued != 0 || len(f.requests()) != 1 {
+		t.Fatalf("status %+v, %d requests", s, len(f.requests()))
 	}
-	r := f.reqs[0]
+	r := f.requests()[0]
 	if r.Token != "tok-primary" || r.Serial != "dev-1" || !strings.HasSuffix(r.Key, "-1-3") || len(r.Key) != 32+4 ||
 		len(r.Messages) != 3 || r.Messages[1].TS != "2026-11-26T10:00:01.005Z" || string(r.Messages[2].Data) != `{"v":2}` {
 		t.Fatalf("request %+v", r)
@@ -137,7 +143,7 @@ func TestSendSplitsWhatIsTooLarge(t *testing.T) {
 	run()
 	keys := map[string]bool{}
 	stored := 0
-	for _, r := range f.reqs {
+	for _, r := range f.requests() {
 		if len(r.Messages) <= 2 {
 			stored += len(r.Messages)
 			keys[r.Key] = true
@@ -167,8 +173,8 @@ func TestSendTriesTheSecondaryTokenThenWaits(t *testing.T) {
 	c2, waits2, run2 := client(t, f2, Config{}, 2)
 	recordValues(t, c2, 1)
 	run2()
-	if len(*waits2) != 2 || (*waits2)[0] != 5*time.Minute || len(f2.reqs) != 2 {
-		t.Fatalf("without a secondary: waits %v after %d requests, want 5m each", *waits2, len(f2.reqs))
+	if len(*waits2) != 2 || (*waits2)[0] != 5*time.Minute || len(f2.requests()) != 2 {
+		t.Fatalf("without a secondary: waits %v after %d requests, want 5m each", *waits2, len(f2.requests()))
 	}
 }
 
@@ -189,8 +195,8 @@ func TestSendWaitsAsTold(t *testing.T) {
 	if len(*waits) != 2 || (*waits)[0] != time.Hour || (*waits)[1] != 30*time.Second {
 		t.Fatalf("waits %v, want 1h then 30s", *waits)
 	}
-	if len(f.reqs) != 3 || f.reqs[0].Key != f.reqs[2].Key || len(f.reqs[2].Messages) != 4 || c.Status().Stored != 4 {
-		t.Fatalf("%d requests, keys %q %q", len(f.reqs), f.reqs[0].Key, f.reqs[len(f.reqs)-1].Key)
+	if len(f.requests()) != 3 || f.requests()[0].Key != f.requests()[2].Key || len(f.requests()[2].Messages) != 4 || c.Status().Stored != 4 {
+		t.Fatalf("%d requests, keys %q %q", len(f.requests()), f.requests()[0].Key, f.requests()[len(f.requests())-1].Key)
 	}
 }
 
@@ -204,8 +210,8 @@ func TestSendTimesOutAHangingServer(t *testing.T) {
 	recordValues(t, c, 1)
 	start := time.Now()
 	run()
-	if took := time.Since(start); len(f.reqs) != 3 || took < 300*time.Millisecond || took > 5*time.Second {
-		t.Fatalf("%d requests in %v", len(f.reqs), took)
+	if took := time.Since(start); len(f.requests()) != 3 || took < 300*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("%d requests in %v", len(f.requests()), took)
 	}
 	for i, d := range *waits {
 		if d >= time.Second<<i {
