@@ -1,0 +1,75 @@
+/* A minimal test harness: CHECK macros and helpers shared by the tests. */
+#ifndef DSQ_T_H
+#define DSQ_T_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+extern int t_failures, t_checks;
+void t_fail(const char *file, int line, const char *what);
+
+#define CHECK(c) do { t_checks++; if (!(c)) t_fail(__FILE__, __LINE__, #c); } while (0)
+#define CHECK_EQ(a, b) do { long long a_ = (long long)(a), b_ = (long long)(b); t_checks++; \
+    if (a_ != b_) { char m_[256]; snprintf(m_, sizeof m_, "%s == %s (%lld != %lld)", #a, #b, a_, b_); \
+    t_fail(__FILE__, __LINE__, m_); } } while (0)
+#define CHECK_STR(a, b) do { const char *a_ = (a), *b_ = (b); t_checks++; \
+    if (strcmp(a_, b_) != 0) { char m_[512]; snprintf(m_, sizeof m_, "%s == %s (\"%s\" != \"%s\")", #a, #b, a_, b_); \
+    t_fail(__FILE__, __LINE__, m_); } } while (0)
+
+/* A fresh empty directory under $TMPDIR (or /tmp); t_rmdir removes it. */
+void t_tmpdir(char out[256]);
+void t_rmdir(const char *dir);
+/* A file's bytes (malloc'd) and size; writing a file whole. */
+char *t_read_file(const char *path, size_t *n);
+void t_write_file(const char *path, const char *buf, size_t n);
+long long t_file_size(const char *path);
+
+/* Counts the library's allocations. */
+typedef struct t_counter {
+    size_t current, peak, count;
+} t_counter;
+void t_counting_allocator(dsq_allocator *al, t_counter *c);
+
+/* A scripted transport: answers from a list, records the requests. */
+typedef struct t_answer {
+    long status;
+    const char *body;
+    const char *retry_after;
+} t_answer;
+
+typedef struct t_transport {
+    const t_answer *script;  /* used in order; the last one repeats */
+    size_t script_len, next;
+    /* or an answer computed from the request (when not NULL) */
+    void (*fn)(struct t_transport *t, const dsq_http_request *req, t_answer *out);
+    char dir[256];           /* the queue's dir: state is checked on each call */
+    int requests;
+    char keys[64][96];       /* the first 64 keys */
+    char last_auth[128];
+    char *last_body;         /* malloc'd copy */
+    size_t last_body_len;
+    int state_ok;            /* the state named the batch on every call */
+    void *user;
+} t_transport;
+
+int t_post(void *ctx, const dsq_http_request *req, dsq_http_answer *ans);
+void t_transport_free(t_transport *t);
+/* Counts the occurrences of needle in hay[0..n). */
+int t_count(const char *hay, size_t n, const char *needle);
+
+/* Default sender options for tests (fast back-off, the scripted transport). */
+void t_sender_options(dsq_sender_options *o, t_transport *t);
+
+void test_crc(void);
+void test_time(void);
+void test_queue(void);
+void test_torn(void);
+void test_bounds(void);
+void test_retry(void);
+void test_answer(void);
+void test_sender(void);
+void test_memory(void);
+
+#endif

@@ -1,0 +1,597 @@
+/* The sender against a scripted transport; the memory bound. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "t.h"
+
+static const char OK_BODY[] =
+    "{\"success\":true,\"message\":\"Message processed and data stored successfully\"}";
+
+static dsq *open_q(const char *dir, const dsq_options *o)
+{
+    dsq *q = NULL;
+    CHECK_EQ(dsq_open(dir, o, &q), DSQ_OK);
+    return q;
+}
+
+static void record_n(dsq *q, int from, int n)
+{
+    int i;
+    for (i = from; i < from + n; i++) {
+        char d[32];
+        snprintf(d, sizeof d, "{\"v\":%d}", i);
+        CHECK(dsq_record(q, d, DSQ_TIME_WALL, INT64_C(1795712400000) + i) > 0);
+    }
+}
+
+/* Steps until idle or max steps; waits are skipped (not slept). */
+static int run(dsq_sender *s, int max)
+{
+    int i;
+    for (i = 0; i < max; i++) {
+        int64_t wait = 0;
+        CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK);
+        if (wait < 0)
+            return i;
+        s->next_at = 0;
+    }
+    return i;
+}
+
+static void key_of(dsq *q, char *out, size_t cap, unsigned first, unsigned count)
+{
+    char id[33];
+    dsq_id_hex(q, id);
+    snprintf(out, cap, "%s-%u-%u", id, first, count);
+}
+
+static void test_batches(void)
+{
+    char dir[256], key[96];
+    t_transport t;
+    t_answer ok = {200, OK_BODY, NULL};
+    dsq_sender_options o;
+    dsq_sender *s;
+    dsq_status st;
+    dsq *q;
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = &ok;
+    t.script_len = 1;
+    snprintf(t.dir, sizeof t.dir, "%s", dir);
+    q = open_q(dir, NULL);
+    record_n(q, 0, 2500);
+    t_sender_options(&o, &t);
+    CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
+    CHECK_EQ(run(s, 10), 3);
+    CHECK_EQ(t.requests, 3);
+    CHECK_EQ(t.state_ok, 1); /* the batch was in state before each send */
+    key_of(q, key, sizeof key, 1, 1000);
+    CHECK_STR(t.keys[0], key);
+    key_of(q, key, sizeof key, 1001, 1000);
+    CHECK_STR(t.keys[1], key);
+    key_of(q, key, sizeof key, 2001, 500);
+    CHECK_STR(t.keys[2], key);
+    CHECK_STR(t.last_auth, "Bearer secret-token-0001");
+    CHECK_EQ(t_count(t.last_body, t.last_body_len, "\"data\":"), 500);
+    {
+        const char *head = "{\"serial\":\"dev-001\",\"messages\":[{\"ts\":\"2026-11-26T17:00:02.000Z\","
+                           "\"data\":{\"v\":2000}},{\"ts\":\"2026-11-26T17:00:02.001Z\"";
+        const char *tail = ",{\"ts\":\"2026-11-26T17:00:02.499Z\",\"data\":{\"v\":2499}}]}";
+        CHECK(strncmp(t.last_body, head, strlen(head)) == 0);
+        CHECK(t.last_body_len > strlen(tail) &&
+              strcmp(t.last_body + t.last_body_len - strlen(tail), tail) == 0);
+    }
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.stored, 2500);
+    CHECK_EQ(st.sent, 2500);
+    CHECK_EQ(st.queued, 0);
+    CHECK_EQ(st.requests, 3);
+    CHECK_EQ(st.last_http_status, 200);
+    dsq_sender_close(s);
+    dsq_close(q);
+    /* settled for good: nothing after a reopen; the settled segments are gone */
+    q = open_q(dir, NULL);
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.queued, 0);
+    CHECK_EQ(st.next_seq, 2501);
+    dsq_close(q);
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+static void test_results(void)
+{
+    char dir[256];
+    t_transport t;
+    t_answer a = {200,
+        "{\"success\":false,\"message\":\"Some messages were not stored\",\"error\":\"2 of 3 messages were not stored\",\"results\":["
+        "{\"success\":true,\"message\":\"Message processed and data stored successfully\"},"
+        "{\"success\":false,\"message\":\"Invalid data format\",\"error\":\"Message data must be a valid object\"},"
+        "{\"success\":false,\"message\":\"No connections configured\",\"error\":\"No connections found for this device\"}]}",
+        NULL};
+    dsq_sender_options o;
+    dsq_sender *s;
+    dsq_status st;
+    dsq *q;
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = &a;
+    t.script_len = 1;
+    q = open_q(dir, NULL);
+    record_n(q, 0, 3);
+    t_sender_options(&o, &t);
+    CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
+    CHECK_EQ(run(s, 10), 1);
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.stored, 1);
+    CHECK_EQ(st.refused, 2);
+    CHECK_EQ(st.refused_data, 1);
+    CHECK_EQ(st.refused_connections, 1);
+    CHECK_EQ(st.queued, 0);
+    dsq_sender_close(s);
+    dsq_close(q);
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+/* 400 for any batch holding the reading {"v":2}, else stored. */
+static void refuse_v2(t_transport *t, const dsq_http_request *req, t_answer *out)
+{
+    (void)t;
+    if (t_count(req->body, req->body_len, "{\"v\":2}") > 0) { /* body: not NUL-terminated */
+        out->status = 400;
+        out->body = "{\"success\":false,\"message\":\"Invalid data format\",\"error\":\"Message data must be a valid object\"}";
+    } else {
+        out->status = 200;
+        out->body = OK_BODY;
+    }
+}
+
+static void test_split(void)
+{
+    char dir[256], key[96];
+    const unsigned want[5][2] = {{1, 4}, {1, 2}, {3, 2}, {3, 1}, {4, 1}};
+    t_transport t;
+    dsq_sender_options o;
+    dsq_sender *s;
+    dsq_status st;
+    dsq *q;
+    int i;
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.fn = refuse_v2;
+    snprintf(t.dir, sizeof t.dir, "%s", dir);
+    q = open_q(dir, NULL);
+    record_n(q, 0, 4);
+    t_sender_options(&o, &t);
+    CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
+    CHECK_EQ(run(s, 20), 5);
+    CHECK_EQ(t.requests, 5);
+    CHECK_EQ(t.state_ok, 1);
+    for (i = 0; i < 5; i++) {
+        key_of(q, key, sizeof key, want[i][0], want[i][1]);
+        CHECK_STR(t.keys[i], key);
+    }
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.stored, 3);
+    CHECK_EQ(st.refused, 1);
+    CHECK_EQ(st.refused_data, 1); /* by the 400's message */
+    CHECK_EQ(st.queued, 0);
+    dsq_sender_close(s);
+    dsq_close(q);
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+static int auth_calls;
+static void on_auth(void *ctx, long status, int secondary)
+{
+    (void)ctx;
+    (void)secondary;
+    if (status == 401)
+        auth_calls++;
+}
+
+static void test_auth_and_retries(void)
+{
+    char dir[256], key[96];
+    t_transport t;
+    t_answer script[] = {
+        {401, "{\"success\":false,\"message\":\"Invalid access token\"}", NULL},
+        {503, "{\"success\":false,\"message\":\"Failed to process message\"}", "2"},
+        {0, NULL, NULL}, /* a network error */
+        {429, "{\"success\":false,\"message\":\"Rate limit exceeded\"}", NULL},
+        {404, "{\"success\":false,\"message\":\"Device not found\"}", NULL},
+        {401, "{\"success\":false,\"message\":\"Invalid access token\"}", NULL},
+        {200, OK_BODY, NULL},
+    };
+    dsq_sender_options o;
+    dsq_sender *s;
+    dsq_status st;
+    dsq *q;
+    int64_t wait = 0;
+    int i;
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = script;
+    t.script_len = sizeof script / sizeof script[0];
+    q = open_q(dir, NULL);
+    record_n(q, 0, 3);
+    t_sender_options(&o, &t);
+    o.secondary_token = "second";
+    o.on_auth_failure = on_auth;
+    o.auth_wait_ms = 60000;
+    auth_calls = 0;
+    CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* 401: the secondary at once */
+    CHECK_EQ(wait, 0);
+    CHECK_EQ(auth_calls, 1);
+    CHECK_STR(t.last_auth, "Bearer secret-token-0001");
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* 503, Retry-After: 2 */
+    CHECK_STR(t.last_auth, "Bearer second");
+    CHECK(wait > 1900 && wait <= 2000);
+    dsq_get_status(q, &st);
+    CHECK(st.next_attempt_ms > 0);
+    CHECK_EQ(st.last_http_status, 503);
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* not due: no request */
+    CHECK_EQ(t.requests, 2);
+    s->next_at = 0;
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* network error: back-off */
+    CHECK(wait >= 0 && wait <= 4);
+    s->next_at = 0;
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* 429 without Retry-After */
+    CHECK(wait >= 0 && wait <= 4);
+    s->next_at = 0;
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* 404: AuthWait */
+    CHECK(wait > 59000 && wait <= 60000);
+    s->next_at = 0;
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* 401 again: secondary tried */
+    CHECK(wait > 59000 && wait <= 60000);
+    CHECK_EQ(auth_calls, 2);
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.queued, 3); /* nothing dropped by any of these */
+    CHECK_EQ(st.dropped + st.refused, 0);
+    s->next_at = 0;
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* 200 */
+    key_of(q, key, sizeof key, 1, 3);
+    for (i = 0; i < t.requests; i++)
+        CHECK_STR(t.keys[i], key); /* the same batch, the same key, each time */
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.stored, 3);
+    CHECK_EQ(st.queued, 0);
+    CHECK_EQ(st.requests, 7);
+    CHECK_EQ(st.sent, 21);
+    dsq_sender_close(s);
+    dsq_close(q);
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+/* A batch whose answer did not come is sent again after a restart, as it
+ * was (same first reading, length and key), though more was recorded. */
+static void test_restart(void)
+{
+    char dir[256], key[96];
+    t_transport t;
+    t_answer lost = {0, NULL, NULL}, ok = {200, OK_BODY, NULL};
+    dsq_sender_options o;
+    dsq_sender *s;
+    dsq_status st;
+    dsq *q;
+    int64_t wait;
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = &lost;
+    t.script_len = 1;
+    q = open_q(dir, NULL);
+    record_n(q, 0, 5);
+    t_sender_options(&o, &t);
+    CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK);
+    dsq_sender_close(s);
+    dsq_close(q);
+
+    q = open_q(dir, NULL);
+    record_n(q, 5, 5);
+    t.script = &ok;
+    t_sender_options(&o, &t);
+    o.batch_bytes = 4096; /* other settings now */
+    CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
+    CHECK_EQ(run(s, 10), 2);
+    key_of(q, key, sizeof key, 1, 5);
+    CHECK_STR(t.keys[0], key);
+    CHECK_STR(t.keys[1], key);
+    key_of(q, key, sizeof key, 6, 5);
+    CHECK_STR(t.keys[2], key);
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.stored, 10);
+    CHECK_EQ(st.queued, 0);
+    dsq_sender_close(s);
+    dsq_close(q);
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+/* Time kinds: 0 without ts, 2 (this boot) with the wall time it maps to. */
+static void test_time_kinds(void)
+{
+    char dir[256];
+    t_transport t;
+    t_answer ok = {200, OK_BODY, NULL};
+    dsq_sender_options o;
+    dsq_sender *s;
+    dsq *q;
+    int64_t up = 0;
+    uint8_t boot[16];
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = &ok;
+    t.script_len = 1;
+    q = open_q(dir, NULL);
+    CHECK_EQ(dsq__boot_now(&up, boot), 0);
+    CHECK_EQ(dsq_record(q, "{\"k\":0}", DSQ_TIME_NONE, 0), 1);
+    CHECK_EQ(dsq_record(q, "{\"k\":2}", DSQ_TIME_BOOT, up - 60000), 2);
+    t_sender_options(&o, &t);
+    CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
+    CHECK_EQ(run(s, 5), 1);
+    CHECK(strstr(t.last_body, "[{\"data\":{\"k\":0}},{\"ts\":\"") != NULL);
+    {
+        /* the boot reading's ts is a minute before now (to a second) */
+        const char *ts = strstr(t.last_body, "{\"ts\":\"") + 7;
+        char want[25], want2[25];
+        int64_t now = dsq__wall_ms() - 60000;
+        CHECK_EQ(dsq_format_time(now, want), 0);
+        CHECK_EQ(dsq_format_time(now - 1000, want2), 0);
+        CHECK(strncmp(ts, want, 19) == 0 || strncmp(ts, want2, 19) == 0);
+    }
+    dsq_sender_close(s);
+    dsq_close(q);
+
+    /* a kind 2 reading of another boot: sent without a time, counted */
+    {
+        char path[300];
+        char *b;
+        size_t n = 0;
+        dsq_status st;
+        q = open_q(dir, NULL);
+        CHECK_EQ(dsq_record(q, "{\"k\":3}", DSQ_TIME_BOOT, 5000), 3);
+        dsq_close(q);
+        snprintf(path, sizeof path, "%s/00000000000000000001.seg", dir);
+        b = t_read_file(path, &n);
+        CHECK_EQ(n, 3 * (16 + 32 + 7));
+        if (n == 3 * (16 + 32 + 7)) {
+            size_t at = n - (16 + 32 + 7); /* the third record */
+            b[at + 32] ^= 0x55;            /* its boot id: another boot */
+            dsq__put_u32((uint8_t *)b + at + 4, dsq_crc32c(0, b + at + 8, n - at - 8));
+            t_write_file(path, b, n);
+        }
+        free(b);
+        q = open_q(dir, NULL);
+        CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
+        CHECK_EQ(run(s, 5), 1);
+        CHECK(strstr(t.last_body, "\"messages\":[{\"data\":{\"k\":3}}]}") != NULL);
+        dsq_get_status(q, &st);
+        CHECK_EQ(st.no_time, 1);
+        CHECK_EQ(st.stored, 1);
+        CHECK_EQ(st.dropped, 0);
+        dsq_sender_close(s);
+        dsq_close(q);
+    }
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+/* DropOldest never drops the segment of the batch being sent. */
+static void test_drop_spares_batch(void)
+{
+    char dir[256], key[96], *first_body;
+    t_transport t;
+    t_answer lost = {503, "{}", NULL}, ok = {200, OK_BODY, NULL};
+    dsq_sender_options so;
+    dsq_options qo;
+    dsq_sender *s;
+    dsq_status st;
+    dsq *q;
+    int64_t wait;
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = &lost;
+    t.script_len = 1;
+    dsq_options_init(&qo);
+    qo.max_bytes = 600;
+    qo.segment_bytes = 150;
+    q = open_q(dir, &qo);
+    record_n(q, 0, 2);
+    t_sender_options(&so, &t);
+    CHECK_EQ(dsq_sender_open(q, &so, &s), DSQ_OK);
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* batch 1-2 in flight */
+    first_body = t.last_body;
+    t.last_body = NULL;
+    record_n(q, 2, 60);
+    dsq_get_status(q, &st);
+    CHECK(st.dropped_full > 0);
+    CHECK(st.bytes_on_disk <= 600);
+    t.script = &ok;
+    s->next_at = 0;
+    CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK);
+    key_of(q, key, sizeof key, 1, 2);
+    CHECK_STR(t.keys[1], key);
+    CHECK_STR(t.last_body, first_body); /* resent as it was */
+    free(first_body);
+    run(s, 20);
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.queued, 0);
+    CHECK_EQ(st.stored + st.dropped_full, 62);
+    dsq_sender_close(s);
+    dsq_close(q);
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+/* MaxAge drops old readings unsent; a reading larger than BatchBytes is
+ * refused without a request; 413 for one reading refuses it. */
+static void test_age_and_size(void)
+{
+    char dir[256], big[2100];
+    t_transport t;
+    t_answer script[] = {{413, "{\"success\":false,\"message\":\"Payload too large\"}", NULL},
+                         {413, "{\"success\":false,\"message\":\"Payload too large\"}", NULL},
+                         {200, OK_BODY, NULL}};
+    dsq_options qo;
+    dsq_sender_options so;
+    dsq_sender *s;
+    dsq_status st;
+    dsq *q;
+    int64_t now = dsq__wall_ms();
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = script;
+    t.script_len = 3;
+    dsq_options_init(&qo);
+    qo.max_age_ms = 60000;
+    q = open_q(dir, &qo);
+    CHECK_EQ(dsq_record(q, "{\"old\":1}", DSQ_TIME_WALL, now - 120000), 1);
+    CHECK_EQ(dsq_record(q, "{\"old\":2}", DSQ_TIME_WALL, now - 61000), 2);
+    memset(big, ' ', sizeof big);
+    big[0] = '{';
+    big[sizeof big - 2] = '}';
+    big[sizeof big - 1] = '\0';
+    CHECK_EQ(dsq_record(q, big, DSQ_TIME_WALL, now), 3);
+    CHECK_EQ(dsq_record(q, "{\"new\":1}", DSQ_TIME_WALL, now), 4);
+    CHECK_EQ(dsq_record(q, "{\"new\":2}", DSQ_TIME_WALL, now), 5);
+    t_sender_options(&so, &t);
+    so.batch_bytes = 1024;
+    CHECK_EQ(dsq_sender_open(q, &so, &s), DSQ_OK);
+    CHECK_EQ(run(s, 10), 3); /* 4-5: 413, split; 4: 413, refused; 5: stored */
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.dropped_age, 2);
+    CHECK_EQ(st.dropped, 2);
+    CHECK_EQ(st.refused_too_large, 2); /* 3 (too big to send) and 4 (413) */
+    CHECK_EQ(st.refused, 2);
+    CHECK_EQ(st.stored, 1);
+    CHECK_EQ(st.queued, 0);
+    CHECK_EQ(t.requests, 3);
+    CHECK(t_count(t.last_body, t.last_body_len, "{\"new\":2}") == 1);
+    dsq_sender_close(s);
+    dsq_close(q);
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+static int recorder_failures;
+
+static void *recorder(void *arg) /* no CHECK here: the counters are not shared */
+{
+    int i;
+    for (i = 0; i < 300; i++)
+        if (dsq_record((dsq *)arg, "{\"t\":1}", DSQ_TIME_WALL, 1) != i + 1)
+            recorder_failures++;
+    return NULL;
+}
+
+/* Recording in one thread while another sends: every reading stored once. */
+static void test_threads(void)
+{
+    char dir[256];
+    t_transport t;
+    t_answer ok = {200, OK_BODY, NULL};
+    dsq_options qo;
+    dsq_sender_options so;
+    dsq_sender *s;
+    dsq_status st;
+    pthread_t th;
+    int64_t deadline;
+    dsq *q;
+    int i, step_failures = 0;
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = &ok;
+    t.script_len = 1;
+    dsq_options_init(&qo);
+    qo.segment_bytes = 1000; /* segments come and go while sending */
+    q = open_q(dir, &qo);
+    t_sender_options(&so, &t);
+    so.batch_readings = 7;
+    CHECK_EQ(dsq_sender_open(q, &so, &s), DSQ_OK);
+    CHECK_EQ(pthread_create(&th, NULL, recorder, q), 0);
+    deadline = dsq__mono_ms() + 60000;
+    for (i = 0; i < 10000000 && dsq__mono_ms() < deadline; i++) {
+        int64_t wait;
+        if (dsq_sender_step(s, &wait) != DSQ_OK)
+            step_failures++;
+        dsq_get_status(q, &st);
+        if (st.stored == 300)
+            break;
+        if (wait < 0)
+            dsq__sleep_ms(1); /* the recorder has not caught up */
+    }
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(recorder_failures, 0);
+    CHECK_EQ(step_failures, 0);
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.stored, 300);
+    CHECK_EQ(st.sent, 300);
+    CHECK_EQ(st.queued, 0);
+    dsq_sender_close(s);
+    dsq_close(q);
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+void test_sender(void)
+{
+    test_threads();
+    test_age_and_size();
+    test_batches();
+    test_results();
+    test_split();
+    test_auth_and_retries();
+    test_restart();
+    test_time_kinds();
+    test_drop_spares_batch();
+}
+
+/* The library allocates at open only: a queue and a sender with the
+ * default options (1,000 readings, 512 KiB of body) stay within the
+ * figure in README.md, and recording and sending allocate nothing. */
+#define PEAK_LIMIT_KIB 720
+
+void test_memory(void)
+{
+    char dir[256];
+    t_transport t;
+    t_answer ok = {200, OK_BODY, NULL};
+    dsq_options qo;
+    dsq_sender_options so;
+    dsq_sender *s;
+    dsq_status st;
+    dsq *q = NULL;
+    t_counter c;
+    size_t after_open;
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = &ok;
+    t.script_len = 1;
+    dsq_options_init(&qo);
+    t_counting_allocator(&qo.allocator, &c);
+    CHECK_EQ(dsq_open(dir, &qo, &q), DSQ_OK);
+    t_sender_options(&so, &t);
+    CHECK_EQ(dsq_sender_open(q, &so, &s), DSQ_OK);
+    after_open = c.count;
+    record_n(q, 0, 3000);
+    CHECK_EQ(run(s, 10), 3);
+    record_n(q, 0, 10);
+    CHECK_EQ(run(s, 10), 1);
+    dsq_get_status(q, &st);
+    CHECK_EQ(st.stored, 3010);
+    CHECK_EQ(c.count, after_open); /* nothing allocated per reading or request */
+    printf("memory   peak %zu bytes (%.1f KiB) in %zu allocations; limit %d KiB\n", c.peak,
+           (double)c.peak / 1024.0, c.count, PEAK_LIMIT_KIB);
+    CHECK(c.peak <= (size_t)PEAK_LIMIT_KIB * 1024);
+    dsq_sender_close(s);
+    dsq_close(q);
+    CHECK_EQ(c.current, 0); /* all given back */
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
