@@ -7,10 +7,15 @@ need=()
 command -v clickhouse-server >/dev/null 2>&1 || need+=(clickhouse-server clickhouse-client)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 # `deps.sh test`: also what the browser test drives (Debian's chromium) and
-# the replicated storage test's ZooKeeper.
+# the replicated storage test's ZooKeeper, and what the C SDK's tests build
+# and run with (sdk/c/DEPS).
 if [ "${1:-}" = test ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
+  for c in gcc clang valgrind make pkg-config; do
+    command -v $c >/dev/null 2>&1 || need+=($c)
+  done
+  [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] || need+=(libcurl4-openssl-dev)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then

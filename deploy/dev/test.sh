@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: installs what is missing (ClickHouse, chromium), builds the
 # console, starts a ClickHouse server for the run, then unit, fuzz-seed,
-# integration and browser tests (NATS runs in-process in the tests themselves).
+# integration and browser tests (NATS runs in-process in the tests themselves),
+# and the device SDKs' own tests.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -30,8 +31,12 @@ fi
 if command -v kubectl >/dev/null 2>&1; then
   kubectl kustomize deploy/kubernetes >/dev/null
 fi
+# The C SDK's driver, which the integration tests run as a device process.
+make -s -C sdk/c build/dsq-driver
 go test -count=1 -timeout 20m ${GOTEST_FLAGS:-} ./...
-# The device SDKs (docs/sdk.md): the Go SDK is a module of its own.
+# The device SDKs (docs/sdk.md): the Go SDK is a module of its own; the C
+# SDK's unit tests run under gcc and clang, with ASan+UBSan and valgrind.
 if [ -z "${GOTEST_FLAGS:-}" ]; then
-  (cd sdk/go && go vet ./... && go test -count=1 -timeout 5m ./...)
+  (cd sdk/go && go vet ./... && go test -race -count=1 -timeout 5m ./...)
+  make -s -C sdk/c test
 fi

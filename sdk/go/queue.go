@@ -57,6 +57,7 @@ type Queue struct {
 	st      state     // as last written
 	segs    []segment // oldest first; the last is appended to
 	f       *os.File  // the last segment, once opened for appending
+	lock    *os.File  // meta, holding the queue's lock until Close
 	next    uint64    // the next reading's sequence number
 	durable uint64    // readings up to this one are synced
 	bytes   int64     // all segments
@@ -79,7 +80,11 @@ type drops struct {
 	tornBytes          int64
 }
 
-// OpenQueue opens (or makes) the queue in dir, cutting any torn tail.
+// ErrBusy: another process (or another Queue in this one) has the queue open.
+var ErrBusy = errors.New("devicesdk: the queue is open in another process")
+
+// OpenQueue opens (or makes) the queue in dir, cutting any torn tail. A queue
+// is open in one place at a time: a second open gets ErrBusy until Close.
 func OpenQueue(dir string, opts QueueOptions) (*Queue, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -89,7 +94,13 @@ func OpenQueue(dir string, opts QueueOptions) (*Queue, error) {
 	if err := q.loadMeta(); err != nil {
 		return nil, err
 	}
+	lock, err := lockQueue(dir)
+	if err != nil {
+		return nil, err
+	}
+	q.lock = lock
 	if err := q.load(); err != nil {
+		lock.Close()
 		return nil, err
 	}
 	return q, nil

@@ -181,3 +181,24 @@ func TestQueueBounds(t *testing.T) {
 		}
 	})
 }
+
+// A queue is open in one place at a time: the second open is refused while
+// the first holds the lock on meta, and succeeds once it is closed.
+func TestQueueLockedWhileOpen(t *testing.T) {
+	dir := t.TempDir()
+	q, err := OpenQueue(dir, QueueOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordN(t, q, 0, 3)
+	if q2, err := OpenQueue(dir, QueueOptions{}); !errors.Is(err, ErrBusy) {
+		t.Fatalf("second open: %v, %v", q2, err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q = openQ(t, dir, QueueOptions{})
+	if got := values(t, q, 10); len(got) != 3 || got[2] != `{"v":2}` {
+		t.Fatalf("after reopen: %q", got)
+	}
+}

@@ -249,13 +249,17 @@ func (q *Queue) Close() error {
 	for q.syncing {
 		q.synced.Wait()
 	}
-	if q.f == nil {
-		return nil
+	var err error
+	if q.f != nil {
+		err = q.f.Sync()
+		if cerr := q.f.Close(); err == nil {
+			err = cerr
+		}
+		q.f = nil
 	}
-	err := q.f.Sync()
-	if cerr := q.f.Close(); err == nil {
-		err = cerr
+	if q.lock != nil {
+		q.lock.Close() // releases the flock
+		q.lock = nil
 	}
-	q.f = nil
 	return err
 }
