@@ -9,6 +9,7 @@
 #define DSQ_META_SIZE 32
 #define DSQ_STATE_SIZE 40
 #define DSQ_HEADER_SIZE 16 /* u32 length, u32 CRC-32C, u64 sequence number */
+#define DSQ_MAX_SEGMENT_WALK 1000000 /* bound on loops over segments */
 
 /* One reading of the batch being built or sent: where it ends on disk. */
 typedef struct dsq_batch_item {
@@ -102,17 +103,29 @@ struct dsq_sender {
  * clock) or a negative error. */
 int dsq__build_batch(dsq_sender *s, int *clock_wait);
 
-/* Allocation through the queue's hook. */
+/* Allocation through the queue's hook (alloc.c). */
 void *dsq__alloc(const dsq_allocator *al, size_t n);
 void dsq__free(const dsq_allocator *al, void *p, size_t n);
 
-/* Segments and state (queue.c); called with q->mu held. */
+/* meta, state and the lock (meta.c); called with q->mu held or at open. */
+int dsq__fsync_dir(dsq *q);
 int dsq__write_state(dsq *q);
+/* Reads state if it is there and whole; else head 1, offset 0. */
+int dsq__read_state(dsq *q, uint64_t *off);
+/* Reads meta, or makes it (with a random id) if the queue is new. */
+int dsq__open_meta(dsq *q);
+/* flock on meta: DSQ_EBUSY if another open holds it. */
+int dsq__lock_queue(dsq *q);
+
+/* Segments (segments.c); called with q->mu held or at open. */
 int dsq__seg_next(dsq *q, uint64_t after, uint64_t *first);
 int dsq__seg_size(dsq *q, uint64_t first, uint64_t *size);
+int dsq__unlink_seg(dsq *q, uint64_t first);
 int dsq__delete_settled(dsq *q);
 void dsq__normalize_head(dsq *q);
-int dsq__cut_corrupt(dsq *q, const dsq_cursor *c);
+/* At open: walks the segments in order, deletes those settled, checks the
+ * others (a torn tail cut) and sets the head's segment and next_seq. */
+int dsq__load_segments(dsq *q, uint64_t state_off);
 
 /* Reading records (reader.c); called with q->mu held. */
 void dsq__cursor_at_head(dsq *q, dsq_cursor *c);
@@ -124,6 +137,9 @@ int dsq__cursor_peek(dsq *q, dsq_cursor *c, dsq_rec *r);
 int dsq__cursor_read_data(dsq *q, dsq_cursor *c, const dsq_rec *r, char *dst);
 /* Moves c past the record without reading its data. */
 void dsq__cursor_skip(dsq_cursor *c, const dsq_rec *r);
+/* Cuts the queue at c (a record that is not whole): the head moves to the
+ * next segment, or to the end; the readings lost are counted corrupt. */
+int dsq__cut_corrupt(dsq *q, const dsq_cursor *c);
 
 /* Files (fileio.c). */
 int dsq__pread_full(int fd, void *buf, size_t n, uint64_t off);

@@ -1,5 +1,5 @@
 /* Reading records from the head on, across segments (called with the
- * queue's mutex held). */
+ * queue's mutex held); a corrupt record cut; dsq_iterate. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
 #include <string.h>
@@ -7,8 +7,6 @@
 #include <unistd.h>
 
 #include "internal.h"
-
-#define MAX_SEGMENT_WALK 1000000
 
 void dsq__cursor_at_head(dsq *q, dsq_cursor *c)
 {
@@ -49,7 +47,7 @@ static int cursor_open(dsq *q, dsq_cursor *c)
 int dsq__cursor_peek(dsq *q, dsq_cursor *c, dsq_rec *r)
 {
     int i;
-    for (i = 0; i < MAX_SEGMENT_WALK; i++) {
+    for (i = 0; i < DSQ_MAX_SEGMENT_WALK; i++) {
         uint64_t g;
         int rc;
         if (c->seg == 0)
@@ -100,4 +98,70 @@ void dsq__cursor_skip(dsq_cursor *c, const dsq_rec *r)
 {
     c->off += DSQ_HEADER_SIZE + (uint64_t)r->len;
     c->seq++;
+}
+
+/* ---- reading back ---- */
+
+int dsq__cut_corrupt(dsq *q, const dsq_cursor *c)
+{
+    uint64_t g = 0, lost;
+    int have = dsq__seg_next(q, c->seg, &g);
+    if (have < 0)
+        return have;
+    lost = (have == 1 ? g : q->next_seq) - c->seq;
+    if (q->act_fd >= 0 && c->seg == q->act_first) {
+        if (ftruncate(q->act_fd, (off_t)c->off) != 0 || fsync(q->act_fd) != 0)
+            return DSQ_EIO;
+        q->bytes -= q->act_size - c->off;
+        q->act_size = c->off;
+        q->act_full = 1;
+    }
+    q->st.dropped_corrupt += lost;
+    q->st.dropped += lost;
+    q->queued = q->queued >= lost ? q->queued - lost : 0;
+    if (have == 1) {
+        q->head = g;
+        q->head_seg = g;
+        q->head_off = 0;
+    } else {
+        q->head = q->next_seq;
+        q->head_seg = c->seg;
+        q->head_off = c->off;
+    }
+    return dsq__write_state(q);
+}
+
+int dsq_iterate(dsq *q, char *buf, size_t cap, int (*fn)(void *ctx, const dsq_item *it), void *ctx)
+{
+    dsq_cursor c;
+    int rc = DSQ_OK, i;
+    if (pthread_mutex_lock(&q->mu) != 0)
+        return DSQ_EIO;
+    dsq__cursor_at_head(q, &c);
+    for (i = 0; i < INT32_MAX; i++) {
+        dsq_rec r;
+        dsq_item it;
+        rc = dsq__cursor_peek(q, &c, &r);
+        if (rc <= 0)
+            break;
+        it.seq = r.seq;
+        it.time_kind = r.kind;
+        it.time = r.time;
+        memcpy(it.boot_id, r.boot, 16);
+        it.data_len = r.len - DSQ_PAYLOAD_HEAD;
+        it.data = NULL;
+        if (it.data_len <= cap) {
+            rc = dsq__cursor_read_data(q, &c, &r, buf);
+            if (rc != DSQ_OK)
+                break;
+            it.data = buf;
+        } else {
+            dsq__cursor_skip(&c, &r);
+        }
+        if (fn(ctx, &it) != 0)
+            break;
+    }
+    dsq__cursor_close(&c);
+    (void)pthread_mutex_unlock(&q->mu);
+    return rc < 0 ? rc : DSQ_OK;
 }
