@@ -36,7 +36,7 @@ func converged(t *testing.T, s *stack, cl *testenv.ClickHouseCluster, l *load) {
 			return nil
 		}
 		defer conn.Close()
-		out, err := valuesOn(conn, s.db)
+		out, err := valuesOn(conn, s.db, "chaos")
 		if err != nil {
 			return nil
 		}

@@ -169,17 +169,17 @@ func verdict(t *testing.T, fault string, l *load, counts map[int]uint64) {
 
 func storedValues(t *testing.T, s *stack) map[int]uint64 {
 	t.Helper()
-	out, err := valuesOn(s.ch, s.db)
+	out, err := valuesOn(s.ch, s.db, "chaos")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out
 }
 
-// valuesOn counts the chaos load's values stored in db on the server behind
-// conn, by value.
-func valuesOn(conn driver.Conn, db string) (map[int]uint64, error) {
-	rows, err := conn.Query(context.Background(), "SELECT value_json, count() FROM "+db+".input_values WHERE entity = 'chaos' GROUP BY value_json")
+// valuesOn counts the integer values stored for entity in db on the server
+// behind conn, by value (the chaos load's entity is "chaos").
+func valuesOn(conn driver.Conn, db, entity string) (map[int]uint64, error) {
+	rows, err := conn.Query(context.Background(), "SELECT value_json, count() FROM "+db+".input_values WHERE entity = ? GROUP BY value_json", entity)
 	if err != nil {
 		return nil, err
 	}

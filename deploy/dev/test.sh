@@ -33,7 +33,7 @@ if command -v kubectl >/dev/null 2>&1; then
 fi
 # The C SDK's driver, which the integration tests run as a device process.
 make -s -C sdk/c build/dsq-driver
-go test -count=1 -timeout 20m ${GOTEST_FLAGS:-} ./...
+go test -count=1 -timeout 30m ${GOTEST_FLAGS:-} ./...
 # The device SDKs (docs/sdk.md): the Go SDK is a module of its own; the C
 # SDK's unit tests run under gcc and clang, with ASan+UBSan and valgrind.
 if [ -z "${GOTEST_FLAGS:-}" ]; then
