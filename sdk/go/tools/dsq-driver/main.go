@@ -7,10 +7,14 @@
 //	dsq-driver send DIR URL SERIAL [SECONDS]  drains the queue (60 s by default)
 //	dsq-driver run DIR URL SERIAL N START [SECONDS]
 //	                                          records N readings while sending, then drains
+//	dsq-driver fill DIR N START [STEP_MS]     records N readings {"v": START+i, "w": i%100}
+//	                                          a thousand to a sync, the last one now and
+//	                                          each STEP_MS before the next (a backlog)
 //
 // URL is the service's base URL. The token comes from DSQ_TOKEN, the
 // secondary one from DSQ_TOKEN2, never from the command line; DSQ_BATCH sets
-// BatchReadings. send and run print the final status as one JSON line. Exit
+// BatchReadings, DSQ_MAX_MB the queue's MaxBytes in MiB. send and run print the final status as one JSON line, with
+// the seconds they took and the CPU seconds the process used. Exit
 // status: 0 done, 1 usage or error, 2 readings left when the time ran out.
 package main
 
@@ -20,6 +24,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	devicesdk "github.com/devicehub/eventservice/sdk/go"
@@ -28,7 +33,7 @@ import (
 func main() { os.Exit(run(os.Args[1:])) }
 
 func usage() int {
-	fmt.Fprintln(os.Stderr, "usage: dsq-driver record DIR N [START]\n       dsq-driver send DIR URL SERIAL [SECONDS]\n       dsq-driver run DIR URL SERIAL N START [SECONDS]")
+	fmt.Fprintln(os.Stderr, "usage: dsq-driver record DIR N [START]\n       dsq-driver send DIR URL SERIAL [SECONDS]\n       dsq-driver run DIR URL SERIAL N START [SECONDS]\n       dsq-driver fill DIR N START [STEP_MS]")
 	return 1
 }
 
@@ -53,6 +58,19 @@ func run(args []string) int {
 		}
 		defer c.Close()
 		return record(c, n, start)
+	case len(args) >= 4 && len(args) <= 5 && args[0] == "fill":
+		n, ok1 := num(2, 0)
+		start, ok2 := num(3, 0)
+		step, ok3 := num(4, 0)
+		if !ok1 || !ok2 || !ok3 {
+			return usage()
+		}
+		c, err := open(args[1], "http://127.0.0.1:1", "-")
+		if err != nil {
+			return fail(err)
+		}
+		defer c.Close()
+		return fill(c, n, start, time.Duration(step)*time.Millisecond)
 	case len(args) >= 4 && len(args) <= 5 && args[0] == "send":
 		secs, ok := num(4, 60)
 		if !ok {
@@ -77,8 +95,9 @@ func open(dir, url, serial string) (*devicesdk.Client, error) {
 		token = "-" // record only: nothing is sent
 	}
 	batch, _ := strconv.Atoi(os.Getenv("DSQ_BATCH"))
+	mb, _ := strconv.ParseInt(os.Getenv("DSQ_MAX_MB"), 10, 64)
 	return devicesdk.Open(devicesdk.Config{URL: url, Serial: serial, Token: token, SecondaryToken: os.Getenv("DSQ_TOKEN2"),
-		Dir: dir, BatchReadings: batch, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+		Dir: dir, BatchReadings: batch, Queue: devicesdk.QueueOptions{MaxBytes: mb << 20}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 }
 
 func record(c *devicesdk.Client, n, start int64) int {
@@ -88,6 +107,22 @@ func record(c *devicesdk.Client, n, start int64) int {
 		}
 		fmt.Println(start + i)
 	}
+	return 0
+}
+
+func fill(c *devicesdk.Client, n, start int64, step time.Duration) int {
+	now := time.Now()
+	rs := make([]devicesdk.Reading, 0, 1000)
+	for i := range n {
+		rs = append(rs, devicesdk.Reading{JSON: fmt.Appendf(nil, `{"v":%d,"w":%d}`, start+i, i%100), Time: now.Add(-time.Duration(n-1-i) * step)})
+		if len(rs) == cap(rs) || i == n-1 {
+			if err := c.RecordAll(rs); err != nil {
+				return fail(err)
+			}
+			rs = rs[:0]
+		}
+	}
+	fmt.Println(n)
 	return 0
 }
 
@@ -102,6 +137,7 @@ func drive(dir, url, serial string, n, start, secs int64) int {
 		return fail(err)
 	}
 	defer c.Close()
+	began := time.Now()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Run(ctx) }()
@@ -119,12 +155,21 @@ func drive(dir, url, serial string, n, start, secs int64) int {
 	}
 	line, _ := json.Marshal(map[string]any{"queued": s.Queued, "bytes_on_disk": s.BytesOnDisk, "sent": s.Sent, "stored": s.Stored,
 		"refused": refused, "dropped": s.Dropped, "refused_full": s.RefusedFull, "torn_bytes": s.TornBytes,
-		"no_time": s.NoTime, "last_http_status": s.LastStatus})
+		"no_time": s.NoTime, "last_http_status": s.LastStatus, "seconds": time.Since(began).Seconds(), "cpu_seconds": cpuSeconds()})
 	fmt.Println(string(line))
 	if rc == 0 && s.Queued > 0 {
 		rc = 2
 	}
 	return rc
+}
+
+// cpuSeconds is the user and system CPU time this process used.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 func fail(err error) int {
