@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,22 +23,26 @@ import (
 // sdk/go and sdk/c each have a dsq-driver with the same commands, so every
 // scenario runs both, and each sends queues the other recorded.
 
-// sdkDrivers builds both drivers once: "go" and "c" to their paths.
+// sdkDrivers builds both drivers and both sensor examples once: "go", "c",
+// "go-sensor" and "c-sensor" to their paths.
 var sdkDrivers = sync.OnceValues(func() (map[string]string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return nil, err
 	}
-	build := exec.Command("go", "build", "-o", filepath.Join(binDir, "dsq-driver-go"), "./tools/dsq-driver")
-	build.Dir = filepath.Join(root, "sdk/go")
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go driver: %v %s", err, out)
+	for name, pkg := range map[string]string{"dsq-driver-go": "./tools/dsq-driver", "sensor-go": "./examples/sensor"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg)
+		build.Dir = filepath.Join(root, "sdk/go")
+		if out, err := build.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go %s: %v %s", pkg, err, out)
+		}
 	}
-	// make test builds it first (its packages come from deploy/dev/deps.sh).
-	if out, err := exec.Command("make", "-s", "-C", filepath.Join(root, "sdk/c"), "build/dsq-driver").CombinedOutput(); err != nil {
+	// make test builds them first (the packages come from deploy/dev/deps.sh).
+	if out, err := exec.Command("make", "-s", "-C", filepath.Join(root, "sdk/c"), "build/dsq-driver", "build/sensor").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("c driver: %v %s", err, out)
 	}
-	return map[string]string{"go": filepath.Join(binDir, "dsq-driver-go"), "c": filepath.Join(root, "sdk/c/build/dsq-driver")}, nil
+	return map[string]string{"go": filepath.Join(binDir, "dsq-driver-go"), "c": filepath.Join(root, "sdk/c/build/dsq-driver"),
+		"go-sensor": filepath.Join(binDir, "sensor-go"), "c-sensor": filepath.Join(root, "sdk/c/build/sensor")}, nil
 })
 
 func sdkDriver(t *testing.T, sdk string) string {
@@ -274,5 +279,38 @@ func TestSDKTornQueue(t *testing.T) {
 				t.Errorf("%s: %d stored readings are not the first %d: %d is missing", d.serial, len(counts), len(counts), v)
 			}
 		}
+	}
+}
+
+// The examples a device maker copies run as documented: a reading a second
+// for a few seconds, SIGTERM, every reading stored.
+func TestSDKExamples(t *testing.T) {
+	s := startStack(t, "LOG_LEVEL=info")
+	for _, sdk := range sdks {
+		serial := "sdk-sensor-" + sdk
+		token := "sdk-tok-5f0c2b9e71d4-" + serial
+		if r := s.admin(t, http.MethodPut, "/devices/"+serial, fmt.Sprintf(`{"accessToken":%q,"inputs":[{"name":"temp","entity":%q,"entityInput":"temp"}]}`, token, serial)); r.Status != 200 {
+			t.Fatalf("provision: %d %s", r.Status, r.Raw)
+		}
+		c := exec.Command(sdkDriver(t, sdk+"-sensor"), s.base, serial, t.TempDir(), "1")
+		c.Env = []string{"DSQ_TOKEN=" + token}
+		var errb bytes.Buffer
+		c.Stderr = &errb
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3500 * time.Millisecond)
+		_ = c.Process.Signal(syscall.SIGTERM)
+		if err := c.Wait(); err != nil {
+			t.Errorf("%s sensor: %v\n%s", sdk, err, tail(errb.Bytes(), 2000))
+		}
+		if bytes.Contains(errb.Bytes(), []byte(token)) {
+			t.Errorf("%s sensor: its log holds the token", sdk)
+		}
+		// Readings at 0, 1, 2 and 3 s: the last may still be on disk when
+		// the signal came; the sensor logged its status then.
+		testenv.WaitFor(t, serial+"'s readings stored", 20*time.Second, func() string { return "" }, nil, func() bool {
+			return s.count(t, "input_values WHERE entity = ?", serial) >= 3
+		})
 	}
 }

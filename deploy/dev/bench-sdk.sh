@@ -21,8 +21,8 @@ export RUN_DIR=$root/.run/sdk-$mode-$(date +%Y%m%d-%H%M%S)-$$ NATS_PORT=$((base 
   WORKSPACE_ADDR=127.0.0.1:$((base + 84)) LOG_LEVEL=warn
 export ADMIN_TOKEN=${ADMIN_TOKEN:-sdk-admin-token-$RANDOM$RANDOM}
 case $mode in
-  drain) export DEVICE_RATE=0; n=${SDK_READINGS:-1000000}; step=0 ;;
-  week) export DEVICE_RATE=1000 DEVICE_BURST=1000; n=60480; step=10000 ;;
+  drain) export DEVICE_RATE=0; readings=${SDK_READINGS:-1000000}; step=0 ;;
+  week) export DEVICE_RATE=1000 DEVICE_BURST=1000; readings=60480; step=10000 ;;
   *) echo "usage: $0 drain|week" >&2; exit 1 ;;
 esac
 go build -o bin/loadgen ./bench/loadgen
@@ -31,7 +31,7 @@ mkdir -p bench/out
 . deploy/dev/stack.sh
 start_stack
 ch="http://127.0.0.1:$CLICKHOUSE_HTTP_PORT/"
-if [ "$mode" = drain ]; then
+if [ "$mode" = drain ] && [ "${SDK_LOADGEN:-1}" != 0 ]; then
   echo "# bench-sdk.sh $(git rev-parse --short HEAD) loadgen backlog levels" >>bench/out/results.txt
   bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "$ch" \
     -devices 1 -conc 1 -batch 1000 -duration "${SDK_LOADGEN_DURATION:-20s}" -pids "$pids" -out bench/out/results.txt
@@ -43,13 +43,13 @@ token=sdk-bench-token-$RANDOM$RANDOM$RANDOM
 curl -sf -X PUT "http://$WORKSPACE_ADDR/api/v1/admin/devices/$serial" -H "Authorization: Bearer $ADMIN_TOKEN" \
   -d '{"accessToken":"'"$token"'","inputs":[{"name":"v","entity":"'"$serial"'","entityInput":"v"},{"name":"w","entity":"'"$serial"'","entityInput":"w"}]}' >/dev/null
 q=$RUN_DIR/sdk-queue
-DSQ_MAX_MB=1024 bin/dsq-driver fill "$q" "$n" 0 "$step" >/dev/null
-echo "queue: $n readings, $(du -sm "$q" | cut -f1) MiB"
+DSQ_MAX_MB=1024 bin/dsq-driver fill "$q" "$readings" 0 "$step" >/dev/null
+echo "queue: $readings readings, $(du -sm "$q" | cut -f1) MiB"
 status=$(DSQ_TOKEN=$token DSQ_MAX_MB=1024 bin/dsq-driver send "$q" "http://$INGEST_ADDR" "$serial" 600)
 echo "sdk: $status"
 values=$(curl -sf "$ch" --data-binary "SELECT count(), uniqExact(value_json), toDateTime(intDiv(min(ts_ns), 1000000000)), toDateTime(intDiv(max(ts_ns), 1000000000)) FROM device_events.input_values WHERE entity = '$serial' AND input = 'v'")
 echo "$status" | python3 -c '
 import json, sys
-s = json.load(sys.stdin); n = int(sys.argv[1])
-print(f"sdk {sys.argv[2]}: {n} readings in {s[\"seconds\"]:.1f} s = {n / s[\"seconds\"]:,.0f} readings/s; SDK CPU {s[\"cpu_seconds\"]:.1f} s ({100 * s[\"cpu_seconds\"] / s[\"seconds\"]:.0f}% of one core); queued {s[\"queued\"]}; v values stored (rows, distinct, first and last reading time): {sys.argv[3]}")
-' "$n" "$mode" "$values" | tee -a bench/out/results.txt
+s = json.load(sys.stdin); n = int(sys.argv[1]); secs = s["seconds"]; cpu = s["cpu_seconds"]; left = s["queued"]
+print(f"sdk {sys.argv[2]}: {n} readings in {secs:.1f} s = {n / secs:,.0f} readings/s; SDK CPU {cpu:.1f} s ({100 * cpu / secs:.0f}% of one core); queued {left}; v values stored (rows, distinct, first and last reading time): {sys.argv[3]}")
+' "$readings" "$mode" "$values" | tee -a bench/out/results.txt
