@@ -1,12 +1,17 @@
 /* sensor: a device that records a reading from a (fake) sensor every few
  * seconds and sends its queue in the same loop. Copy and adapt.
  *
- *   sensor URL SERIAL TOKEN QUEUE_DIR [INTERVAL_SECONDS]
- * or the environment: DSQ_URL, DSQ_SERIAL, DSQ_TOKEN, DSQ_QUEUE_DIR,
- * DSQ_INTERVAL (default 10). Stops on SIGINT or SIGTERM.
+ *   DSQ_TOKEN=... [DSQ_TOKEN2=...] sensor URL SERIAL QUEUE_DIR [INTERVAL_SECONDS]
  *
- * e.g. sensor http://127.0.0.1:8080/api/v1/deviceapi/events dev-001 \
- *             secret-token-0001 /var/lib/sensor/queue 5 */
+ * URL is the service's base URL (the SDK appends /api/v1/deviceapi/events).
+ * The token comes from the environment only, DSQ_TOKEN (required), with an
+ * optional secondary token in DSQ_TOKEN2: never put a token on the command
+ * line, where any user can read it (ps, /proc/PID/cmdline). Arguments left
+ * out are taken from DSQ_URL, DSQ_SERIAL, DSQ_QUEUE_DIR and DSQ_INTERVAL
+ * (default 10 s). Stops on SIGINT or SIGTERM.
+ *
+ * e.g. DSQ_TOKEN=secret-token-0001 \
+ *      sensor http://127.0.0.1:8080 dev-001 /var/lib/sensor/queue 5 */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +34,13 @@ static const char *arg_or_env(int argc, char **argv, int i, const char *env)
     if (i < argc)
         return argv[i];
     return getenv(env);
+}
+
+/* An environment variable, NULL if unset or empty. */
+static const char *env_or_null(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
 static int64_t mono_ms(void)
@@ -95,11 +107,12 @@ static int run(dsq *q, dsq_sender *s, int64_t interval_ms)
 
 int main(int argc, char **argv)
 {
-    const char *url = arg_or_env(argc, argv, 1, "DSQ_URL");
+    const char *url = arg_or_env(argc, argv, 1, "DSQ_URL"); /* the base URL */
     const char *serial = arg_or_env(argc, argv, 2, "DSQ_SERIAL");
-    const char *token = arg_or_env(argc, argv, 3, "DSQ_TOKEN");
-    const char *dir = arg_or_env(argc, argv, 4, "DSQ_QUEUE_DIR");
-    const char *every = arg_or_env(argc, argv, 5, "DSQ_INTERVAL");
+    const char *dir = arg_or_env(argc, argv, 3, "DSQ_QUEUE_DIR");
+    const char *every = arg_or_env(argc, argv, 4, "DSQ_INTERVAL");
+    const char *token = env_or_null("DSQ_TOKEN"); /* never an argument */
+    const char *token2 = env_or_null("DSQ_TOKEN2");
     int64_t interval_ms = (every != NULL ? atoll(every) : 10) * 1000;
     dsq_sender_options so;
     dsq_sender *s;
@@ -107,9 +120,14 @@ int main(int argc, char **argv)
     char line[1024];
     dsq *q;
     int rc;
-    if (url == NULL || serial == NULL || token == NULL || dir == NULL || interval_ms <= 0) {
-        fprintf(stderr, "usage: sensor URL SERIAL TOKEN QUEUE_DIR [INTERVAL_SECONDS]\n"
-                        "   (or DSQ_URL, DSQ_SERIAL, DSQ_TOKEN, DSQ_QUEUE_DIR, DSQ_INTERVAL)\n");
+    if (argc > 5 || url == NULL || serial == NULL || dir == NULL || token == NULL ||
+        interval_ms <= 0) {
+        fprintf(stderr, "usage: DSQ_TOKEN=... [DSQ_TOKEN2=...] "
+                        "sensor URL SERIAL QUEUE_DIR [INTERVAL_SECONDS]\n"
+                        "  URL: the service's base URL (" DSQ_EVENTS_PATH " is appended)\n"
+                        "  the token only from the environment: DSQ_TOKEN (required),\n"
+                        "  DSQ_TOKEN2 (optional, the secondary token)\n"
+                        "  arguments left out: DSQ_URL, DSQ_SERIAL, DSQ_QUEUE_DIR, DSQ_INTERVAL\n");
         return 1;
     }
     signal(SIGINT, on_signal);
@@ -123,6 +141,7 @@ int main(int argc, char **argv)
     so.url = url;
     so.serial = serial;
     so.token = token;
+    so.secondary_token = token2; /* NULL: none */
     so.log = log_line;
     so.on_auth_failure = on_auth_failure;
     rc = dsq_sender_open(q, &so, &s);

@@ -179,10 +179,15 @@ typedef struct dsq_http_answer {
 typedef int (*dsq_transport_fn)(void *ctx, const dsq_http_request *req,
                                 dsq_http_answer *ans);
 
+/* The endpoint's path, appended to dsq_sender_options.url. */
+#define DSQ_EVENTS_PATH "/api/v1/deviceapi/events"
+
 enum { DSQ_LOG_DEBUG = 0, DSQ_LOG_INFO = 1, DSQ_LOG_WARN = 2, DSQ_LOG_ERROR = 3 };
 
 typedef struct dsq_sender_options {
-    const char *url;             /* e.g. https://host/api/v1/deviceapi/events */
+    /* The service's base URL, e.g. https://ingest.example.com; requests go
+     * to it (trailing slashes dropped) + DSQ_EVENTS_PATH, as in sdk/go. */
+    const char *url;
     const char *serial;
     const char *token;           /* the device token */
     const char *secondary_token; /* tried once on 401/403; may be NULL */
@@ -207,7 +212,9 @@ typedef struct dsq_sender_options {
 
 void dsq_sender_options_init(dsq_sender_options *o);
 
-/* Attaches a sender to q (one per queue). Allocates its batch buffer here. */
+/* Attaches a sender to q (one per queue). Allocates its batch buffer here.
+ * DSQ_EINVAL: a NULL or empty url (after its trailing slashes are dropped)
+ * or serial, a missing or bad token, or q already has a sender. */
 int dsq_sender_open(dsq *q, const dsq_sender_options *o, dsq_sender **out);
 void dsq_sender_close(dsq_sender *s);
 

@@ -70,8 +70,8 @@ struct dsq {
 
 struct dsq_sender {
     dsq *q;
-    dsq_sender_options o; /* url, serial, tokens point to copies below */
-    char *strings;        /* url, escaped serial */
+    dsq_sender_options o; /* url: the endpoint's (strings); serial, tokens: NULL */
+    char *strings;        /* base URL + DSQ_EVENTS_PATH, escaped serial */
     size_t strings_size;
     char *serial_json;    /* the serial, JSON-escaped, without quotes */
     char *auth[2];        /* "Bearer <token>": primary, secondary */

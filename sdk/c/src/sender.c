@@ -126,14 +126,16 @@ static void fill_defaults(dsq_sender_options *o)
         o->clock_wait_ms = d.clock_wait_ms;
 }
 
-/* One block for the buffers: items first (aligned as malloc aligns). */
+/* One block for the buffers: items first (aligned as malloc aligns).
+ * url_len: the base URL's length, trailing slashes dropped; the endpoint's
+ * URL (base and DSQ_EVENTS_PATH) and the escaped serial go at its end. */
 static int alloc_block(dsq_sender *s, size_t url_len, size_t serial_len)
 {
     size_t items = (size_t)s->o.batch_readings * sizeof(dsq_batch_item);
     char *p;
     s->answer_cap = 1024 + (size_t)s->o.batch_readings * ANSWER_BYTES_PER_READING;
     s->alloc_size = items + s->o.batch_readings + s->o.batch_bytes + s->answer_cap +
-                    2 * AUTH_LEN + url_len + 1 + serial_len + 1;
+                    2 * AUTH_LEN + url_len + sizeof DSQ_EVENTS_PATH + serial_len + 1;
     s->block = dsq__alloc(&s->q->al, s->alloc_size);
     if (s->block == NULL)
         return DSQ_ENOMEM;
@@ -151,7 +153,7 @@ static int alloc_block(dsq_sender *s, size_t url_len, size_t serial_len)
     s->auth[1] = p;
     p += AUTH_LEN;
     s->strings = p;
-    s->serial_json = p + url_len + 1;
+    s->serial_json = p + url_len + sizeof DSQ_EVENTS_PATH;
     return DSQ_OK;
 }
 
@@ -174,6 +176,11 @@ int dsq_sender_open(dsq *q, const dsq_sender_options *o, dsq_sender **out)
         !token_ok(o->token) || (o->secondary_token != NULL && !token_ok(o->secondary_token)) ||
         q->has_sender)
         return DSQ_EINVAL;
+    url_len = strlen(o->url); /* the base URL, without its trailing slashes */
+    while (url_len > 0 && o->url[url_len - 1] == '/')
+        url_len--;
+    if (url_len == 0)
+        return DSQ_EINVAL;
     s = (dsq_sender *)dsq__alloc(&q->al, sizeof *s);
     if (s == NULL)
         return DSQ_ENOMEM;
@@ -181,7 +188,6 @@ int dsq_sender_open(dsq *q, const dsq_sender_options *o, dsq_sender **out)
     s->q = q;
     s->o = *o;
     fill_defaults(&s->o);
-    url_len = strlen(o->url);
     serial_len = json_escaped_len(o->serial);
     rc = alloc_block(s, url_len, serial_len);
     if (rc == DSQ_OK && s->o.transport == NULL) {
@@ -196,7 +202,8 @@ int dsq_sender_open(dsq *q, const dsq_sender_options *o, dsq_sender **out)
         return rc;
     }
     s->rng |= 1;
-    memcpy(s->strings, o->url, url_len + 1);
+    memcpy(s->strings, o->url, url_len);
+    memcpy(s->strings + url_len, DSQ_EVENTS_PATH, sizeof DSQ_EVENTS_PATH);
     s->o.url = s->strings;
     json_escape(s->serial_json, o->serial);
     s->o.serial = NULL;

@@ -136,6 +136,7 @@ int t_post(void *ctx, const dsq_http_request *req, dsq_http_answer *ans)
         t->state_ok = 0;
     t->requests++;
     snprintf(t->last_auth, sizeof t->last_auth, "%s", req->authorization);
+    snprintf(t->last_url, sizeof t->last_url, "%s", req->url);
     free(t->last_body);
     t->last_body = (char *)malloc(req->body_len + 1);
     memcpy(t->last_body, req->body, req->body_len);
@@ -179,7 +180,7 @@ int t_count(const char *hay, size_t n, const char *needle)
 void t_sender_options(dsq_sender_options *o, t_transport *t)
 {
     dsq_sender_options_init(o);
-    o->url = "http://test.invalid/api/v1/deviceapi/events";
+    o->url = "http://test.invalid"; /* the base URL */
     o->serial = "dev-001";
     o->token = "secret-token-0001";
     o->base_backoff_ms = 1;

@@ -48,6 +48,7 @@ typedef struct t_transport {
     int requests;
     char keys[64][96];       /* the first 64 keys */
     char last_auth[128];
+    char last_url[256];
     char *last_body;         /* malloc'd copy */
     size_t last_body_len;
     int state_ok;            /* the state named the batch on every call */

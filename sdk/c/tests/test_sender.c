@@ -73,6 +73,7 @@ static void test_batches(void)
     key_of(q, key, sizeof key, 2001, 500);
     CHECK_STR(t.keys[2], key);
     CHECK_STR(t.last_auth, "Bearer secret-token-0001");
+    CHECK_STR(t.last_url, "http://test.invalid/api/v1/deviceapi/events");
     CHECK_EQ(t_count(t.last_body, t.last_body_len, "\"data\":"), 500);
     {
         const char *head = "{\"serial\":\"dev-001\",\"messages\":[{\"ts\":\"2026-11-26T17:00:02.000Z\","
@@ -95,6 +96,51 @@ static void test_batches(void)
     dsq_get_status(q, &st);
     CHECK_EQ(st.queued, 0);
     CHECK_EQ(st.next_seq, 2501);
+    dsq_close(q);
+    t_transport_free(&t);
+    t_rmdir(dir);
+}
+
+/* url is the base URL: the path is appended, trailing slashes dropped; an
+ * empty base is refused. */
+static void test_url(void)
+{
+    static const char *const bases[] = {"http://test.invalid/", "http://test.invalid///"};
+    static const char *const bad[] = {"", "/", "///"};
+    char dir[256];
+    t_transport t;
+    t_answer ok = {200, OK_BODY, NULL};
+    dsq_sender_options o;
+    dsq_sender *s;
+    dsq *q;
+    size_t i;
+    t_tmpdir(dir);
+    memset(&t, 0, sizeof t);
+    t.script = &ok;
+    t.script_len = 1;
+    q = open_q(dir, NULL);
+    t_sender_options(&o, &t);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o.url = bad[i];
+        CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_EINVAL);
+        CHECK(s == NULL);
+    }
+    o.url = NULL;
+    CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_EINVAL);
+    for (i = 0; i < sizeof bases / sizeof bases[0]; i++) {
+        char url[64];
+        snprintf(url, sizeof url, "%s", bases[i]);
+        o.url = url;
+        CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
+        memset(url, 'x', sizeof url - 1); /* the sender keeps its own copy */
+        url[sizeof url - 1] = '\0';
+        record_n(q, (int)i, 1);
+        t.last_url[0] = '\0';
+        CHECK_EQ(run(s, 10), 1);
+        CHECK_STR(t.last_url, "http://test.invalid/api/v1/deviceapi/events");
+        dsq_sender_close(s);
+    }
+    CHECK_EQ(t.requests, 2);
     dsq_close(q);
     t_transport_free(&t);
     t_rmdir(dir);
@@ -544,6 +590,7 @@ void test_sender(void)
     test_threads();
     test_age_and_size();
     test_batches();
+    test_url();
     test_results();
     test_split();
     test_auth_and_retries();

@@ -13,8 +13,9 @@
  *                                      drains and prints the status as send
  *   dsq-driver dump DIR                 prints each unsettled reading as
  *                                      {"seq":N,"kind":K,"time":T,"data":{...}}
- * URL is the service's base URL (http://host:port); the driver appends
- * /api/v1/deviceapi/events (after dropping trailing slashes). Tokens are
+ * URL is the service's base URL (http://host:port), passed as it is to
+ * dsq_sender_options.url (the SDK drops trailing slashes and appends
+ * /api/v1/deviceapi/events; an empty one is an error). Tokens are
  * never on the command line (it shows in /proc/PID/cmdline): send and run
  * take the token from the environment, DSQ_TOKEN (required), and the
  * secondary token from DSQ_TOKEN2 (optional); DSQ_BATCH (optional, a
@@ -29,7 +30,6 @@
 
 #include "devicesdk.h"
 
-#define EVENTS_PATH "/api/v1/deviceapi/events"
 #define MAX_SECONDS 1000000000LL /* SECONDS * 1000 fits an int64_t */
 
 static int usage(void)
@@ -38,7 +38,7 @@ static int usage(void)
                     "       dsq-driver send DIR URL SERIAL [SECONDS]\n"
                     "       dsq-driver run DIR URL SERIAL N START [SECONDS]\n"
                     "       dsq-driver dump DIR\n"
-                    "URL: the service's base URL (" EVENTS_PATH " is appended).\n"
+                    "URL: the service's base URL (" DSQ_EVENTS_PATH " is appended).\n"
                     "send, run: env DSQ_TOKEN (required), DSQ_TOKEN2 (optional),\n"
                     "           DSQ_BATCH (optional, batch_readings > 0)\n");
     return 1;
@@ -113,20 +113,19 @@ static void log_line(void *ctx, int level, const char *msg)
     fprintf(stderr, "[%d] %s\n", level, msg);
 }
 
-/* What send and run take from the environment and the URL. */
+/* What send and run take from the environment and the command line. */
 typedef struct sender_env {
     const char *token, *token2;
-    uint32_t batch; /* 0: the default */
-    char *url;      /* base URL + EVENTS_PATH (malloc'd) */
+    uint32_t batch;  /* 0: the default */
+    const char *url; /* the service's base URL */
 } sender_env;
 
-/* Reads DSQ_TOKEN, DSQ_TOKEN2, DSQ_BATCH and makes the endpoint's URL from
- * the base URL. Returns 0, or 1 after printing why (usage or memory). */
+/* Reads DSQ_TOKEN, DSQ_TOKEN2, DSQ_BATCH and keeps the base URL. Returns 0,
+ * or 1 after printing why (usage). */
 static int read_env(const char *base, sender_env *e)
 {
     const char *b = getenv("DSQ_BATCH");
-    size_t n = strlen(base);
-    e->url = NULL;
+    e->url = base;
     e->token = getenv("DSQ_TOKEN");
     e->token2 = getenv("DSQ_TOKEN2");
     e->batch = 0;
@@ -144,17 +143,6 @@ static int read_env(const char *base, sender_env *e)
         }
         e->batch = (uint32_t)v;
     }
-    while (n > 0 && base[n - 1] == '/')
-        n--;
-    if (n == 0)
-        return usage();
-    e->url = (char *)malloc(n + sizeof EVENTS_PATH);
-    if (e->url == NULL) {
-        fprintf(stderr, "dsq-driver: out of memory\n");
-        return 1;
-    }
-    memcpy(e->url, base, n);
-    memcpy(e->url + n, EVENTS_PATH, sizeof EVENTS_PATH);
     return 0;
 }
 
@@ -208,16 +196,12 @@ static int cmd_send(const char *dir, const char *base, const char *serial, long 
     int rc;
     if (read_env(base, &e) != 0)
         return 1;
-    if (open_sender(dir, &e, serial, &q, &s) != 0) {
-        free(e.url);
+    if (open_sender(dir, &e, serial, &q, &s) != 0)
         return 1;
-    }
     rc = dsq_sender_drain(s, seconds * 1000, NULL);
     if (rc < 0)
         fprintf(stderr, "dsq-driver: send: %s\n", dsq_strerror(rc));
-    rc = finish(q, s, rc);
-    free(e.url);
-    return rc;
+    return finish(q, s, rc);
 }
 
 static int cmd_run(const char *dir, const char *base, const char *serial, long long n,
@@ -231,10 +215,8 @@ static int cmd_run(const char *dir, const char *base, const char *serial, long l
     int rc = 0;
     if (read_env(base, &e) != 0)
         return 1;
-    if (open_sender(dir, &e, serial, &q, &s) != 0) {
-        free(e.url);
+    if (open_sender(dir, &e, serial, &q, &s) != 0)
         return 1;
-    }
     for (i = 0; i < n && rc == 0; i++) {
         rc = record_one(q, start + i);
         if (rc != DSQ_OK)
@@ -253,9 +235,7 @@ static int cmd_run(const char *dir, const char *base, const char *serial, long l
         if (rc < 0)
             fprintf(stderr, "dsq-driver: send: %s\n", dsq_strerror(rc));
     }
-    rc = finish(q, s, rc);
-    free(e.url);
-    return rc;
+    return finish(q, s, rc);
 }
 
 static int print_item(void *ctx, const dsq_item *it)
