@@ -3,7 +3,8 @@
 # "Speed"): the whole stack as `make bench` starts it, on ports of its own
 # (SDK_PORT_BASE, 28000) with state in a new directory under .run/, then
 #   deploy/dev/bench-sdk.sh drain   loadgen's backlog levels (1 device, 1
-#       connection, 1,000 messages a request; 1,000 devices, 32 connections,
+#       connection, 1,000 messages a request, without and with an
+#       Idempotency-Key, which the SDK sends; 1,000 devices, 32 connections,
 #       100 a request), then the SDK drains a queue of SDK_READINGS
 #       (1,000,000) readings of two inputs, one device, DEVICE_RATE=0
 #   deploy/dev/bench-sdk.sh week    a week's outage of one reading per 10 s
@@ -33,8 +34,10 @@ start_stack
 ch="http://127.0.0.1:$CLICKHOUSE_HTTP_PORT/"
 if [ "$mode" = drain ] && [ "${SDK_LOADGEN:-1}" != 0 ]; then
   echo "# bench-sdk.sh $(git rev-parse --short HEAD) loadgen backlog levels" >>bench/out/results.txt
-  bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "$ch" \
-    -devices 1 -conc 1 -batch 1000 -duration "${SDK_LOADGEN_DURATION:-20s}" -pids "$pids" -out bench/out/results.txt
+  for keyed in "" -keyed; do
+    bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "$ch" \
+      -devices 1 -conc 1 -batch 1000 -duration "${SDK_LOADGEN_DURATION:-20s}" -pids "$pids" -out bench/out/results.txt $keyed
+  done
   bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "$ch" \
     -devices 1000 -conc 32 -batch 100 -duration "${SDK_LOADGEN_DURATION:-20s}" -pids "$pids" -out bench/out/results.txt
 fi
