@@ -205,3 +205,13 @@ int main(void)
     printf("%d checks, %d failures\n", t_checks, t_failures);
     return t_failures == 0 ? 0 : 1;
 }
+
+void t_record_n(dsq *q, int from, int n)
+{
+    int i;
+    for (i = from; i < from + n; i++) {
+        char d[32];
+        snprintf(d, sizeof d, "{\"v\":%d}", i);
+        CHECK(dsq_record(q, d, DSQ_TIME_WALL, INT64_C(1795712400000) + i) > 0);
+    }
+}

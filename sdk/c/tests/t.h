@@ -24,6 +24,8 @@ void t_rmdir(const char *dir);
 /* A file's bytes (malloc'd) and size; writing a file whole. */
 char *t_read_file(const char *path, size_t *n);
 void t_write_file(const char *path, const char *buf, size_t n);
+/* Records n readings {"v": from+i} (time kind 1), checking each. */
+void t_record_n(dsq *q, int from, int n);
 long long t_file_size(const char *path);
 
 /* Counts the library's allocations. */

@@ -48,16 +48,6 @@ static dsq *open_q(const char *dir, uint64_t max_bytes, uint64_t seg_bytes, int 
     return q;
 }
 
-static void record_n(dsq *q, int from, int n)
-{
-    int i;
-    for (i = from; i < from + n; i++) {
-        char d[32];
-        snprintf(d, sizeof d, "{\"v\":%d}", i);
-        CHECK(dsq_record(q, d, DSQ_TIME_WALL, INT64_C(1795712400000) + i) > 0);
-    }
-}
-
 static void test_round_trip(void)
 {
     char dir[256];
@@ -112,7 +102,7 @@ static void test_round_trip(void)
     t_rmdir(dir);
     t_tmpdir(dir);
     q = open_q(dir, 0, 200, DSQ_DROP_OLDEST);
-    record_n(q, 0, 40);
+    t_record_n(q, 0, 40);
     dsq_close(q);
     q = open_q(dir, 0, 200, DSQ_DROP_OLDEST);
     read_all(q, &c);
@@ -181,7 +171,7 @@ static void test_torn_tail(void)
     int cases = 0;
     t_tmpdir(dir);
     q = open_q(dir, 0, 0, DSQ_DROP_OLDEST);
-    record_n(q, 0, 5);
+    t_record_n(q, 0, 5);
     dsq_close(q);
     last_record(dir, path, &start, &end);
     orig = t_read_file(path, &n);
@@ -211,7 +201,7 @@ static void test_torn_tail(void)
      * exactly (the next segment's name says where it ended) */
     t_tmpdir(dir);
     q = open_q(dir, 0, 150, DSQ_DROP_OLDEST);
-    record_n(q, 0, 8); /* segments of 3 records: 1-3, 4-6, 7-8 */
+    t_record_n(q, 0, 8); /* segments of 3 records: 1-3, 4-6, 7-8 */
     dsq_close(q);
     snprintf(path, sizeof path, "%s/00000000000000000004.seg", dir);
     CHECK(t_file_size(path) > 0);
@@ -255,7 +245,7 @@ void test_bounds(void)
     /* records are 16 + 32 + 8..9 bytes; segments close past 150 bytes */
     t_tmpdir(dir);
     q = open_q(dir, 600, 150, DSQ_DROP_OLDEST);
-    record_n(q, 0, 100);
+    t_record_n(q, 0, 100);
     dsq_get_status(q, &st);
     CHECK(st.bytes_on_disk <= 600);
     CHECK(st.dropped_full > 0);

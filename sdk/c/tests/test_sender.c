@@ -14,16 +14,6 @@ static dsq *open_q(const char *dir, const dsq_options *o)
     return q;
 }
 
-static void record_n(dsq *q, int from, int n)
-{
-    int i;
-    for (i = from; i < from + n; i++) {
-        char d[32];
-        snprintf(d, sizeof d, "{\"v\":%d}", i);
-        CHECK(dsq_record(q, d, DSQ_TIME_WALL, INT64_C(1795712400000) + i) > 0);
-    }
-}
-
 /* Steps until idle or max steps; waits are skipped (not slept). */
 static int run(dsq_sender *s, int max)
 {
@@ -60,7 +50,7 @@ static void test_batches(void)
     t.script_len = 1;
     snprintf(t.dir, sizeof t.dir, "%s", dir);
     q = open_q(dir, NULL);
-    record_n(q, 0, 2500);
+    t_record_n(q, 0, 2500);
     t_sender_options(&o, &t);
     CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
     CHECK_EQ(run(s, 10), 3);
@@ -134,7 +124,7 @@ static void test_url(void)
         CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
         memset(url, 'x', sizeof url - 1); /* the sender keeps its own copy */
         url[sizeof url - 1] = '\0';
-        record_n(q, (int)i, 1);
+        t_record_n(q, (int)i, 1);
         t.last_url[0] = '\0';
         CHECK_EQ(run(s, 10), 1);
         CHECK_STR(t.last_url, "http://test.invalid/api/v1/deviceapi/events");
@@ -165,7 +155,7 @@ static void test_results(void)
     t.script = &a;
     t.script_len = 1;
     q = open_q(dir, NULL);
-    record_n(q, 0, 3);
+    t_record_n(q, 0, 3);
     t_sender_options(&o, &t);
     CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
     CHECK_EQ(run(s, 10), 1);
@@ -209,7 +199,7 @@ static void test_split(void)
     t.fn = refuse_v2;
     snprintf(t.dir, sizeof t.dir, "%s", dir);
     q = open_q(dir, NULL);
-    record_n(q, 0, 4);
+    t_record_n(q, 0, 4);
     t_sender_options(&o, &t);
     CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
     CHECK_EQ(run(s, 20), 5);
@@ -263,7 +253,7 @@ static void test_auth_and_retries(void)
     t.script = script;
     t.script_len = sizeof script / sizeof script[0];
     q = open_q(dir, NULL);
-    record_n(q, 0, 3);
+    t_record_n(q, 0, 3);
     t_sender_options(&o, &t);
     o.secondary_token = "second";
     o.on_auth_failure = on_auth;
@@ -331,7 +321,7 @@ static void test_restart(void)
     t.script = &lost;
     t.script_len = 1;
     q = open_q(dir, NULL);
-    record_n(q, 0, 5);
+    t_record_n(q, 0, 5);
     t_sender_options(&o, &t);
     CHECK_EQ(dsq_sender_open(q, &o, &s), DSQ_OK);
     CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK);
@@ -339,7 +329,7 @@ static void test_restart(void)
     dsq_close(q);
 
     q = open_q(dir, NULL);
-    record_n(q, 5, 5);
+    t_record_n(q, 5, 5);
     t.script = &ok;
     t_sender_options(&o, &t);
     o.batch_bytes = 4096; /* other settings now */
@@ -448,13 +438,13 @@ static void test_drop_spares_batch(void)
     qo.max_bytes = 600;
     qo.segment_bytes = 150;
     q = open_q(dir, &qo);
-    record_n(q, 0, 2);
+    t_record_n(q, 0, 2);
     t_sender_options(&so, &t);
     CHECK_EQ(dsq_sender_open(q, &so, &s), DSQ_OK);
     CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK); /* batch 1-2 in flight */
     first_body = t.last_body;
     t.last_body = NULL;
-    record_n(q, 2, 60);
+    t_record_n(q, 2, 60);
     dsq_get_status(q, &st);
     CHECK(st.dropped_full > 0);
     CHECK(st.bytes_on_disk <= 600);
@@ -626,9 +616,9 @@ void test_memory(void)
     t_sender_options(&so, &t);
     CHECK_EQ(dsq_sender_open(q, &so, &s), DSQ_OK);
     after_open = c.count;
-    record_n(q, 0, 3000);
+    t_record_n(q, 0, 3000);
     CHECK_EQ(run(s, 10), 3);
-    record_n(q, 0, 10);
+    t_record_n(q, 0, 10);
     CHECK_EQ(run(s, 10), 1);
     dsq_get_status(q, &st);
     CHECK_EQ(st.stored, 3010);
