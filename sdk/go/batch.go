@@ -13,6 +13,7 @@ type batch struct {
 	readings []reading
 	endSeg   uint64 // the first reading of the segment the batch ends in
 	endOff   int64  // where it ends in that segment
+	held     bool   // empty because the head's reading waits for the clock
 }
 
 // bodyOverhead is what a message adds to its data in a request body.
@@ -20,21 +21,37 @@ const bodyOverhead = len(`{"ts":"2006-01-02T15:04:05.000Z","data":},`)
 
 // peek returns the batch to send: the one already named in the state, as
 // it was (after a restart too), else a new one of at most maxN readings
-// and about maxBytes of body, named in the state before it is returned.
-// Only synced readings are sent. An empty batch means nothing is queued.
-func (q *Queue) peek(maxN, maxBytes int, now time.Time) (batch, error) {
+// and about maxBytes of body, ending before the first reading hold says
+// must wait, named in the state before it is returned. Only synced
+// readings are sent. An empty batch means nothing can be sent now. A record
+// found damaged is cut with what follows it in its segment (counted), as a
+// torn tail is at open.
+func (q *Queue) peek(maxN, maxBytes int, now time.Time, hold func(reading) bool) (batch, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err := q.trim(now); err != nil {
 		return batch{}, err
 	}
-	b := batch{first: q.st.head}
+	for range 3 {
+		b, cut, err := q.read(maxN, maxBytes, hold)
+		if err != nil || !cut {
+			return b, err
+		}
+	}
+	return batch{}, errCorrupt
+}
+
+// read is peek's reading; cut says it cut a damaged record (read again).
+// q.mu is held.
+func (q *Queue) read(maxN, maxBytes int, hold func(reading) bool) (b batch, cut bool, err error) {
+	b = batch{first: q.st.head}
 	want, exact := maxN, q.st.batchFirst == q.st.head && q.st.batchCount > 0
+	end := q.durable + 1 // the first reading not to send
 	if exact {
-		want = int(q.st.batchCount)
+		want, end = int(q.st.batchCount), min(end, q.st.batchFirst+uint64(q.st.batchCount))
 	}
 	i, off, seq, size := q.headSegment(), int64(q.st.offset), q.st.head, 0
-	for i >= 0 && i < len(q.segs) && len(b.readings) < want && seq <= q.durable {
+	for i >= 0 && i < len(q.segs) && len(b.readings) < want && seq < end {
 		s := q.segs[i]
 		if off >= s.size || seq > s.last {
 			if i++; i < len(q.segs) {
@@ -45,23 +62,20 @@ func (q *Queue) peek(maxN, maxBytes int, now time.Time) (batch, error) {
 		window := min(s.size-off, int64(maxBytes)+MaxRecordBytes+headerSize)
 		buf, err := readAt(filepath.Join(q.dir, s.name()), off, window)
 		if err != nil {
-			return batch{}, err
+			return b, false, err
 		}
 		pos := 0
-		for len(b.readings) < want && seq <= q.durable {
+		for len(b.readings) < want && seq < end {
 			p, n, ok := recordAt(buf[pos:], seq)
-			if !ok {
-				if pos == 0 {
-					return batch{}, errCorrupt
-				}
+			r, ok2 := decodePayload(seq, p)
+			if !ok && pos > 0 {
 				break // the next window
 			}
-			r, ok := decodePayload(seq, p)
-			if !ok {
-				return batch{}, errCorrupt
+			if !ok || !ok2 {
+				return batch{}, true, q.cut(i, off+int64(pos), seq)
 			}
-			if !exact && len(b.readings) > 0 && size+len(r.data)+bodyOverhead > maxBytes {
-				want = len(b.readings)
+			if !exact && (hold(r) || len(b.readings) > 0 && size+len(r.data)+bodyOverhead > maxBytes) {
+				want, b.held = len(b.readings), len(b.readings) == 0
 				break
 			}
 			size += len(r.data) + bodyOverhead
@@ -72,17 +86,46 @@ func (q *Queue) peek(maxN, maxBytes int, now time.Time) (batch, error) {
 		}
 		off += int64(pos)
 	}
-	if len(b.readings) == 0 {
-		return b, nil
+	switch {
+	case exact && len(b.readings) == 0:
+		// Every reading of the named batch is gone (cut or dropped): the
+		// head moves past the batch, and its numbers are not sent again.
+		st := q.st
+		st.head, st.batchFirst, st.batchCount = q.st.batchFirst+uint64(q.st.batchCount), 0, 0
+		return batch{}, true, q.writeState(q.normalized(st))
+	case len(b.readings) == 0:
+		return b, false, nil
+	case exact:
+		b.count = q.st.batchCount
+		return b, false, nil
 	}
 	b.count = uint32(len(b.readings))
-	if exact {
-		b.count = q.st.batchCount
-		return b, nil
-	}
 	st := q.st
 	st.batchFirst, st.batchCount = b.first, b.count
-	return b, q.writeState(st)
+	return b, false, q.writeState(st)
+}
+
+// cut truncates segment i at off, where the record of reading seq is
+// damaged, counting the readings lost. q.mu is held.
+func (q *Queue) cut(i int, off int64, seq uint64) error {
+	s := &q.segs[i]
+	if i == len(q.segs)-1 && q.f != nil {
+		// The next reading starts a new segment, not a gap in this one.
+		if err := q.f.Close(); err != nil {
+			return err
+		}
+		q.f = nil
+	}
+	if err := os.Truncate(filepath.Join(q.dir, s.name()), off); err != nil {
+		return err
+	}
+	if s.last >= seq {
+		q.drops.corrupt += s.last - seq + 1
+	}
+	q.bytes -= s.size - off
+	s.size, s.last = off, seq-1
+	q.st = q.normalized(q.st)
+	return nil
 }
 
 // split names the first half of b as the batch to send instead (the
@@ -105,7 +148,7 @@ func (q *Queue) settle(b batch) error {
 			st.offset = 0
 		}
 	}
-	if err := q.writeState(st); err != nil {
+	if err := q.writeState(q.normalized(st)); err != nil {
 		return err
 	}
 	return q.dropSettled()

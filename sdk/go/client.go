@@ -87,8 +87,13 @@ type Client struct {
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) bool
 
-	mu     sync.Mutex
-	status Status
+	kick chan struct{} // SetTokens ends a wait
+
+	mu        sync.Mutex
+	status    Status
+	primary   string // the tokens, as Config or SetTokens gave them
+	secondary string
+	tokensGen uint64 // counts SetTokens calls
 }
 
 // Status is what a Client did and where it stands.
@@ -98,7 +103,7 @@ type Status struct {
 	Sent         uint64            // readings sent in requests (a resend counts again)
 	Stored       uint64            // readings the service answered stored
 	Refused      map[string]uint64 // readings refused for good, by the service's message
-	Dropped      uint64            // readings dropped by the queue's bounds (full or too old)
+	Dropped      uint64            // readings that left the queue unsent: full, too old, torn or damaged
 	RefusedFull  uint64            // readings Record refused: the queue was full
 	TornBytes    int64             // bytes cut from torn segment tails when the queue was opened
 	NoTime       uint64            // readings sent without a time of their own
@@ -125,8 +130,10 @@ func Open(cfg Config) (*Client, error) {
 		hc = *cfg.HTTPClient
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Client{cfg: cfg, q: q, boot: newBootClock(), http: &hc, wake: make(chan struct{}, 1), now: time.Now,
-		sleep: sleepCtx, status: Status{Refused: map[string]uint64{}}}, nil
+	c := &Client{cfg: cfg, q: q, boot: newBootClock(), http: &hc, wake: make(chan struct{}, 1), now: time.Now,
+		kick: make(chan struct{}, 1), status: Status{Refused: map[string]uint64{}}, primary: cfg.Token, secondary: cfg.SecondaryToken}
+	c.sleep = func(ctx context.Context, d time.Duration) bool { return sleepKick(ctx, d, c.kick) }
+	return c, nil
 }
 
 // Record records one reading taken now; it returns once it is on disk.
@@ -197,9 +204,49 @@ func (c *Client) Status() Status {
 	c.mu.Unlock()
 	c.q.mu.Lock()
 	s.Queued, s.BytesOnDisk = c.q.next-c.q.st.head, c.q.bytes
-	s.Dropped, s.RefusedFull, s.TornBytes = c.q.drops.full+c.q.drops.age, c.q.drops.refused, c.q.drops.tornBytes
+	d := c.q.drops
+	s.Dropped, s.RefusedFull, s.TornBytes = d.full+d.age+d.torn+d.corrupt, d.refused, d.tornBytes
 	c.q.mu.Unlock()
 	return s
+}
+
+// SetTokens replaces the tokens (secondary may be empty), for instance from
+// OnAuthFailure once the device fetched a new one; the next attempt goes at
+// once, with the new primary.
+func (c *Client) SetTokens(primary, secondary string) error {
+	if primary == "" {
+		return errors.New("devicesdk: a token is required")
+	}
+	c.mu.Lock()
+	c.primary, c.secondary = primary, secondary
+	c.tokensGen++
+	c.mu.Unlock()
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (c *Client) token(secondary bool) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if secondary && c.secondary != "" {
+		return c.secondary
+	}
+	return c.primary
+}
+
+func (c *Client) secondaryToken() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.secondary
+}
+
+func (c *Client) tokenGen() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tokensGen
 }
 
 // Close closes the queue; call it after Run returned.

@@ -70,6 +70,7 @@ type segment struct {
 	first, last uint64 // last < first: empty
 	size        int64
 	mod         time.Time
+	torn        bool // its tail was cut at open
 }
 
 func (s segment) name() string { return fmt.Sprintf("%020d.seg", s.first) }
@@ -77,6 +78,7 @@ func (s segment) name() string { return fmt.Sprintf("%020d.seg", s.first) }
 // drops counts readings that left the queue without being sent.
 type drops struct {
 	full, age, refused uint64
+	torn, corrupt      uint64 // cut at open; found damaged when read to send
 	tornBytes          int64
 }
 

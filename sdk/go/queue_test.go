@@ -33,7 +33,7 @@ func values(t *testing.T, q *Queue, maxN int) []string {
 	t.Helper()
 	var out []string
 	for {
-		b, err := q.peek(maxN, 1<<20, time.Now())
+		b, err := q.peek(maxN, 1<<20, time.Now(), noHold)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,20 +90,20 @@ func TestQueueResendsTheSameBatch(t *testing.T) {
 	dir := t.TempDir()
 	q := openQ(t, dir, QueueOptions{})
 	recordN(t, q, 0, 10)
-	b, err := q.peek(4, 1<<20, time.Now())
+	b, err := q.peek(4, 1<<20, time.Now(), noHold)
 	if err != nil || len(b.readings) != 4 || b.first != 1 || b.count != 4 {
 		t.Fatalf("batch %+v %v", b, err)
 	}
 	q.Close()
 	q = openQ(t, dir, QueueOptions{})
-	b2, err := q.peek(100, 1<<20, time.Now())
+	b2, err := q.peek(100, 1<<20, time.Now(), noHold)
 	if err != nil || len(b2.readings) != 4 || b2.first != 1 || b2.count != 4 {
 		t.Fatalf("after reopen %+v %v", b2, err)
 	}
 	if err := q.split(b2); err != nil {
 		t.Fatal(err)
 	}
-	b3, _ := q.peek(100, 1<<20, time.Now())
+	b3, _ := q.peek(100, 1<<20, time.Now(), noHold)
 	if len(b3.readings) != 2 || b3.count != 2 {
 		t.Fatalf("split %+v", b3)
 	}
@@ -202,3 +202,5 @@ func TestQueueLockedWhileOpen(t *testing.T) {
 		t.Fatalf("after reopen: %q", got)
 	}
 }
+
+func noHold(reading) bool { return false }

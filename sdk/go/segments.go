@@ -3,6 +3,7 @@ package devicesdk
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -44,24 +45,20 @@ func (q *Queue) load() error {
 			q.st.head = q.segs[0].first
 		}
 	}
+	hi := q.headSegment()
 	for i := range q.segs {
 		if i > 0 && q.segs[i].first <= q.segs[i-1].last {
 			return fmt.Errorf("%s: overlaps the segment before it: %w", q.segs[i].name(), errCorrupt)
 		}
-		if err := q.scan(&q.segs[i]); err != nil {
+		if i < hi { // settled: removed below, not read
+			q.segs[i].last = q.segs[i+1].first - 1
+			continue
+		}
+		if err := q.scan(&q.segs[i], i == hi); err != nil {
 			return err
 		}
 	}
-	// A head in a gap between segments (their readings were cut) moves
-	// to the next segment's first reading.
-	switch i := q.headSegment(); {
-	case i < 0 && len(q.segs) > 0:
-		q.st.head, q.st.offset = q.segs[0].first, 0
-	case i >= 0 && q.st.head > q.segs[i].last+1 && i+1 < len(q.segs):
-		q.st.head, q.st.offset = q.segs[i+1].first, 0
-	case i >= 0 && q.st.head > q.segs[i].last+1:
-		q.st.offset = uint64(q.segs[i].size)
-	}
+	q.st = q.normalized(q.st)
 	q.next = q.st.head
 	if n := len(q.segs); n > 0 {
 		q.next = max(q.next, q.segs[n-1].last+1)
@@ -69,20 +66,67 @@ func (q *Queue) load() error {
 	if q.st.head > q.next {
 		q.st = state{head: q.next}
 	}
+	// Never reuse a number of the batch named in the state: if its readings
+	// were lost with the disk's cache, new readings must not go out under
+	// its key.
+	if q.st.batchCount > 0 {
+		q.next = max(q.next, q.st.batchFirst+uint64(q.st.batchCount))
+	}
+	// Readings a killed process wrote but had not synced are in the page
+	// cache; each segment was synced by scan before its records are trusted.
+	if err := syncDir(q.dir); err != nil {
+		return err
+	}
 	q.durable = q.next - 1
+	for i := 0; i+1 < len(q.segs); i++ {
+		if q.segs[i].torn {
+			q.drops.torn += q.segs[i+1].first - q.segs[i].last - 1
+		}
+	}
+	if n := len(q.segs); n > 0 && q.segs[n-1].torn {
+		q.drops.torn++ // at least one reading was being written
+	}
 	return q.dropSettled()
 }
 
+// normalized moves a head that is past its segment's last reading (the
+// readings after it were cut or dropped) to the next segment's first, and
+// sets its offset; a head before every segment goes to the first.
+func (q *Queue) normalized(st state) state {
+	switch i := q.segmentOf(st.head); {
+	case i < 0 && len(q.segs) > 0:
+		st.head, st.offset = q.segs[0].first, 0
+	case i >= 0 && st.head > q.segs[i].last && i+1 < len(q.segs):
+		st.head, st.offset = q.segs[i+1].first, 0
+	case i >= 0 && st.head > q.segs[i].last:
+		st.offset = uint64(q.segs[i].size)
+	}
+	return st
+}
+
 // scan checks a segment's records, truncating it after the last good one
-// (a torn tail), and finds the head's offset in it.
-func (q *Queue) scan(s *segment) error {
+// (a torn tail), and finds the head's offset in it. In the head's segment
+// it starts at the head (what is before it is settled), so that damage to
+// settled readings cuts nothing unsettled. It syncs the file: records a
+// killed process wrote are in the page cache, not yet on disk.
+func (q *Queue) scan(s *segment, atHead bool) error {
 	path := filepath.Join(q.dir, s.name())
-	b, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return err
 	}
-	off := 0
-	for seq := s.first; ; seq++ {
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	off, seq := 0, s.first
+	if h := q.st.head; atHead && h > s.first && q.st.offset <= uint64(len(b)) {
+		if _, _, ok := recordAt(b[q.st.offset:], h); ok || q.st.offset == uint64(len(b)) {
+			off, seq, s.last = int(q.st.offset), h, h-1
+		}
+	}
+	for ; ; seq++ {
 		if seq == q.st.head {
 			q.st.offset = uint64(off)
 		}
@@ -94,12 +138,16 @@ func (q *Queue) scan(s *segment) error {
 		s.last = seq
 	}
 	if off < len(b) {
+		s.torn = true
 		q.drops.tornBytes += int64(len(b) - off)
-		if err := os.Truncate(path, int64(off)); err != nil {
+		if err := f.Truncate(int64(off)); err != nil {
 			return err
 		}
 	}
-	fi, err := os.Stat(path)
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
@@ -108,11 +156,13 @@ func (q *Queue) scan(s *segment) error {
 	return nil
 }
 
-// headSegment is the index of the segment the head is in (the last whose
-// first reading is not after it), or -1.
-func (q *Queue) headSegment() int {
-	i := sort.Search(len(q.segs), func(i int) bool { return q.segs[i].first > q.st.head }) - 1
-	return i
+// headSegment is the index of the segment the head is in, or -1.
+func (q *Queue) headSegment() int { return q.segmentOf(q.st.head) }
+
+// segmentOf is the index of the last segment whose first reading is not
+// after seq, or -1.
+func (q *Queue) segmentOf(seq uint64) int {
+	return sort.Search(len(q.segs), func(i int) bool { return q.segs[i].first > seq }) - 1
 }
 
 // dropSettled removes the segments wholly before the head's (never the last).
@@ -177,61 +227,6 @@ func (q *Queue) roll() error {
 		q.durable = q.next - 1
 	}
 	return err
-}
-
-// room makes room for size more bytes, as the policy says. q.mu is held.
-func (q *Queue) room(size int64) error {
-	if err := q.roll(); err != nil {
-		return err
-	}
-	for q.bytes+size > q.opts.MaxBytes {
-		if q.opts.Full == RefuseNewest || !q.droppable(0) {
-			return ErrFull
-		}
-		if err := q.drop(0, &q.drops.full); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// droppable reports whether segment i may be dropped: closed, and holding
-// no reading of the batch being sent.
-func (q *Queue) droppable(i int) bool {
-	if i >= len(q.segs)-1 {
-		return false
-	}
-	s := q.segs[i]
-	return q.st.batchFirst == 0 || s.last < q.st.batchFirst || s.first >= q.st.batchFirst+uint64(q.st.batchCount)
-}
-
-// drop removes segment i, counting its unsettled readings under n.
-func (q *Queue) drop(i int, n *uint64) error {
-	s := q.segs[i]
-	if s.last >= q.st.head {
-		*n += s.last + 1 - max(s.first, q.st.head)
-	}
-	if q.st.head <= s.last {
-		st := q.st
-		st.head, st.offset = q.segs[i+1].first, 0
-		if err := q.writeState(st); err != nil {
-			return err
-		}
-	}
-	return q.remove(i)
-}
-
-// trim drops closed segments older than MaxAge. q.mu is held.
-func (q *Queue) trim(now time.Time) error {
-	if q.opts.MaxAge <= 0 {
-		return nil
-	}
-	for len(q.segs) > 1 && now.Sub(q.segs[0].mod) > q.opts.MaxAge && q.droppable(0) {
-		if err := q.drop(0, &q.drops.age); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func (q *Queue) writeState(st state) error {

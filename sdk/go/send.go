@@ -28,8 +28,10 @@ type answer struct {
 // sender is Run's state.
 type sender struct {
 	bo        *backoff
-	secondary bool // the secondary token is in use
-	switched  bool // tokens were switched since the last success
+	secondary bool   // the secondary token is in use
+	switched  bool   // tokens were switched since the last success
+	tokens    uint64 // the Client's tokens generation this state is for
+	limit     int    // readings a batch may hold after a 413 (0: BatchReadings)
 }
 
 // Run sends the queue until ctx ends; it returns ctx's error.
@@ -57,9 +59,20 @@ func (c *Client) Run(ctx context.Context) error {
 
 // step sends one batch, or waits for one; it returns how long to wait.
 func (c *Client) step(ctx context.Context, s *sender) (time.Duration, error) {
-	b, err := c.q.peek(c.cfg.BatchReadings, c.cfg.BatchBytes, c.now())
+	if gen := c.tokenGen(); gen != s.tokens { // SetTokens: the new primary, now
+		s.tokens, s.secondary, s.switched = gen, false, false
+	}
+	maxN := c.cfg.BatchReadings
+	if s.limit > 0 {
+		maxN = min(maxN, s.limit)
+	}
+	now := c.now()
+	b, err := c.q.peek(maxN, c.cfg.BatchBytes, now, func(r reading) bool { return c.waitsForClock(r, now) })
 	if err != nil {
 		return 0, err
+	}
+	if b.held {
+		return 10 * time.Second, nil // the oldest reading waits for the clock
 	}
 	if len(b.readings) == 0 {
 		select {
@@ -81,10 +94,9 @@ func (c *Client) step(ctx context.Context, s *sender) (time.Duration, error) {
 		c.note(0, err.Error())
 		return s.bo.failed(), nil
 	}
-	c.note(status, a.Error)
 	n := len(b.readings)
-	switch {
-	case status/100 == 2 && (a.Success || len(a.Results) == n):
+	if status == http.StatusOK && (a.Success || len(a.Results) == n) {
+		c.note(status, a.Error)
 		s.bo.succeeded()
 		s.switched = false
 		c.mu.Lock()
@@ -98,19 +110,34 @@ func (c *Client) step(ctx context.Context, s *sender) (time.Duration, error) {
 		}
 		c.mu.Unlock()
 		return 0, c.q.settle(b)
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	}
+	c.failed(status, a)
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden:
 		if c.cfg.OnAuthFailure != nil {
 			c.cfg.OnAuthFailure(status)
 		}
-		if c.cfg.SecondaryToken != "" && !s.switched {
-			s.secondary, s.switched = !s.secondary, true
+		if gen := c.tokenGen(); gen != s.tokens {
+			return 0, nil // the hook set new tokens: try them now
+		}
+		if c.secondaryToken() == "" {
+			return c.cfg.AuthWait, nil
+		}
+		// Each turn tries the other token: at once the first time after a
+		// success, then after AuthWait.
+		s.secondary = !s.secondary
+		if !s.switched {
+			s.switched = true
 			return 0, nil
 		}
 		return c.cfg.AuthWait, nil
-	case status == http.StatusNotFound:
+	case http.StatusNotFound:
 		return c.cfg.AuthWait, nil
-	case status/100 == 4 && status != http.StatusRequestTimeout && status != http.StatusTooManyRequests:
+	case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
 		if n > 1 {
+			if status == http.StatusRequestEntityTooLarge {
+				s.limit = max(n/2, 1)
+			}
 			return 0, c.q.split(b)
 		}
 		c.mu.Lock()
@@ -118,7 +145,8 @@ func (c *Client) step(ctx context.Context, s *sender) (time.Duration, error) {
 		c.mu.Unlock()
 		return 0, c.q.settle(b)
 	}
-	if d, ok := after(); ok {
+	// 429, 503, other 5xx and any other answer: the same batch again.
+	if d, ok := after(); ok && d > 0 {
 		return d, nil
 	}
 	return s.bo.failed(), nil
@@ -132,10 +160,7 @@ func (c *Client) post(ctx context.Context, b batch, body []byte, s *sender) (sta
 	if err != nil {
 		return 0, a, nil, err
 	}
-	token := c.cfg.Token
-	if s.secondary {
-		token = c.cfg.SecondaryToken
-	}
+	token := c.token(s.secondary)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Idempotency-Key", fmt.Sprintf("%x-%d-%d", c.q.id, b.first, b.count))
@@ -165,6 +190,13 @@ func redact(err error) error {
 	return err
 }
 
+// waitsForClock reports whether r, taken before the clock was set, waits
+// for it (docs/sdk.md, "Time").
+func (c *Client) waitsForClock(r reading, now time.Time) bool {
+	return r.kind == timeBoot && now.Before(c.cfg.ClockEpoch) && r.boot == c.boot.id && c.cfg.UnsetClock == FixLater &&
+		time.Duration(c.boot.sinceBoot()-r.time)*time.Millisecond < c.cfg.ClockWait
+}
+
 // body renders a batch as a request body; noTime is how many readings go
 // without a time, hold whether the batch waits for the clock to be set.
 func (c *Client) body(b batch) (body []byte, noTime int, hold bool) {
@@ -177,19 +209,15 @@ func (c *Client) body(b batch) (body []byte, noTime int, hold bool) {
 		if i > 0 {
 			body = append(body, ',')
 		}
+		if c.waitsForClock(r, now) {
+			return nil, 0, true
+		}
 		at, ok := int64(0), false
-		switch r.kind {
-		case timeWall:
+		switch {
+		case r.kind == timeWall:
 			at, ok = r.time, true
-		case timeBoot:
-			sameBoot := r.boot == c.boot.id
-			switch {
-			case clockSet && sameBoot:
-				at, ok = now.UnixMilli()-(c.boot.sinceBoot()-r.time), true
-			case !clockSet && sameBoot && c.cfg.UnsetClock == FixLater &&
-				time.Duration(c.boot.sinceBoot()-r.time)*time.Millisecond < c.cfg.ClockWait:
-				return nil, 0, true
-			}
+		case r.kind == timeBoot && clockSet && r.boot == c.boot.id:
+			at, ok = now.UnixMilli()-(c.boot.sinceBoot()-r.time), true
 		}
 		if ok {
 			body = append(body, `{"ts":"`...)
@@ -214,13 +242,28 @@ func (c *Client) note(status int, text string) {
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// failed notes an answer other than stored: its error text, else its
+// message, else the status's name (a proxy's page has neither).
+func (c *Client) failed(status int, a answer) {
+	text := a.Error
+	if text == "" {
+		text = a.Message
+	}
+	if text == "" {
+		text = http.StatusText(status)
+	}
+	c.note(status, text)
+}
+
+// sleepKick waits d, or until kick (SetTokens) or ctx ends; false: ctx ended.
+func sleepKick(ctx context.Context, d time.Duration, kick <-chan struct{}) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return true
+	case <-kick:
 	case <-ctx.Done():
 		return false
 	}
+	return true
 }

@@ -13,7 +13,8 @@
 //
 // URL is the service's base URL. The token comes from DSQ_TOKEN, the
 // secondary one from DSQ_TOKEN2, never from the command line; DSQ_BATCH sets
-// BatchReadings, DSQ_MAX_MB the queue's MaxBytes in MiB. send and run print the final status as one JSON line, with
+// BatchReadings, DSQ_MAX_MB the queue's MaxBytes in MiB, DSQ_MAX_BACKOFF_MS
+// MaxBackoff. send and run print the final status as one JSON line, with
 // the seconds they took and the CPU seconds the process used. Exit
 // status: 0 done, 1 usage or error, 2 readings left when the time ran out.
 package main
@@ -96,8 +97,9 @@ func open(dir, url, serial string) (*devicesdk.Client, error) {
 	}
 	batch, _ := strconv.Atoi(os.Getenv("DSQ_BATCH"))
 	mb, _ := strconv.ParseInt(os.Getenv("DSQ_MAX_MB"), 10, 64)
+	maxBackoff, _ := strconv.ParseInt(os.Getenv("DSQ_MAX_BACKOFF_MS"), 10, 64)
 	return devicesdk.Open(devicesdk.Config{URL: url, Serial: serial, Token: token, SecondaryToken: os.Getenv("DSQ_TOKEN2"),
-		Dir: dir, BatchReadings: batch, Queue: devicesdk.QueueOptions{MaxBytes: mb << 20}, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
+		Dir: dir, BatchReadings: batch, Queue: devicesdk.QueueOptions{MaxBytes: mb << 20}, MaxBackoff: time.Duration(maxBackoff) * time.Millisecond, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }})
 }
 
 func record(c *devicesdk.Client, n, start int64) int {
