@@ -191,7 +191,10 @@ func valuesOn(conn driver.Conn, db, entity string) (map[int]uint64, error) {
 		if err := rows.Scan(&v, &n); err != nil {
 			return nil, err
 		}
-		i, _ := strconv.Atoi(v)
+		i, err := strconv.Atoi(v)
+		if err != nil {
+			return nil, fmt.Errorf("value %q of %s is not one of the test's integers", v, entity)
+		}
 		out[i] = n
 	}
 	return out, rows.Err()

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/devicehub/eventservice/integration/testenv"
 )
 
 // background runs a driver command; wait returns its output once it ended,
@@ -35,7 +38,7 @@ func TestSDKOutages(t *testing.T) {
 	devs := map[string]*sdkDevice{}
 	dirs := map[string]string{}
 	for _, sdk := range sdks {
-		devs[sdk], dirs[sdk] = newSDKDevice(t, s, "sdk-outage-"+sdk), t.TempDir()
+		devs[sdk], dirs[sdk] = newSDKDevice(t, s, "sdk-outage-"+sdk, "DSQ_MAX_BACKOFF_MS=4000"), t.TempDir()
 	}
 	phase := func(base int, down, up func()) {
 		down()
@@ -62,9 +65,9 @@ func TestSDKOutages(t *testing.T) {
 }
 
 // The service's limits, as a device meets them: batches over
-// MAX_BATCH_MESSAGES are split after a 413, a rotation that retires the
-// primary token moves the device to its secondary at once, and a device
-// rate of 1/s is waited out by Retry-After; nothing is lost or doubled.
+// MAX_BATCH_MESSAGES are split after a 413, and a rotation that retires the
+// primary token moves the device to its secondary at once; nothing is lost
+// or doubled.
 func TestSDKServiceLimits(t *testing.T) {
 	s := startStack(t, "MAX_BATCH_MESSAGES=5", "DEVICE_RATE=0", "LOG_LEVEL=info")
 	for i, sdk := range sdks {
@@ -83,27 +86,39 @@ func TestSDKServiceLimits(t *testing.T) {
 		if r.Status != 201 || next == "" {
 			t.Fatalf("add token: %d %s", r.Status, r.Raw)
 		}
+		old := strings.TrimPrefix(d.env[0], "DSQ_TOKEN=")
 		d.env = append(d.env, "DSQ_TOKEN2="+next)
 		for _, step := range []string{"POST /tokens/fw-2/promote", "DELETE /tokens/token-1"} {
-			method, path, _ := bytes.Cut([]byte(step), []byte(" "))
-			if r := s.admin(t, string(method), "/devices/"+d.serial+string(path), ""); r.Status != 200 {
+			method, path, _ := strings.Cut(step, " ")
+			if r := s.admin(t, method, "/devices/"+d.serial+path, ""); r.Status != 200 {
 				t.Fatalf("%s: %d %s", step, r.Status, r.Raw)
 			}
 		}
+		// Every copy's registry has the retired token gone before the
+		// device meets it (a reading of no connected input stores nothing).
+		testenv.WaitFor(t, "the retired token refused", 10*time.Second, func() string { return "" }, nil, func() bool {
+			return s.postBacklog(t, `{"serial":"`+d.serial+`","messages":[{"data":{"x":1}}]}`, bearer(old)).Status == 401
+		})
+		const refusals = `ingest_api_requests_total{outcome="invalid_token",status="401"}`
+		before := s.scrape(t, "ingest-api")[refusals]
 		if st := lastStatus(t, d.exec(t, sdk, dir, "run", 20, base+100, 30)); st["queued"] != 0 || st["stored"] != 20 {
 			t.Errorf("%s after the rotation: %v, want 20 stored", sdk, st)
 		}
+		if n := s.scrape(t, "ingest-api")[refusals] - before; n != 1 {
+			t.Errorf("%s met %v refusals of its retired primary, want 1 (then the secondary)", sdk, n)
+		}
 		d.expectStoredOnce(t, append(span(base, 40), span(base+100, 20)...), nil)
 	}
-	m := s.scrape(t, "ingest-api")
-	tooMany, refused := m[`ingest_api_requests_total{outcome="too_many_messages",status="413"}`], m[`ingest_api_requests_total{outcome="invalid_token",status="401"}`]
-	if tooMany < 2 || refused < 2 {
-		t.Errorf("%v answers 413 and %v answers 401: the limits were not met", tooMany, refused)
+	if n := s.scrape(t, "ingest-api")[`ingest_api_requests_total{outcome="too_many_messages",status="413"}`]; n < 2 {
+		t.Errorf("%v answers 413: the batch limit was not met", n)
 	}
+}
 
-	// A device rate of 1/s: batches of 10 readings, each taking the whole
-	// burst; the device waits out each 429's Retry-After.
-	s = startStack(t, "DEVICE_RATE=1", "DEVICE_BURST=1", "LOG_LEVEL=info")
+// A device rate of 1 reading a second (DEVICE_RATE counts readings):
+// batches of 10 readings, each taking the whole burst; the device waits out
+// each 429's Retry-After, and nothing is lost or doubled.
+func TestSDKRateLimit(t *testing.T) {
+	s := startStack(t, "DEVICE_RATE=1", "DEVICE_BURST=1", "LOG_LEVEL=info")
 	for i, sdk := range sdks {
 		d := newSDKDevice(t, s, "sdk-rate-"+sdk, "DSQ_BATCH=10")
 		base := (i + 1) * 1_000_000

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -145,7 +147,11 @@ func (d *sdkDevice) expectStoredOnce(t *testing.T, want, maybe []int) {
 		if counts, err = valuesOn(d.s.ch, d.s.db, d.entity); err != nil {
 			t.Fatal(err)
 		}
-		now := fmt.Sprint(len(counts), " values")
+		var rows uint64
+		for _, n := range counts {
+			rows += n
+		}
+		now := fmt.Sprint(len(counts), " values in ", rows, " rows")
 		if now == last {
 			stable++
 		} else {
@@ -179,49 +185,81 @@ func (d *sdkDevice) expectStoredOnce(t *testing.T, want, maybe []int) {
 }
 
 // Each SDK's process is SIGKILLed 50 times while it records and sends (and
-// a third queue is driven by the two SDKs in turn); every reading that was
-// on disk is then stored exactly once.
+// a third queue is driven by the two SDKs in turn): every other run early,
+// while it records, the others just after its last reading is on disk,
+// while it sends. Every reading that was on disk is then stored exactly once.
 func TestSDKKilled(t *testing.T) {
 	s := startStack(t, "DEVICE_RATE=0", "LOG_LEVEL=info")
-	lanes := []struct{ name string }{{"go"}, {"c"}, {"mixed"}}
-	var wg sync.WaitGroup
-	for li, lane := range lanes {
-		d := newSDKDevice(t, s, "sdk-kill-"+lane.name)
-		dir := t.TempDir()
-		wg.Add(1)
+	t.Run("lanes", func(t *testing.T) {
+		for li, lane := range []string{"go", "c", "mixed"} {
+			d := newSDKDevice(t, s, "sdk-kill-"+lane)
+			t.Run(lane, func(t *testing.T) {
+				t.Parallel()
+				killLane(t, d, lane, (li+1)*1_000_000)
+			})
+		}
+	})
+}
+
+func killLane(t *testing.T, d *sdkDevice, lane string, base int) {
+	dir := t.TempDir()
+	var durable, recorded []int
+	sending := 0 // runs killed after their last reading was on disk
+	sdk := lane
+	for i := range 50 {
+		if lane == "mixed" {
+			sdk = sdks[i%2]
+		}
+		start := base + i*40
+		c := d.cmd(t, sdk, dir, "run", 40, start, 30)
+		pipe, err := c.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan int, 64)
 		go func() {
-			defer wg.Done()
-			var durable, recorded []int
-			sdk := lane.name
-			for i := range 50 {
-				if lane.name == "mixed" {
-					sdk = sdks[i%2]
+			defer close(lines)
+			sc := bufio.NewScanner(pipe)
+			for sc.Scan() {
+				if v, err := strconv.Atoi(sc.Text()); err == nil {
+					lines <- v
 				}
-				start := (li+1)*1_000_000 + i*40
-				c := d.cmd(t, sdk, dir, "run", 40, start, 30)
-				var out bytes.Buffer
-				c.Stdout = &out
-				if err := c.Start(); err != nil {
-					t.Error(err)
-					return
-				}
-				time.Sleep(time.Duration(10+rand.IntN(300)) * time.Millisecond)
-				_ = c.Process.Kill()
-				_ = c.Wait()
-				durable = append(durable, printed(out.String())...)
-				recorded = append(recorded, span(start, 40)...)
-			}
-			st := lastStatus(t, d.exec(t, sdk, dir, "send", 60))
-			if st["queued"] != 0 {
-				t.Errorf("%s: %v left", d.serial, st)
-			}
-			d.expectStoredOnce(t, durable, recorded)
-			if len(durable) == 0 {
-				t.Errorf("%s: no reading was on disk before a kill: the test proved nothing", d.serial)
 			}
 		}()
+		var got []int
+		if i%2 == 0 {
+			time.Sleep(time.Duration(5+rand.IntN(60)) * time.Millisecond)
+		} else {
+			for v := range lines {
+				if got = append(got, v); len(got) == 40 {
+					break
+				}
+			}
+			time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+		}
+		_ = c.Process.Kill()
+		for v := range lines {
+			got = append(got, v)
+		}
+		_ = c.Wait()
+		if ws, ok := c.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && len(got) == 40 {
+			sending++
+		}
+		durable = append(durable, got...)
+		recorded = append(recorded, span(start, 40)...)
 	}
-	wg.Wait()
+	st := lastStatus(t, d.exec(t, sdk, dir, "send", 60))
+	if st["queued"] != 0 {
+		t.Errorf("%s: %v left", d.serial, st)
+	}
+	t.Logf("%s: %d of 50 runs killed while sending", d.serial, sending)
+	d.expectStoredOnce(t, durable, recorded)
+	if len(durable) == 0 || sending == 0 {
+		t.Errorf("%s: %d readings on disk before a kill, %d runs killed while sending: the test proved nothing", d.serial, len(durable), sending)
+	}
 }
 
 // A queue whose last segment is cut at a random offset, with a random byte
@@ -283,17 +321,19 @@ func TestSDKTornQueue(t *testing.T) {
 }
 
 // The examples a device maker copies run as documented: a reading a second
-// for a few seconds, SIGTERM, every reading stored.
+// for a few seconds, then SIGTERM; what the example had not sent yet stays
+// in its queue, which the SDK's driver then sends: every reading recorded is
+// stored once.
 func TestSDKExamples(t *testing.T) {
 	s := startStack(t, "LOG_LEVEL=info")
 	for _, sdk := range sdks {
-		serial := "sdk-sensor-" + sdk
-		token := "sdk-tok-5f0c2b9e71d4-" + serial
-		if r := s.admin(t, http.MethodPut, "/devices/"+serial, fmt.Sprintf(`{"accessToken":%q,"inputs":[{"name":"temp","entity":%q,"entityInput":"temp"}]}`, token, serial)); r.Status != 200 {
-			t.Fatalf("provision: %d %s", r.Status, r.Raw)
+		d := newSDKDevice(t, s, "sdk-sensor-"+sdk)
+		if r := s.admin(t, http.MethodPut, "/devices/"+d.serial, `{"inputs":[{"name":"temp","entity":"`+d.serial+`","entityInput":"temp"},{"name":"v"}]}`); r.Status != 200 {
+			t.Fatalf("inputs: %d %s", r.Status, r.Raw)
 		}
-		c := exec.Command(sdkDriver(t, sdk+"-sensor"), s.base, serial, t.TempDir(), "1")
-		c.Env = []string{"DSQ_TOKEN=" + token}
+		dir := t.TempDir()
+		c := exec.Command(sdkDriver(t, sdk+"-sensor"), s.base, d.serial, dir, "1")
+		c.Env = d.env
 		var errb bytes.Buffer
 		c.Stderr = &errb
 		if err := c.Start(); err != nil {
@@ -304,13 +344,24 @@ func TestSDKExamples(t *testing.T) {
 		if err := c.Wait(); err != nil {
 			t.Errorf("%s sensor: %v\n%s", sdk, err, tail(errb.Bytes(), 2000))
 		}
-		if bytes.Contains(errb.Bytes(), []byte(token)) {
+		if bytes.Contains(errb.Bytes(), []byte(strings.TrimPrefix(d.env[0], "DSQ_TOKEN="))) {
 			t.Errorf("%s sensor: its log holds the token", sdk)
 		}
-		// Readings at 0, 1, 2 and 3 s: the last may still be on disk when
-		// the signal came; the sensor logged its status then.
-		testenv.WaitFor(t, serial+"'s readings stored", 20*time.Second, func() string { return "" }, nil, func() bool {
-			return s.count(t, "input_values WHERE entity = ?", serial) >= 3
+		if st := lastStatus(t, d.exec(t, sdk, dir, "send", 30)); st["queued"] != 0 {
+			t.Errorf("%s: %v left after the sensor", sdk, st)
+		}
+		// Readings at 0, 1, 2 and 3 s (three at least on a loaded machine),
+		// each stored once.
+		var n, distinct uint64
+		q := fmt.Sprintf("SELECT count(), uniqExact(ts_ns) FROM %s.input_values WHERE entity = ?", s.db)
+		testenv.WaitFor(t, d.serial+"'s readings stored", 20*time.Second, func() string { return fmt.Sprint(n, " stored") }, nil, func() bool {
+			if err := s.ch.QueryRow(context.Background(), q, d.serial).Scan(&n, &distinct); err != nil {
+				t.Fatal(err)
+			}
+			return n >= 3
 		})
+		if n != distinct || n > 4 {
+			t.Errorf("%s: %d values at %d reading times, want 3 or 4, once each", sdk, n, distinct)
+		}
 	}
 }

@@ -43,8 +43,10 @@ if [ "$mode" = drain ] && [ "${SDK_LOADGEN:-1}" != 0 ]; then
 fi
 serial=sdk-bench-$mode
 token=sdk-bench-token-$RANDOM$RANDOM$RANDOM
-curl -sf -X PUT "http://$WORKSPACE_ADDR/api/v1/admin/devices/$serial" -H "Authorization: Bearer $ADMIN_TOKEN" \
-  -d '{"accessToken":"'"$token"'","inputs":[{"name":"v","entity":"'"$serial"'","entityInput":"v"},{"name":"w","entity":"'"$serial"'","entityInput":"w"}]}' >/dev/null
+# Secrets go to curl on stdin and in a header file, not on its command line.
+printf 'Authorization: Bearer %s\n' "$ADMIN_TOKEN" >"$RUN_DIR/admin.header"
+printf '{"accessToken":"%s","inputs":[{"name":"v","entity":"%s","entityInput":"v"},{"name":"w","entity":"%s","entityInput":"w"}]}' \
+  "$token" "$serial" "$serial" | curl -sf -X PUT "http://$WORKSPACE_ADDR/api/v1/admin/devices/$serial" -H @"$RUN_DIR/admin.header" --data @- >/dev/null
 q=$RUN_DIR/sdk-queue
 DSQ_MAX_MB=1024 bin/dsq-driver fill "$q" "$readings" 0 "$step" >/dev/null
 echo "queue: $readings readings, $(du -sm "$q" | cut -f1) MiB"
