@@ -214,7 +214,7 @@ func (c *Client) body(b batch) (body []byte, noTime int, hold bool) {
 		}
 		at, ok := int64(0), false
 		switch {
-		case r.kind == timeWall:
+		case r.kind == timeWall && r.time >= c.cfg.ClockEpoch.UnixMilli(): // a C queue may hold an unset clock's time
 			at, ok = r.time, true
 		case r.kind == timeBoot && clockSet && r.boot == c.boot.id:
 			at, ok = now.UnixMilli()-(c.boot.sinceBoot()-r.time), true

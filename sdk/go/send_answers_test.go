@@ -126,3 +126,17 @@ func TestSendDoesNotHoldOlderReadings(t *testing.T) {
 		t.Fatalf("requests %+v, waits %v", r, *waits)
 	}
 }
+
+// A wall time before ClockEpoch in the queue (the C SDK records what its
+// caller gave, and decides when sending) is not sent as the reading time.
+func TestSendDropsAnUnsetClocksTime(t *testing.T) {
+	f := &fake{answer: func(fakeReq) (int, map[string]string, string) { return 200, nil, storedAnswer }}
+	c, _, run := client(t, f, Config{}, 100)
+	if _, err := c.q.record([]reading{{kind: timeWall, time: 300_000, data: []byte(`{"v":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	if r := f.requests(); len(r) != 1 || r[0].Messages[0].TS != "" || c.Status().NoTime != 1 {
+		t.Fatalf("requests %+v, status %+v", r, c.Status())
+	}
+}
