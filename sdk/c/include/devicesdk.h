@@ -80,7 +80,9 @@ void dsq_close(dsq *q);
 
 /* Records one reading: data_json is a JSON object (NUL-terminated UTF-8).
  * Returns once the record and the file's length are synced, with the
- * reading's sequence number (> 0), or a negative DSQ_E* error. */
+ * reading's sequence number (> 0), or a negative DSQ_E* error. A kind 1
+ * time before 2020 (DSQ_CLOCK_EPOCH_MS) is a clock not set: the reading
+ * is sent without a time. */
 int64_t dsq_record(dsq *q, const char *data_json, int time_kind, int64_t time);
 
 /* Records a reading with the current time: wall clock when it is set (after
@@ -131,12 +133,13 @@ typedef struct dsq_status {
     uint64_t refused_too_large;   /* 413 for one reading, or over BatchBytes */
     uint64_t refused_other;       /* any other message */
     uint64_t dropped;       /* readings dropped unsent (sum of the below) */
-    uint64_t dropped_torn;  /* cut when the queue was opened */
+    uint64_t dropped_torn;  /* cut (or found lost) when the queue was opened */
     uint64_t dropped_full;  /* dropped by DropOldest */
     uint64_t dropped_age;   /* older than max_age_ms */
     uint64_t dropped_corrupt; /* failed their checksum when read to send */
     uint64_t refused_full;  /* dsq_record calls refused: queue full */
-    uint64_t no_time;       /* readings sent without their own time */
+    uint64_t no_time;       /* readings sent without their own time: counted
+                               once, when the batch is answered 200 */
     long last_http_status;  /* 0: none yet or a network error */
     int64_t next_attempt_ms; /* Unix ms of the next attempt; 0: now or idle */
 } dsq_status;
@@ -190,7 +193,7 @@ typedef struct dsq_sender_options {
     const char *url;
     const char *serial;
     const char *token;           /* the device token */
-    const char *secondary_token; /* tried once on 401/403; may be NULL */
+    const char *secondary_token; /* on 401/403 the tokens alternate; may be NULL */
     uint32_t batch_readings;     /* 0: 1000 */
     uint32_t batch_bytes;        /* body bytes; 0: 512 KiB */
     long request_timeout_ms;     /* 0: 30 s */
@@ -201,7 +204,8 @@ typedef struct dsq_sender_options {
     int64_t auth_wait_ms;        /* 0: 5 min */
     int64_t clock_wait_ms;       /* kind 2 readings wait this long; 0: 1 h */
     int send_without_time;       /* UnsetClock: SendWithoutTime */
-    /* Called on 401/403 (never with a token); may call dsq_sender_set_tokens. */
+    /* Called on 401/403 (never with a token); may call dsq_sender_set_tokens,
+     * whose primary is then tried at once. */
     void (*on_auth_failure)(void *ctx, long http_status, int secondary_in_use);
     /* Log lines (never holding a token). NULL: silent. */
     void (*log)(void *ctx, int level, const char *msg);

@@ -8,6 +8,10 @@
 #include "internal.h"
 
 #define MAX_SKIPS 1000000 /* readings settled unsent in one build */
+/* A message's opening with a ts: {"ts":"<24 chars>","data": (and a comma
+ * before all but the first). A new batch counts every message with it, so
+ * that its resend fits whatever times it then carries. */
+#define TS_OPENING (sizeof "{\"ts\":\"" - 1 + 24 + sizeof "\",\"data\":" - 1)
 
 /* What the build knows of now, read once per build. */
 typedef struct now_info {
@@ -24,8 +28,10 @@ typedef struct build {
     dsq_sender *s;
     dsq *q;
     int resend;
+    uint64_t end;  /* resend: the first sequence number past the batch */
     uint32_t max_n;
     size_t cap;
+    size_t budget; /* the body's size with a ts on every message */
     now_info now;
     int head_moved;
 } build;
@@ -40,13 +46,14 @@ static int append(build *b, const char *text, size_t n)
 }
 
 /* The reading's time as Unix ms: 1 with *ts; 0 without a time; and
- * whether it must wait for the clock instead. */
+ * whether it must wait for the clock instead. A wall time before the clock
+ * epoch is a clock that was not set: no time. */
 static int reading_time(build *b, const dsq_rec *r, int64_t *ts, int *wait)
 {
     *wait = 0;
     if (r->kind == DSQ_TIME_WALL) {
         *ts = r->time;
-        return 1;
+        return r->time >= DSQ_CLOCK_EPOCH_MS;
     }
     if (r->kind != DSQ_TIME_BOOT)
         return 0;
@@ -110,8 +117,12 @@ static int add_reading(build *b, dsq_cursor *c, const dsq_rec *r, uint32_t n, in
     dsq_sender *s = b->s;
     char open[64];
     size_t olen, dlen = r->len - DSQ_PAYLOAD_HEAD, mark = s->body_len;
+    size_t most = (n == 0 ? 0 : 1) + TS_OPENING + dlen + 1; /* with a ts */
     int64_t ts = 0;
-    int wait, has_ts = reading_time(b, r, &ts, &wait), rc;
+    int wait, has_ts, rc, fits;
+    if (b->resend && r->seq >= b->end)
+        return 0; /* past the named batch (a gap after lost readings) */
+    has_ts = reading_time(b, r, &ts, &wait);
     if (wait) {
         *clock_wait = n == 0;
         return 0;
@@ -124,7 +135,11 @@ static int add_reading(build *b, dsq_cursor *c, const dsq_rec *r, uint32_t n, in
         return 2;
     }
     olen = opening(open, sizeof open, n == 0, &has_ts, ts);
-    if (s->body_len + olen + dlen + 1 + 2 > b->cap) { /* and "]}" */
+    /* and "]}". A new batch is budgeted with a ts on every message; a
+     * resend then fits, unless batch_bytes is smaller since (README). */
+    fits = b->resend ? s->body_len + olen + dlen + 1 + 2 <= b->cap
+                     : b->budget + most + 2 <= b->cap;
+    if (!fits) {
         if (n > 0)
             return 0;
         dsq__cursor_skip(c, r); /* too large to send ever */
@@ -139,8 +154,9 @@ static int add_reading(build *b, dsq_cursor *c, const dsq_rec *r, uint32_t n, in
     }
     s->body_len += dlen;
     (void)append(b, "}", 1);
+    b->budget += most;
     if (!has_ts && r->kind != DSQ_TIME_NONE)
-        b->q->st.no_time++;
+        s->body_no_time++; /* counted when the answer settles it */
     s->items[n].seq = r->seq;
     s->items[n].seg = c->seg;
     s->items[n].end_off = c->off;
@@ -181,6 +197,7 @@ static int fill(build *b, int *clock_wait)
             if (rc != DSQ_OK)
                 break;
             s->body_len = start;
+            b->budget = start;
             dsq__cursor_at_head(b->q, &c);
             continue;
         }
@@ -205,6 +222,7 @@ int dsq__build_batch(dsq_sender *s, int *clock_wait)
     b.s = s;
     b.q = q;
     b.resend = q->batch_first != 0 && q->batch_count > 0;
+    b.end = q->batch_first + q->batch_count;
     b.max_n = b.resend ? q->batch_count : batch_limit(s, q);
     if (b.max_n > s->o.batch_readings)
         b.max_n = s->o.batch_readings; /* an older, larger batch: split (README) */
@@ -213,10 +231,12 @@ int dsq__build_batch(dsq_sender *s, int *clock_wait)
     *clock_wait = 0;
     s->body_valid = 0;
     s->body_len = 0;
+    s->body_no_time = 0;
     hn = snprintf(head, sizeof head, "{\"serial\":\"");
     if (append(&b, head, (size_t)hn) || append(&b, s->serial_json, strlen(s->serial_json)) ||
         append(&b, "\",\"messages\":[", 14))
         return DSQ_EINVAL;
+    b.budget = s->body_len;
     n = fill(&b, clock_wait);
     if (n < 0)
         return n;

@@ -76,6 +76,8 @@ struct dsq_sender {
     char *serial_json;    /* the serial, JSON-escaped, without quotes */
     char *auth[2];        /* "Bearer <token>": primary, secondary */
     int has_secondary, using_secondary;
+    int switched;       /* the other token was tried since the last success */
+    uint32_t token_gen; /* bumped by dsq_sender_set_tokens */
     dsq_backoff backoff;
     uint64_t rng;
 
@@ -83,6 +85,7 @@ struct dsq_sender {
     size_t body_len;
     uint64_t body_first;
     uint32_t body_count;
+    uint32_t body_no_time; /* its readings sent without a time */
     int body_valid;
     dsq_batch_item *items; /* batch_readings */
     uint8_t *results;      /* batch_readings */
@@ -123,9 +126,10 @@ int dsq__seg_size(dsq *q, uint64_t first, uint64_t *size);
 int dsq__unlink_seg(dsq *q, uint64_t first);
 int dsq__delete_settled(dsq *q);
 void dsq__normalize_head(dsq *q);
-/* At open: walks the segments in order, deletes those settled, checks the
- * others (a torn tail cut) and sets the head's segment and next_seq. */
-int dsq__load_segments(dsq *q, uint64_t state_off);
+/* At open: walks the segments in order, deletes those settled, syncs and
+ * checks the others (a torn tail cut) and sets the head's segment and
+ * next_seq (at least floor). */
+int dsq__load_segments(dsq *q, uint64_t state_off, uint64_t floor);
 
 /* Reading records (reader.c); called with q->mu held. */
 void dsq__cursor_at_head(dsq *q, dsq_cursor *c);

@@ -65,7 +65,8 @@ static int load(dsq *q)
     batch0 = q->batch_first;
     count0 = q->batch_count;
     q->head_off = state_off;
-    rc = dsq__load_segments(q, state_off);
+    /* numbers up to the end of the batch in state may be in a key */
+    rc = dsq__load_segments(q, state_off, batch0 != 0 && batch0 + count0 > head0 ? batch0 + count0 : head0);
     if (rc != DSQ_OK)
         return rc;
     dsq__normalize_head(q);

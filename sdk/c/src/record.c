@@ -71,13 +71,16 @@ static int make_room(dsq *q, uint64_t need)
 /* ---- recording ---- */
 
 /* Makes sure a segment is open for appending; starts a new one, named by
- * the next sequence number, when the last is closed. */
+ * the next sequence number, when the last is closed. A head at the end of
+ * the last segment moves to it (after a gap in the numbers, too). */
 static int ensure_segment(dsq *q)
 {
     char name[32];
-    int fd, rc;
+    int fd, rc, at_end;
     if (q->act_fd >= 0 && !q->act_full && q->act_size < q->segment_bytes)
         return DSQ_OK;
+    at_end = q->head == q->next_seq ||
+             (q->act_fd >= 0 && q->head_seg == q->act_first && q->head_off >= q->act_size);
     if (q->act_fd >= 0 && q->act_dirty) {
         if (fsync(q->act_fd) != 0)
             return DSQ_EIO;
@@ -97,7 +100,8 @@ static int ensure_segment(dsq *q)
     q->act_first = q->next_seq;
     q->act_size = 0;
     q->act_full = 0;
-    if (q->head == q->next_seq) { /* nothing queued: the head starts here */
+    if (at_end) { /* nothing queued: the head starts here */
+        q->head = q->act_first;
         q->head_seg = q->act_first;
         q->head_off = 0;
         rc = dsq__write_state(q);
@@ -221,6 +225,8 @@ int64_t dsq_record(dsq *q, const char *data_json, int time_kind, int64_t time)
     return dsq_record_all(q, &r, 1, NULL);
 }
 
+/* Without the time since boot (no /proc), a clock before the epoch is
+ * recorded as it is: kind 1, sent without a time (batch.c). */
 int64_t dsq_record_now(dsq *q, const char *data_json)
 {
     int64_t now = dsq__wall_ms(), uptime;

@@ -153,7 +153,10 @@ static uint64_t count_cut(int fd, uint64_t size, uint64_t off, uint64_t seq)
 }
 
 /* Checks segment f from off (reading seq first); cuts it at the first bad
- * record. next: the next segment's first sequence number, 0 if f is last. */
+ * record. next: the next segment's first sequence number, 0 if f is last.
+ * The file is synced first: a process killed before its fsync leaves
+ * records in the page cache only, and a power loss would take back what
+ * this one trusted, named and sent. */
 static int scan_segment(dsq *q, uint64_t f, uint64_t next, uint64_t *off, uint64_t *seq)
 {
     char name[32];
@@ -162,7 +165,7 @@ static int scan_segment(dsq *q, uint64_t f, uint64_t next, uint64_t *off, uint64
     int fd, i, rc = DSQ_OK;
     dsq__seg_name(name, f);
     fd = openat(q->dirfd, name, O_RDWR | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) != 0) {
+    if (fd < 0 || fsync(fd) != 0 || fstat(fd, &st) != 0) {
         if (fd >= 0)
             (void)close(fd);
         return DSQ_EIO;
@@ -197,11 +200,34 @@ static int scan_segment(dsq *q, uint64_t f, uint64_t next, uint64_t *off, uint64
     return rc;
 }
 
-/* Walks the segments in order: deletes those settled, checks the others. */
-int dsq__load_segments(dsq *q, uint64_t state_off)
+/* After the scan: the next sequence number is never below floor (the end
+ * of the batch named in state): numbers a key may have named are not used
+ * again. Readings lost past the end on disk (only a disk that lost synced
+ * writes, or a queue an older version trusted unsynced) are counted torn;
+ * the next reading starts a new segment, after a gap. */
+static void raise_next(dsq *q, uint64_t floor)
+{
+    uint64_t lost;
+    if (floor <= q->next_seq)
+        return;
+    lost = floor - q->next_seq;
+    q->st.dropped_torn += lost;
+    q->st.dropped += lost;
+    if (q->head >= q->next_seq) /* nothing left to send: the head follows */
+        q->head = floor;
+    q->next_seq = floor;
+    q->act_full = 1;
+}
+
+/* Walks the segments in order: deletes those settled, checks the others
+ * (each synced, and the directory, before its records are trusted). */
+int dsq__load_segments(dsq *q, uint64_t state_off, uint64_t floor)
 {
     uint64_t f = 0, g = 0;
-    int have = dsq__seg_next(q, 0, &f), i;
+    int have, i;
+    if (dsq__fsync_dir(q) != DSQ_OK)
+        return DSQ_EIO;
+    have = dsq__seg_next(q, 0, &f);
     q->head_seg = 0;
     q->next_seq = q->head;
     for (i = 0; have == 1 && i < DSQ_MAX_SEGMENT_WALK; i++) {
@@ -238,5 +264,8 @@ int dsq__load_segments(dsq *q, uint64_t state_off)
         f = g;
         have = have_g;
     }
-    return have < 0 ? have : DSQ_OK;
+    if (have < 0)
+        return have;
+    raise_next(q, floor);
+    return DSQ_OK;
 }

@@ -99,6 +99,8 @@ int dsq_sender_set_tokens(dsq_sender *s, const char *token, const char *secondar
     if (secondary != NULL)
         (void)snprintf(s->auth[1], AUTH_LEN, "Bearer %s", secondary);
     s->using_secondary = 0;
+    s->switched = 0;
+    s->token_gen++; /* from on_auth_failure: the new primary at once */
     return DSQ_OK;
 }
 
@@ -287,12 +289,13 @@ static int single_reason(const dsq_http_answer *ans)
     return DSQ_RESULT_OTHER;
 }
 
-/* A retry: Retry-After if given (at most 1 h), else the back-off. */
+/* A retry: Retry-After if given and positive (at most 1 h), else the
+ * back-off (a Retry-After of 0 or a date past must not make a tight loop). */
 static void retry_later(dsq_sender *s, const dsq_http_answer *ans, int64_t now)
 {
     int64_t wait;
     if (ans->retry_after[0] != '\0' &&
-        dsq_parse_retry_after(ans->retry_after, dsq__wall_ms() / 1000, &wait)) {
+        dsq_parse_retry_after(ans->retry_after, dsq__wall_ms() / 1000, &wait) && wait > 0) {
         s->backoff.successes = 0;
     } else {
         wait = dsq_backoff_fail(&s->backoff, next_random(s));
@@ -314,6 +317,7 @@ static int settle_200(dsq_sender *s, const dsq_http_answer *ans, uint32_t n)
         return 0;
     if (a.success == 1) {
         q->st.stored += n;
+        q->st.no_time += s->body_no_time;
     } else if (a.success == 0 && a.has_results && a.results == n) {
         for (i = 0; i < n; i++) {
             if (s->results[i] == DSQ_RESULT_STORED)
@@ -322,6 +326,7 @@ static int settle_200(dsq_sender *s, const dsq_http_answer *ans, uint32_t n)
                 count_refused(q, s->results[i]);
         }
         q->st.stored += stored;
+        q->st.no_time += s->body_no_time;
         logf_(s, DSQ_LOG_WARN, "devicesdk: %u of %u readings refused by the service",
               (unsigned)(n - stored), (unsigned)n);
     } else {
@@ -330,17 +335,35 @@ static int settle_200(dsq_sender *s, const dsq_http_answer *ans, uint32_t n)
     return settle(s, n) == DSQ_OK ? 1 : -1;
 }
 
+/* 401/403: new tokens from on_auth_failure are tried at once; else the
+ * other token, at once if it was not tried since the last success, else
+ * after AuthWait: each AuthWait the other token is tried, so a device goes
+ * back to a primary that became valid again, or on to a secondary that did. */
 static int on_auth(dsq_sender *s, long status, int64_t now)
 {
+    uint32_t gen = s->token_gen;
     if (s->o.on_auth_failure != NULL)
         s->o.on_auth_failure(s->o.ctx, status, s->using_secondary);
-    if (s->has_secondary && !s->using_secondary) {
-        s->using_secondary = 1;
-        logf_(s, DSQ_LOG_WARN, "devicesdk: HTTP %ld, trying the secondary token", status);
+    if (s->token_gen != gen) {
+        logf_(s, DSQ_LOG_WARN, "devicesdk: HTTP %ld, trying the new token", status);
         s->next_at = now;
         return DSQ_OK;
     }
-    logf_(s, DSQ_LOG_ERROR, "devicesdk: HTTP %ld, the token was refused; waiting", status);
+    if (!s->has_secondary) {
+        logf_(s, DSQ_LOG_ERROR, "devicesdk: HTTP %ld, the token was refused; waiting", status);
+        s->next_at = now + s->o.auth_wait_ms;
+        return DSQ_OK;
+    }
+    s->using_secondary = !s->using_secondary;
+    if (!s->switched) {
+        s->switched = 1;
+        logf_(s, DSQ_LOG_WARN, "devicesdk: HTTP %ld, trying the %s token", status,
+              s->using_secondary ? "secondary" : "primary");
+        s->next_at = now;
+        return DSQ_OK;
+    }
+    logf_(s, DSQ_LOG_ERROR, "devicesdk: HTTP %ld, both tokens refused; the %s one next, after a wait",
+          status, s->using_secondary ? "secondary" : "primary");
     s->next_at = now + s->o.auth_wait_ms;
     return DSQ_OK;
 }
@@ -358,6 +381,7 @@ static int handle(dsq_sender *s, const dsq_http_answer *ans, uint32_t n, int64_t
             return DSQ_EIO;
         if (rc == 1) {
             dsq_backoff_success(&s->backoff);
+            s->switched = 0;
             return DSQ_OK;
         }
         logf_(s, DSQ_LOG_WARN, "devicesdk: an answer 200 not understood");

@@ -189,12 +189,48 @@ void t_sender_options(dsq_sender_options *o, t_transport *t)
     o->transport_ctx = t;
 }
 
+int t_fsync_logging, t_fsync_count;
+ino_t t_fsync_inodes[256];
+int t_wall_set;
+int64_t t_wall_ms;
+
+int __wrap_fsync(int fd)
+{
+    struct stat st;
+    if (t_fsync_logging && t_fsync_count < 256 && fstat(fd, &st) == 0)
+        t_fsync_inodes[t_fsync_count++] = st.st_ino;
+    return __real_fsync(fd);
+}
+
+int t_fsynced(const char *path)
+{
+    struct stat st;
+    int i;
+    if (stat(path, &st) != 0)
+        return 0;
+    for (i = 0; i < t_fsync_count; i++)
+        if (t_fsync_inodes[i] == st.st_ino)
+            return 1;
+    return 0;
+}
+
+int __wrap_clock_gettime(clockid_t c, struct timespec *ts)
+{
+    if (c == CLOCK_REALTIME && t_wall_set) {
+        ts->tv_sec = (time_t)(t_wall_ms / 1000);
+        ts->tv_nsec = (long)(t_wall_ms % 1000) * 1000000L;
+        return 0;
+    }
+    return __real_clock_gettime(c, ts);
+}
+
 int main(void)
 {
     struct { const char *name; void (*fn)(void); } tests[] = {
         {"crc", test_crc}, {"time", test_time}, {"queue", test_queue},
         {"torn", test_torn}, {"bounds", test_bounds}, {"retry", test_retry},
         {"answer", test_answer}, {"sender", test_sender}, {"memory", test_memory},
+        {"driver", test_driver},
     };
     size_t i;
     for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -4,6 +4,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
+#include <time.h>
 
 #include "internal.h"
 
@@ -65,6 +67,20 @@ int t_count(const char *hay, size_t n, const char *needle);
 /* Default sender options for tests (fast back-off, the scripted transport). */
 void t_sender_options(dsq_sender_options *o, t_transport *t);
 
+/* fsync and clock_gettime are wrapped (-Wl,--wrap, Makefile). While
+ * t_fsync_logging is set, the inode of each file synced is logged. */
+extern int t_fsync_logging;
+extern int t_fsync_count;
+extern ino_t t_fsync_inodes[256];
+int t_fsynced(const char *path); /* was path's inode logged */
+/* While t_wall_set is set, the wall clock reads t_wall_ms. */
+extern int t_wall_set;
+extern int64_t t_wall_ms;
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+int __real_clock_gettime(clockid_t c, struct timespec *ts);
+int __wrap_clock_gettime(clockid_t c, struct timespec *ts);
+
 void test_crc(void);
 void test_time(void);
 void test_queue(void);
@@ -74,5 +90,6 @@ void test_retry(void);
 void test_answer(void);
 void test_sender(void);
 void test_memory(void);
+void test_driver(void);
 
 #endif

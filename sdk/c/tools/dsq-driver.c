@@ -19,7 +19,9 @@
  * never on the command line (it shows in /proc/PID/cmdline): send and run
  * take the token from the environment, DSQ_TOKEN (required), and the
  * secondary token from DSQ_TOKEN2 (optional); DSQ_BATCH (optional, a
- * positive integer) sets batch_readings.
+ * positive integer) sets batch_readings; DSQ_MAX_BACKOFF_MS (optional, a
+ * positive integer) sets max_backoff_ms (and base_backoff_ms, if it is
+ * below the 1 s default), to keep the waits after an outage short.
  * Log lines of the sender go to stderr. Exit status: 0 done; 1 usage or
  * error; 2 send or run stopped with readings left. */
 #include <limits.h>
@@ -40,7 +42,8 @@ static int usage(void)
                     "       dsq-driver dump DIR\n"
                     "URL: the service's base URL (" DSQ_EVENTS_PATH " is appended).\n"
                     "send, run: env DSQ_TOKEN (required), DSQ_TOKEN2 (optional),\n"
-                    "           DSQ_BATCH (optional, batch_readings > 0)\n");
+                    "           DSQ_BATCH (optional, batch_readings > 0),\n"
+                    "           DSQ_MAX_BACKOFF_MS (optional, max_backoff_ms > 0)\n");
     return 1;
 }
 
@@ -116,33 +119,46 @@ static void log_line(void *ctx, int level, const char *msg)
 /* What send and run take from the environment and the command line. */
 typedef struct sender_env {
     const char *token, *token2;
-    uint32_t batch;  /* 0: the default */
-    const char *url; /* the service's base URL */
+    uint32_t batch;         /* 0: the default */
+    int64_t max_backoff_ms; /* 0: the default */
+    const char *url;        /* the service's base URL */
 } sender_env;
 
-/* Reads DSQ_TOKEN, DSQ_TOKEN2, DSQ_BATCH and keeps the base URL. Returns 0,
- * or 1 after printing why (usage). */
+/* A positive integer from the environment variable name (at most max) to
+ * *v; unset or empty leaves *v. Returns 0, or 1 after printing why. */
+static int env_positive(const char *name, long long max, long long *v)
+{
+    const char *t = getenv(name);
+    if (t == NULL || t[0] == '\0')
+        return 0;
+    if (parse_ll(t, v) || *v <= 0 || *v > max) {
+        fprintf(stderr, "dsq-driver: %s is not a positive integer\n", name);
+        return 1;
+    }
+    return 0;
+}
+
+/* Reads DSQ_TOKEN, DSQ_TOKEN2, DSQ_BATCH, DSQ_MAX_BACKOFF_MS and keeps the
+ * base URL. Returns 0, or 1 after printing why (usage). */
 static int read_env(const char *base, sender_env *e)
 {
-    const char *b = getenv("DSQ_BATCH");
+    long long batch = 0, backoff = 0;
     e->url = base;
     e->token = getenv("DSQ_TOKEN");
     e->token2 = getenv("DSQ_TOKEN2");
     e->batch = 0;
+    e->max_backoff_ms = 0;
     if (e->token == NULL || e->token[0] == '\0') {
         fprintf(stderr, "dsq-driver: DSQ_TOKEN is not set\n");
         return usage();
     }
     if (e->token2 != NULL && e->token2[0] == '\0')
         e->token2 = NULL;
-    if (b != NULL && b[0] != '\0') {
-        long long v;
-        if (parse_ll(b, &v) || v <= 0 || v > (long long)UINT32_MAX) {
-            fprintf(stderr, "dsq-driver: DSQ_BATCH is not a positive integer\n");
-            return usage();
-        }
-        e->batch = (uint32_t)v;
-    }
+    if (env_positive("DSQ_BATCH", (long long)UINT32_MAX, &batch) ||
+        env_positive("DSQ_MAX_BACKOFF_MS", MAX_SECONDS * 1000, &backoff))
+        return usage();
+    e->batch = (uint32_t)batch;
+    e->max_backoff_ms = (int64_t)backoff;
     return 0;
 }
 
@@ -161,6 +177,11 @@ static int open_sender(const char *dir, const sender_env *e, const char *serial,
     o.token = e->token;
     o.secondary_token = e->token2;
     o.batch_readings = e->batch;
+    if (e->max_backoff_ms > 0) {
+        o.max_backoff_ms = e->max_backoff_ms;
+        if (o.base_backoff_ms > o.max_backoff_ms)
+            o.base_backoff_ms = o.max_backoff_ms;
+    }
     o.log = log_line;
     rc = dsq_sender_open(*q, &o, s);
     if (rc != DSQ_OK) {
