@@ -128,9 +128,15 @@ int dsq__curl_post(void *ctx, const dsq_http_request *req, dsq_http_answer *ans)
     }
     if (set_options(c, req, ans, headers) != 0)
         rc = -1;
-    else if (curl_easy_perform(c->h) != CURLE_OK)
-        ans->status = 0; /* a network error or a timeout */
-    else if (curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK)
+    else if (curl_easy_perform(c->h) != CURLE_OK) {
+        /* A network error or a timeout: nothing of a partial answer counts
+         * (a Retry-After read before the cut would be honoured; sdk/go
+         * uses the back-off when the answer cannot be read whole). */
+        ans->status = 0;
+        ans->retry_after[0] = '\0';
+        ans->body_len = 0;
+        ans->body_truncated = 0;
+    } else if (curl_easy_getinfo(c->h, CURLINFO_RESPONSE_CODE, &code) == CURLE_OK)
         ans->status = code;
     curl_slist_free_all(headers);
     memset(c->auth, 0, sizeof c->auth);

@@ -230,7 +230,7 @@ int main(void)
         {"crc", test_crc}, {"time", test_time}, {"queue", test_queue},
         {"torn", test_torn}, {"bounds", test_bounds}, {"retry", test_retry},
         {"answer", test_answer}, {"sender", test_sender}, {"memory", test_memory},
-        {"driver", test_driver},
+        {"driver", test_driver}, {"curl", test_curl},
     };
     size_t i;
     for (i = 0; i < sizeof tests / sizeof tests[0]; i++) {

@@ -91,5 +91,6 @@ void test_answer(void);
 void test_sender(void);
 void test_memory(void);
 void test_driver(void);
+void test_curl(void);
 
 #endif
