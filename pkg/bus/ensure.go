@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/pkg/failure"
 )
 
 // A stream's limits are set once, when it is created: a program creates a
@@ -51,7 +53,14 @@ func EnsureBucket(ctx context.Context, js jetstream.JetStream, kc jetstream.KeyV
 	if _, err := EnsureStream(ctx, js, bucketStream(kc), log); err != nil {
 		return nil, err
 	}
-	return js.KeyValue(ctx, kc.Bucket)
+	kv, err := js.KeyValue(ctx, kc.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		// The stream exists (just ensured): in a cluster, the server asked
+		// may not know of it yet when another copy created it a moment ago.
+		// Seen: writer-worker exiting at start beside a new ingest-api.
+		return nil, failure.AsThrottled(err, 250*time.Millisecond)
+	}
+	return kv, err
 }
 
 // bucketStream is the stream of bucket kc (nats.go's layout, kv.go
