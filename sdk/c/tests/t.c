@@ -189,6 +189,93 @@ void t_sender_options(dsq_sender_options *o, t_transport *t)
     o->transport_ctx = t;
 }
 
+int t_run(dsq_sender *s, int max)
+{
+    int i;
+    for (i = 0; i < max; i++) {
+        int64_t wait = 0;
+        CHECK_EQ(dsq_sender_step(s, &wait), DSQ_OK);
+        if (wait < 0)
+            return i;
+        s->next_at = 0;
+    }
+    return i;
+}
+
+void t_key_of(dsq *q, char *out, size_t cap, unsigned first, unsigned count)
+{
+    char id[33];
+    dsq_id_hex(q, id);
+    snprintf(out, cap, "%s-%u-%u", id, first, count);
+}
+
+/* One check that rc is DSQ_OK, at the caller's file and line. */
+static void check_ok_at(int rc, const char *what, const char *file, int line)
+{
+    t_checks++;
+    if (rc != DSQ_OK) {
+        char m[256];
+        snprintf(m, sizeof m, "%s == DSQ_OK (%d: %s)", what, rc, dsq_strerror(rc));
+        t_fail(file, line, m);
+    }
+}
+
+static void fix_open_queue(t_fix *f, const char *file, int line)
+{
+    f->q = NULL;
+    check_ok_at(dsq_open(f->dir, f->has_qo ? &f->qo : NULL, &f->q), "dsq_open(f->dir, ...)", file, line);
+}
+
+void t_fix_open_at(t_fix *f, const dsq_options *qo, const char *file, int line)
+{
+    memset(f, 0, sizeof *f);
+    t_tmpdir(f->dir);
+    if (qo != NULL) {
+        f->qo = *qo;
+        f->has_qo = 1;
+    }
+    t_sender_options(&f->o, &f->t);
+    fix_open_queue(f, file, line);
+}
+
+void t_fix_script(t_fix *f, const t_answer *script, size_t n)
+{
+    f->t.script = script;
+    f->t.script_len = n;
+}
+
+void t_fix_sender_at(t_fix *f, const char *file, int line)
+{
+    f->s = NULL;
+    check_ok_at(dsq_sender_open(f->q, &f->o, &f->s), "dsq_sender_open(f->q, &f->o, &f->s)", file, line);
+}
+
+void t_fix_sender_close(t_fix *f)
+{
+    dsq_sender_close(f->s);
+    f->s = NULL;
+}
+
+void t_fix_shut(t_fix *f)
+{
+    t_fix_sender_close(f);
+    dsq_close(f->q);
+    f->q = NULL;
+}
+
+void t_fix_reopen_at(t_fix *f, const char *file, int line)
+{
+    t_fix_shut(f);
+    fix_open_queue(f, file, line);
+}
+
+void t_fix_close(t_fix *f)
+{
+    t_fix_shut(f);
+    t_transport_free(&f->t);
+    t_rmdir(f->dir);
+}
+
 int t_fsync_logging, t_fsync_count;
 ino_t t_fsync_inodes[256];
 int t_wall_set;
@@ -229,7 +316,8 @@ int main(void)
     struct { const char *name; void (*fn)(void); } tests[] = {
         {"crc", test_crc}, {"time", test_time}, {"queue", test_queue},
         {"torn", test_torn}, {"bounds", test_bounds}, {"retry", test_retry},
-        {"answer", test_answer}, {"sender", test_sender}, {"memory", test_memory},
+        {"answer", test_answer}, {"sender", test_sender}, {"tokens", test_tokens},
+        {"clock", test_clock}, {"resend", test_resend}, {"memory", test_memory},
         {"driver", test_driver}, {"curl", test_curl},
     };
     size_t i;

@@ -67,6 +67,45 @@ int t_count(const char *hay, size_t n, const char *needle);
 /* Default sender options for tests (fast back-off, the scripted transport). */
 void t_sender_options(dsq_sender_options *o, t_transport *t);
 
+/* The service's answer when all readings were stored. */
+#define T_OK_BODY "{\"success\":true,\"message\":\"Message processed and data stored successfully\"}"
+/* Steps until idle or max steps (checking each); waits are skipped (not
+ * slept). The number of steps that did not find the queue idle. */
+int t_run(dsq_sender *s, int max);
+/* The idempotency key of the batch of count readings from first. */
+void t_key_of(dsq *q, char *out, size_t cap, unsigned first, unsigned count);
+
+/* A test's usual set-up: a fresh dir, a zeroed scripted transport (its
+ * script is the test's: t_fix_script, or t.fn), the default test sender
+ * options on it (f->o, to change before t_fix_sender), and the queue open
+ * in dir (with qo, kept for reopens; NULL: the library's defaults). Each
+ * open is one check, reported at the caller's line. */
+typedef struct t_fix {
+    char dir[256];
+    t_transport t;
+    dsq_sender_options o;
+    dsq_options qo;
+    int has_qo;
+    dsq *q;          /* NULL while shut */
+    dsq_sender *s;   /* NULL until t_fix_sender */
+} t_fix;
+
+#define t_fix_open(f, qo) t_fix_open_at((f), (qo), __FILE__, __LINE__)
+#define t_fix_sender(f) t_fix_sender_at((f), __FILE__, __LINE__)
+#define t_fix_reopen(f) t_fix_reopen_at((f), __FILE__, __LINE__)
+void t_fix_open_at(t_fix *f, const dsq_options *qo, const char *file, int line);
+/* The transport answers script[0..n), the last one repeating. */
+void t_fix_script(t_fix *f, const t_answer *script, size_t n);
+/* Opens the sender on f->q with f->o (checked DSQ_OK). */
+void t_fix_sender_at(t_fix *f, const char *file, int line);
+void t_fix_sender_close(t_fix *f);
+/* Closes the sender and the queue; the dir and the transport stay. */
+void t_fix_shut(t_fix *f);
+/* A restart: t_fix_shut, then the queue opened again (not the sender). */
+void t_fix_reopen_at(t_fix *f, const char *file, int line);
+/* Closes whatever is open, frees the transport, removes the dir. */
+void t_fix_close(t_fix *f);
+
 /* fsync and clock_gettime are wrapped (-Wl,--wrap, Makefile). While
  * t_fsync_logging is set, the inode of each file synced is logged. */
 extern int t_fsync_logging;
@@ -89,6 +128,9 @@ void test_bounds(void);
 void test_retry(void);
 void test_answer(void);
 void test_sender(void);
+void test_tokens(void);
+void test_clock(void);
+void test_resend(void);
 void test_memory(void);
 void test_driver(void);
 void test_curl(void);

@@ -246,8 +246,11 @@ typedef struct fixture {
     srv sv;
 } fixture;
 
-/* A queue with one reading and a server; 0 if all is ready. */
-static int setup(fixture *f, int max_conns)
+/* A queue with one reading, a server (f->sv's answers set before, or at
+ * least before the first step) and a sender on the libcurl transport to
+ * it (open_curl_sender's arguments); 0 if all is ready, else all that was
+ * started is stopped and freed. */
+static int start(fixture *f, int max_conns, const char *path, long timeout_ms, long connect_ms)
 {
     t_tmpdir(f->dir);
     f->q = NULL;
@@ -262,9 +265,17 @@ static int setup(fixture *f, int max_conns)
         t_rmdir(f->dir);
         return -1;
     }
+    f->s = open_curl_sender(f->q, f->sv.port, path, timeout_ms, connect_ms);
+    if (f->s == NULL) {
+        srv_stop(&f->sv);
+        dsq_close(f->q);
+        t_rmdir(f->dir);
+        return -1;
+    }
     return 0;
 }
 
+/* After srv_stop (the test reads what the server saw in between). */
 static void teardown(fixture *f)
 {
     dsq_sender_close(f->s);
@@ -285,14 +296,8 @@ static void test_curl_hang(void)
     int64_t wait = -7, t0, took;
     memset(&f, 0, sizeof f);
     f.sv.n_answers = 1; /* answers[0] NULL: never */
-    if (setup(&f, 2) != 0)
+    if (start(&f, 2, "", 300, 1000) != 0)
         return;
-    f.s = open_curl_sender(f.q, f.sv.port, "", 300, 1000);
-    if (f.s == NULL) {
-        srv_stop(&f.sv);
-        teardown(&f);
-        return;
-    }
     t0 = mono_ms();
     CHECK_EQ(dsq_sender_step(f.s, &wait), DSQ_OK);
     took = mono_ms() - t0;
@@ -332,14 +337,8 @@ static void test_curl_retry_after(void)
     f.sv.answers[0] = a1;
     f.sv.answers[1] = a2;
     f.sv.n_answers = 2;
-    if (setup(&f, 2) != 0)
+    if (start(&f, 2, "", ANSWERED_TIMEOUT_MS, 5000) != 0)
         return;
-    f.s = open_curl_sender(f.q, f.sv.port, "", ANSWERED_TIMEOUT_MS, 5000);
-    if (f.s == NULL) {
-        srv_stop(&f.sv);
-        teardown(&f);
-        return;
-    }
     wall = dsq__wall_ms();
     CHECK_EQ(dsq_sender_step(f.s, &wait), DSQ_OK);
     CHECK_EQ(wait, 3600000);
@@ -378,14 +377,8 @@ static void test_curl_stored(void)
     answer(a1, sizeof a1, "200 OK", "", body);
     f.sv.answers[0] = a1;
     f.sv.n_answers = 1;
-    if (setup(&f, 2) != 0)
+    if (start(&f, 2, "/", ANSWERED_TIMEOUT_MS, 5000) != 0)
         return;
-    f.s = open_curl_sender(f.q, f.sv.port, "/", ANSWERED_TIMEOUT_MS, 5000);
-    if (f.s == NULL) {
-        srv_stop(&f.sv);
-        teardown(&f);
-        return;
-    }
     CHECK_EQ(dsq_sender_step(f.s, &wait), DSQ_OK);
     CHECK_EQ(wait, 0);
     dsq_get_status(f.q, &st);
@@ -431,17 +424,11 @@ static void test_curl_redirect(void)
     f.sv.answers[0] = a1;
     f.sv.answers[1] = a2; /* what a followed redirect would get */
     f.sv.n_answers = 2;
-    if (setup(&f, 2) != 0)
+    if (start(&f, 2, "", ANSWERED_TIMEOUT_MS, 5000) != 0)
         return;
     snprintf(loc, sizeof loc, "Location: http://127.0.0.1:%d/api/v1/deviceapi/elsewhere\r\n", f.sv.port);
     answer(a1, sizeof a1, "302 Found", loc, "{}");
     answer(a2, sizeof a2, "200 OK", "", ok);
-    f.s = open_curl_sender(f.q, f.sv.port, "", ANSWERED_TIMEOUT_MS, 5000);
-    if (f.s == NULL) {
-        srv_stop(&f.sv);
-        teardown(&f);
-        return;
-    }
     CHECK_EQ(dsq_sender_step(f.s, &wait), DSQ_OK);
     CHECK_BACKOFF(wait);
     dsq_get_status(f.q, &st);
@@ -474,14 +461,8 @@ static void test_curl_cut(void)
     f.sv.answers[0] = a1;
     f.sv.answers[1] = a2;
     f.sv.n_answers = 2;
-    if (setup(&f, 2) != 0)
+    if (start(&f, 2, "", ANSWERED_TIMEOUT_MS, 5000) != 0)
         return;
-    f.s = open_curl_sender(f.q, f.sv.port, "", ANSWERED_TIMEOUT_MS, 5000);
-    if (f.s == NULL) {
-        srv_stop(&f.sv);
-        teardown(&f);
-        return;
-    }
     CHECK_EQ(dsq_sender_step(f.s, &wait), DSQ_OK);
     CHECK_BACKOFF(wait);
     dsq_get_status(f.q, &st);
