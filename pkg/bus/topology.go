@@ -116,7 +116,7 @@ func CarryClaimed(claimed string, h nats.Header) {
 	}
 }
 
-// ClaimSubject is the subject of the claim on a keyed event's id (a UUID:
+// ClaimSubject is the subject of a keyed request's claim on id (event.ClaimID, a UUID:
 // one subject token).
 func (n Names) ClaimSubject(id string) string { return n.SubjectPrefix + ".claims." + id }
 
@@ -215,7 +215,7 @@ func streamConfigs(cfg Config) []jetstream.StreamConfig {
 	// its event never entered the pipeline. writer-worker copies follow
 	// the claims (writer-worker/internal/idem, Seen); nothing acks them.
 	claims := stream(n.ClaimsStream, n.ClaimSubject("*"),
-		"one claim per keyed event in the pipeline: a retry with the same Idempotency-Key waits for the first attempt's outcome")
+		"one claim per keyed request in the pipeline: a retry with the same Idempotency-Key waits for the first attempt's outcome")
 	claims.Retention, claims.Discard, claims.MaxAge, claims.MaxMsgsPerSubject = jetstream.LimitsPolicy, jetstream.DiscardOld, PipelineWindow, 1
 	// Diagnostics reports wait for writer-worker; when it is away for long
 	// the oldest go, never a device's request.

@@ -38,6 +38,16 @@ type Event struct {
 	Payload []byte
 }
 
+// ClaimID is the id the attempts of a keyed request take their one claim on
+// (ingest-api/internal/claim): the backlog's Group for its messages, else
+// the reading's own ID. Every retry of the request claims the same id.
+func ClaimID(id, group string) string {
+	if group != "" {
+		return group
+	}
+	return id
+}
+
 // EnvelopeCost is what an event counts against an envelope's size limit:
 // it travels on beside its mapped values, so twice its payload, plus room
 // for ids and names. ingest-api bounds its shared messages by the same

@@ -30,7 +30,11 @@ func (s *Server) postEvent(c echo.Context) error {
 func (s *Server) publishEvent(c echo.Context, req request, a authorized) error {
 	key := strings.TrimSpace(c.Request().Header.Get(HeaderIdempotencyKey))
 	ev := s.newEvent(eventID(req.Serial, key, ""), req.Serial, a, req.Payload, req.TS, req.Data)
-	got, err := s.Submitter.Submit(c.Request().Context(), []*event.Event{ev}, key != "")
+	claimID := ""
+	if key != "" {
+		claimID = event.ClaimID(ev.ID, ev.Group)
+	}
+	got, err := s.Submitter.Submit(c.Request().Context(), []*event.Event{ev}, claimID)
 	if err != nil {
 		return s.failed(c, a.devReq, ev.ID, err)
 	}

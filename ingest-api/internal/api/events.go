@@ -41,9 +41,10 @@ func (s *Server) postEvents(c echo.Context) error {
 // unit and answers with their results.
 func (s *Server) publishBacklog(c echo.Context, req batchRequest, a authorized) error {
 	key := strings.TrimSpace(c.Request().Header.Get(HeaderIdempotencyKey))
-	group := uuid.NewString()
+	group, claimID := uuid.NewString(), ""
 	if key != "" {
 		group = KeyedEventID(req.Serial, "backlog\x00"+key)
+		claimID = event.ClaimID("", group) // one claim for the backlog
 	}
 	results := make([]event.Reply, len(req.Messages))
 	var evs []*event.Event
@@ -58,7 +59,7 @@ func (s *Server) publishBacklog(c echo.Context, req batchRequest, a authorized) 
 		evs, at = append(evs, ev), append(at, i)
 	}
 	if len(evs) > 0 {
-		got, err := s.Submitter.Submit(c.Request().Context(), evs, key != "")
+		got, err := s.Submitter.Submit(c.Request().Context(), evs, claimID)
 		if err != nil {
 			return s.failed(c, a.devReq, group, err)
 		}

@@ -1,16 +1,17 @@
-// Package claim keeps one attempt of each keyed event in the pipeline at a
-// time. Before a keyed event (sent with an Idempotency-Key) is published it
-// takes the claim on its id: a message on <prefix>.claims.<id> in the claims
-// stream, stored only if that subject holds none. A retry that finds the
-// claim taken waits for the first attempt's outcome instead of entering the
-// pipeline a second time, on whichever ingest-api copy it arrives.
+// Package claim keeps one attempt of each keyed request in the pipeline at a
+// time. Before a request sent with an Idempotency-Key is published it takes
+// one claim, on an id derived from the key (event.ClaimID: the reading's
+// event id, or the backlog's): a message on <prefix>.claims.<id> in the
+// claims stream, stored only if that subject holds none. A retry that finds
+// the claim taken waits for the first attempt's outcomes instead of entering
+// the pipeline a second time, on whichever ingest-api copy it arrives.
 //
-// A claim guards one event whatever message carries it, so keyed events
-// share JetStream messages with the events of concurrent requests. It lasts
-// the pipeline window (bus.PipelineWindow, the stream's MaxAge; after it,
-// writer-worker's record of outcomes answers a retry); it is deleted at once
-// when its event never entered the events stream, so that the device's
-// retry is processed as a new request.
+// A claim guards one request's events whatever message carries them, so
+// keyed events share JetStream messages with the events of concurrent
+// requests. It lasts the pipeline window (bus.PipelineWindow, the stream's
+// MaxAge; after it, writer-worker's record of outcomes answers a retry); it
+// is deleted at once when the request's events never entered the events
+// stream, so that the device's retry is processed as a new request.
 package claim
 
 import (

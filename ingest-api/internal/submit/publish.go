@@ -50,16 +50,17 @@ func NotStored(err error) bool {
 // requests. Keyed and unkeyed submissions never share one, so that every
 // message, and the envelope the mapper makes of it, is settled by one rule.
 type submission struct {
-	evs   []*event.Event
-	keyed bool
+	evs []*event.Event
+	// claim is the id a keyed submission takes its claim on: one claim
+	// for the request, whatever its number of events ("": unkeyed).
+	claim string
 	size  int // the events' event.EnvelopeCost, summed once
-	// refused hears of events that did not enter the stream: at most
-	// one refusal for claims another attempt holds, and one for the rest.
+	// refused hears, at most once, that the events did not enter the
+	// stream: claim.ErrTaken when another attempt holds the claim.
 	refused chan refusal
 }
 
-// refusal names events that did not enter the stream, and why:
-// claim.ErrTaken when another attempt holds their claims.
+// refusal names events that did not enter the stream, and why.
 type refusal struct {
 	ids []string
 	err error
@@ -73,26 +74,21 @@ func (s *submission) refuse(evs []*event.Event, err error) {
 	s.refused <- refusal{ids: ids, err: err}
 }
 
-func newSubmission(evs []*event.Event, keyed bool) *submission {
-	s := &submission{evs: evs, keyed: keyed}
+func newSubmission(evs []*event.Event, claim string) *submission {
+	s := &submission{evs: evs, claim: claim, refused: make(chan refusal, 1)}
 	for _, ev := range evs {
 		s.size += event.EnvelopeCost(ev)
 	}
-	// At most one refusal for an unkeyed submission (the stream's); a
-	// keyed one may also hear of claims taken and claims not taken.
-	room := 1
-	if keyed {
-		room = 3
-	}
-	s.refused = make(chan refusal, room)
 	return s
 }
+
+func (s *submission) keyed() bool { return s.claim != "" }
 
 func (s *submission) cost() int { return s.size }
 
 // publisher gathers submissions into messages (pkg/batcher, a slot per
 // message awaiting its stream ack) and publishes them; keyed submissions
-// first take their events' claims, all of a message's in one round trip.
+// first take their claims, one each, all of a message's in one round trip.
 type publisher struct {
 	subject string
 	ackWait time.Duration
@@ -135,7 +131,7 @@ func newPublisher(subject string, l limits, js jetstream.JetStream, claims *clai
 
 // add puts s into the message being filled.
 func (p *publisher) add(s *submission) error {
-	if s.keyed {
+	if s.keyed() {
 		return p.keyed.Add(s)
 	}
 	return p.plain.Add(s)
@@ -181,45 +177,25 @@ func (p *publisher) publishKeyed(b *batcher.Batch[*submission], release func(tim
 	}()
 }
 
-// claim takes the claims of subs' events in one round trip, tells each
-// submission which it could not take, and returns the events it claimed
-// and their claims.
+// claim takes the claims of subs in one round trip, tells each submission
+// whose claim it could not take, and returns the events of the others and
+// their claims.
 func (p *publisher) claim(subs []*submission) ([]part, []claim.Claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
 	defer cancel()
-	var ids []string
-	for _, s := range subs {
-		for _, ev := range s.evs {
-			ids = append(ids, ev.ID)
-		}
+	ids := make([]string, len(subs))
+	for i, s := range subs {
+		ids[i] = s.claim
 	}
 	cls, errs := p.claims.TakeAll(ctx, ids)
 	sent := make([]part, 0, len(subs))
 	var held []claim.Claim
-	i := 0
-	for _, s := range subs {
-		var claimed, taken, failed []*event.Event
-		var failure error
-		for _, ev := range s.evs {
-			switch err := errs[i]; {
-			case err == nil:
-				claimed, held = append(claimed, ev), append(held, cls[i])
-			case errors.Is(err, claim.ErrTaken):
-				taken = append(taken, ev)
-			default:
-				failed, failure = append(failed, ev), err
-			}
-			i++
+	for i, s := range subs {
+		if errs[i] != nil {
+			s.refuse(s.evs, errs[i])
+			continue
 		}
-		if claimed != nil {
-			sent = append(sent, part{s: s, evs: claimed})
-		}
-		if taken != nil {
-			s.refuse(taken, claim.ErrTaken)
-		}
-		if failed != nil {
-			s.refuse(failed, failure)
-		}
+		sent, held = append(sent, part{s: s, evs: s.evs}), append(held, cls[i])
 	}
 	return sent, held
 }

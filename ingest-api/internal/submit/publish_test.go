@@ -73,11 +73,12 @@ func lim(perMessage, maxBytes int) limits {
 }
 
 // sub is a submission of evs.
-func sub(keyed bool, evs ...*event.Event) *submission {
+// sub is a submission of evs, keyed when claimID is not "".
+func sub(claimID string, evs ...*event.Event) *submission {
 	for _, e := range evs {
-		e.Keyed = keyed
+		e.Keyed = claimID != ""
 	}
-	return newSubmission(evs, keyed)
+	return newSubmission(evs, claimID)
 }
 
 // refusals is what s was told, without waiting.
@@ -109,10 +110,10 @@ func TestSubmissionsGatherWhileThePublisherIsBusyAndGoAloneWhenIdle(t *testing.T
 	}
 	// Not running yet: as if every slot were taken.
 	for i := range 4 {
-		add(sub(false, ev(fmt.Sprint("a", i), 10)))
+		add(sub("", ev(fmt.Sprint("a", i), 10)))
 	}
-	add(sub(false, ev("big", 200)))                           // fits beside neither a3 nor the backlog by bytes
-	add(sub(false, ev("g0", 10), ev("g1", 10), ev("g2", 10))) // a backlog: one unit
+	add(sub("", ev("big", 200)))                           // fits beside neither a3 nor the backlog by bytes
+	add(sub("", ev("g0", 10), ev("g1", 10), ev("g2", 10))) // a backlog: one unit
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.run(ctx) }()
@@ -120,9 +121,9 @@ func TestSubmissionsGatherWhileThePublisherIsBusyAndGoAloneWhenIdle(t *testing.T
 	if got := read(4); !reflect.DeepEqual(got, want) {
 		t.Fatalf("messages %v, want %v", got, want)
 	}
-	add(sub(false, ev("b0", 10)))
+	add(sub("", ev("b0", 10)))
 	read(5)
-	add(sub(false, ev("b1", 10)))
+	add(sub("", ev("b1", 10)))
 	want = append(want, []string{"b0"}, []string{"b1"})
 	if got := read(6); !reflect.DeepEqual(got, want) {
 		t.Fatalf("messages %v, want %v", got, want)
@@ -146,7 +147,7 @@ func TestSubmissionsGatherWhileThePublisherIsBusyAndGoAloneWhenIdle(t *testing.T
 func TestARefusedMessageRefusesItsSubmissions(t *testing.T) {
 	js, _ := stream(t)
 	p := newPublisher("nostream.in", lim(10, 1<<20), js, nil, nil, zap.NewNop())
-	a, b := sub(false, ev("a", 1)), sub(false, ev("b1", 1), ev("b2", 1))
+	a, b := sub("", ev("a", 1)), sub("", ev("b1", 1), ev("b2", 1))
 	for _, s := range []*submission{a, b} {
 		if err := p.add(s); err != nil {
 			t.Fatal(err)
@@ -172,7 +173,7 @@ func TestStopPublishesWhatItHolds(t *testing.T) {
 	js, read := stream(t)
 	p := newPublisher("ev.in", lim(2, 1<<20), js, nil, nil, zap.NewNop())
 	for i := range 5 {
-		if err := p.add(sub(false, ev(fmt.Sprint(i), 1))); err != nil {
+		if err := p.add(sub("", ev(fmt.Sprint(i), 1))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -181,7 +182,7 @@ func TestStopPublishesWhatItHolds(t *testing.T) {
 	if err := p.run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.add(sub(false, ev("late", 1))); !errors.Is(err, batcher.ErrClosed) {
+	if err := p.add(sub("", ev("late", 1))); !errors.Is(err, batcher.ErrClosed) {
 		t.Fatalf("add after stop: %v", err)
 	}
 	if got, want := read(3), [][]string{{"0", "1"}, {"2", "3"}, {"4"}}; !reflect.DeepEqual(got, want) {
@@ -189,10 +190,10 @@ func TestStopPublishesWhatItHolds(t *testing.T) {
 	}
 }
 
-// Keyed submissions take their claims, all in one round trip, and gather
-// into messages of their own: a message, and the envelope made of it, is
-// all keyed or all unkeyed. Events whose claims another attempt holds are
-// told so and stay out; the rest of their submission goes on.
+// Keyed submissions take their claims, one each and all in one round trip,
+// and gather into messages of their own: a message, and the envelope made
+// of it, is all keyed or all unkeyed. A submission whose claim another
+// attempt holds is told so for all its events and stays out.
 func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 	js, read := stream(t)
 	claims := openClaims(t, js)
@@ -200,8 +201,8 @@ func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	p := newPublisher("ev.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
-	subs := []*submission{sub(false, ev("u0", 1)), sub(true, ev("k0", 1)), sub(false, ev("u1", 1)),
-		sub(true, ev("k1", 1), ev("k-held", 1)), sub(true, ev("k0", 1))}
+	subs := []*submission{sub("", ev("u0", 1)), sub("k0", ev("k0", 1)), sub("", ev("u1", 1)),
+		sub("k-held", ev("k1", 1), ev("k2", 1)), sub("k0", ev("k0", 1)), sub("kb", ev("kb0", 1), ev("kb1", 1))}
 	for _, s := range subs {
 		if err := p.add(s); err != nil {
 			t.Fatal(err)
@@ -214,10 +215,10 @@ func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 	}
 	got := read(2)
 	slices.SortFunc(got, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
-	if want := [][]string{{"k0", "k1"}, {"u0", "u1"}}; !reflect.DeepEqual(got, want) {
+	if want := [][]string{{"k0", "kb0", "kb1"}, {"u0", "u1"}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("messages %v, want %v", got, want)
 	}
-	for i, want := range [][]string{nil, nil, nil, {"k-held"}, {"k0"}} {
+	for i, want := range [][]string{nil, nil, nil, {"k1", "k2"}, {"k0"}, nil} {
 		var taken []string
 		for _, r := range refusals(subs[i]) {
 			if !errors.Is(r.err, claim.ErrTaken) {
@@ -229,9 +230,13 @@ func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 			t.Fatalf("submission %d was told %v are taken, want %v", i, taken, want)
 		}
 	}
-	// Every event that went out holds its claim.
-	if _, errs := claims.TakeAll(context.Background(), []string{"k0", "k1"}); !errors.Is(errs[0], claim.ErrTaken) || !errors.Is(errs[1], claim.ErrTaken) {
-		t.Fatalf("claims after publishing: %v", errs)
+	// Every submission that went out holds its one claim; no event took
+	// one of its own.
+	_, errs := claims.TakeAll(context.Background(), []string{"k0", "kb", "kb0", "kb1", "k1"})
+	for i, want := range []bool{true, true, false, false, false} {
+		if taken := errors.Is(errs[i], claim.ErrTaken); taken != want || (!taken && errs[i] != nil) {
+			t.Fatalf("claim %d after publishing: %v, want taken %v", i, errs[i], want)
+		}
 	}
 }
 
@@ -241,7 +246,7 @@ func TestARefusedKeyedMessageReleasesItsClaims(t *testing.T) {
 	js, _ := stream(t)
 	claims := openClaims(t, js)
 	p := newPublisher("nostream.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
-	s := sub(true, ev("k-refused", 1))
+	s := sub("k-refused", ev("k-refused", 1))
 	if err := p.add(s); err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
 // Package submit is ingest-api's one way into the pipeline. Submit takes an
 // accepted request's events (one reading, or a backlog's), publishes them
 // into the events stream in a message shared with the events of concurrent
-// requests (keyed ones after taking their claims: see
+// requests (a keyed request after taking its one claim: see
 // ingest-api/internal/claim), and waits for each event's outcome from the
-// workers. A keyed event whose claim an earlier attempt holds does not
-// enter the pipeline: it gets that attempt's outcome. Every failure comes
-// back the one way, as a Failure.
+// workers. A keyed request whose claim an earlier attempt holds does not
+// enter the pipeline: its events get that attempt's outcomes. Every failure
+// comes back the one way, as a Failure.
 package submit
 
 import (
@@ -108,12 +108,15 @@ func New(cfg Config, js jetstream.JetStream, claims *claim.Claims, waiter *reply
 // what it holds, and returns once those messages are acked.
 func (s *Submitter) Run(ctx context.Context) error { return s.pub.run(ctx) }
 
-// Submit puts evs into the pipeline as one unit (keyed: sent with an
-// Idempotency-Key, their ids derived from it) and returns each one's
-// outcome, in order. The error is a *Failure (the events are not known to
-// be stored), or ctx's when the client went away.
-func (s *Submitter) Submit(ctx context.Context, evs []*event.Event, keyed bool) ([]event.Reply, error) {
-	sub := newSubmission(evs, keyed)
+// Submit puts evs into the pipeline as one unit and returns each one's
+// outcome, in order. claimID is "" for a request sent without an
+// Idempotency-Key; for a keyed one (its events' ids derived from the key)
+// it is the id derived from the key for the request as a whole, the one
+// claim its attempts take. The error is a *Failure (the events are not
+// known to be stored), or ctx's when the client went away.
+func (s *Submitter) Submit(ctx context.Context, evs []*event.Event, claimID string) ([]event.Reply, error) {
+	sub := newSubmission(evs, claimID)
+	keyed := sub.keyed()
 	if sub.cost()+512 > s.cfg.MaxBytes {
 		return nil, &Failure{Code: outcome.PayloadTooLarge}
 	}

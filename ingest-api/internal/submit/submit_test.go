@@ -116,16 +116,16 @@ func TestSubmitReturnsEachEventsOutcome(t *testing.T) {
 	})
 	w := p.s.waiter.Subject()
 	ctx := context.Background()
-	got, err := p.s.Submit(ctx, events(w, "one"), false)
+	got, err := p.s.Submit(ctx, events(w, "one"), "")
 	if err != nil || !reflect.DeepEqual(codes(got), []outcome.Code{outcome.Stored}) || got[0].ID != "one" {
 		t.Fatalf("single reading: %v %v", got, err)
 	}
-	got, err = p.s.Submit(ctx, events(w, "b1", "b2", "b3"), true)
+	got, err = p.s.Submit(ctx, events(w, "b1", "b2", "b3"), "b")
 	if want := []outcome.Code{outcome.Stored, outcome.NoConnections, outcome.Stored}; err != nil || !reflect.DeepEqual(codes(got), want) {
 		t.Fatalf("keyed backlog: %v %v, want %v", codes(got), err, want)
 	}
 	// The retry: the claims are taken, the record answers.
-	got, err = p.s.Submit(ctx, events(w, "b1", "b2", "b3"), true)
+	got, err = p.s.Submit(ctx, events(w, "b1", "b2", "b3"), "b")
 	if want := []outcome.Code{outcome.Stored, outcome.NoConnections, outcome.Stored}; err != nil || !reflect.DeepEqual(codes(got), want) {
 		t.Fatalf("retry: %v %v, want %v", codes(got), err, want)
 	}
@@ -155,24 +155,24 @@ func TestSubmitFailures(t *testing.T) {
 		}
 		return f
 	}
-	_, err := p.s.Submit(ctx, events(w, "lost"), false)
+	_, err := p.s.Submit(ctx, events(w, "lost"), "")
 	if f := failure(err); f.Code != outcome.ProcessingFailed || f.Detail != timedOut {
 		t.Fatalf("no answer: %+v", f)
 	}
-	if _, err = p.s.Submit(ctx, events(w, "k"), true); failure(err).Detail != timedOut {
+	if _, err = p.s.Submit(ctx, events(w, "k"), "k"); failure(err).Detail != timedOut {
 		t.Fatalf("first keyed attempt: %v", err)
 	}
-	if _, err = p.s.Submit(ctx, events(w, "k"), true); failure(err).Detail != earlierTimeout {
+	if _, err = p.s.Submit(ctx, events(w, "k"), "k"); failure(err).Detail != earlierTimeout {
 		t.Fatalf("keyed retry: %v", err)
 	}
 	big := events(w, "big")
 	big[0].Payload = make([]byte, 1<<20)
-	if _, err = p.s.Submit(ctx, big, false); failure(err).Code != outcome.PayloadTooLarge {
+	if _, err = p.s.Submit(ctx, big, ""); failure(err).Code != outcome.PayloadTooLarge {
 		t.Fatalf("too large: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	go func() { time.Sleep(50 * time.Millisecond); cancel() }()
-	if _, err = p.s.Submit(cctx, events(w, "gone"), false); !errors.Is(err, context.Canceled) {
+	if _, err = p.s.Submit(cctx, events(w, "gone"), ""); !errors.Is(err, context.Canceled) {
 		t.Fatalf("client gone: %v", err)
 	}
 }
@@ -181,7 +181,7 @@ func TestSubmitFailures(t *testing.T) {
 func TestSubmitRefused(t *testing.T) {
 	p := newPipeline(t, 5*time.Second, "nostream.in", func(event.Event) (outcome.Code, bool) { return outcome.Stored, true })
 	start := time.Now()
-	_, err := p.s.Submit(context.Background(), events(p.s.waiter.Subject(), "refused"), false)
+	_, err := p.s.Submit(context.Background(), events(p.s.waiter.Subject(), "refused"), "")
 	var f *Failure
 	if !errors.As(err, &f) || f.Code != outcome.ProcessingFailed || !strings.HasPrefix(f.Detail, notAccepted) || time.Since(start) > 4*time.Second {
 		t.Fatalf("refused: %v after %s", err, time.Since(start))
@@ -199,7 +199,7 @@ func BenchmarkSubmit(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			id := fmt.Sprintf("bench-%d", n.Add(1))
-			if _, err := p.s.Submit(context.Background(), events(w, id), false); err != nil {
+			if _, err := p.s.Submit(context.Background(), events(w, id), ""); err != nil {
 				b.Error(err)
 				return
 			}

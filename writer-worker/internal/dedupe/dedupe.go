@@ -40,9 +40,10 @@ var _ Stored = (*chstore.Store)(nil)
 // Outcomes are the recorded outcomes of keyed events (idem.Record).
 type Outcomes interface {
 	Lookup(ctx context.Context, ids []string) (map[string]outcome.Code, error)
-	// FirstAttempts reports, for each of ids, that it certainly had no
-	// earlier attempt: it needs no lookup.
-	FirstAttempts(ids []string) []bool
+	// FirstAttempts reports, for each of ids (claims[i]: the claim its
+	// request took, event.ClaimID), that it certainly had no earlier
+	// attempt: it needs no lookup.
+	FirstAttempts(ids, claims []string) []bool
 }
 
 // Checker runs the three checks.
@@ -91,20 +92,20 @@ func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
 	// First deliveries of claimed events are asked about at once, for the
 	// batch; the others, and those not known for first attempts, are
 	// looked up, in the batch's order.
-	var asked []string
+	var asked, claims []string
 	keyed := false
 	for i := range items {
 		if it := &items[i]; it.Event.Keyed {
 			keyed = true
 			if !it.Check && it.Claimed {
-				asked = append(asked, it.Event.ID)
+				asked, claims = append(asked, it.Event.ID), append(claims, event.ClaimID(it.Event.ID, it.Event.Group))
 			}
 		}
 	}
 	if !keyed {
 		return nil
 	}
-	firsts := c.keys.FirstAttempts(asked)
+	firsts := c.keys.FirstAttempts(asked, claims)
 	var ids []string
 	j := 0
 	for i := range items {

@@ -28,11 +28,12 @@ func (f fakeStored) StoredEvents(_ context.Context, _, ids []string, _, _ int64)
 
 type fakeKeys map[string]outcome.Code
 
-// FirstAttempts: ids named first-* are known first attempts.
-func (f fakeKeys) FirstAttempts(ids []string) []bool {
+// FirstAttempts: ids named first-* whose claims are too are known first
+// attempts.
+func (f fakeKeys) FirstAttempts(ids, claims []string) []bool {
 	first := make([]bool, len(ids))
 	for i, id := range ids {
-		first[i] = strings.HasPrefix(id, "first-")
+		first[i] = strings.HasPrefix(id, "first-") && strings.HasPrefix(claims[i], "first-")
 	}
 	return first
 }
@@ -137,5 +138,13 @@ func TestFirstAttemptsAreNotLookedUp(t *testing.T) {
 	keys.asked = nil
 	if err := c.Mark(context.Background(), []Item{{Event: ev("first-c", true, outcome.Stored), Claimed: true}}); err != nil || len(keys.asked) != 0 {
 		t.Fatalf("a batch of first attempts looked up %v (%v), want nothing", keys.asked, err)
+	}
+	// A backlog's messages are asked about by their own ids and their
+	// backlog's one claim: either one not known for a first costs a lookup.
+	keys.asked = nil
+	backlog := []Item{{Event: ev("first-e", true, outcome.Stored), Claimed: true}, {Event: ev("first-f", true, outcome.Stored), Claimed: true}}
+	backlog[0].Event.Group, backlog[1].Event.Group = "first-g", "k-g"
+	if err := c.Mark(context.Background(), backlog); err != nil || len(keys.asked) != 1 || !slices.Equal(keys.asked[0], []string{"first-f"}) {
+		t.Fatalf("a backlog looked up %v (%v), want [[first-f]]", keys.asked, err)
 	}
 }

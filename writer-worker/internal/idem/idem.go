@@ -72,11 +72,12 @@ func New(store Store, seen *Seen, window time.Duration, log *zap.Logger) *Record
 	return &Record{store: store, seen: seen, window: window, log: log, answered: make(map[string]remembered)}
 }
 
-// FirstAttempts reports, for each of ids, whether that keyed event
-// certainly had no earlier attempt within the window (see Seen); false
-// means "look it up". An outcome this writer holds is never a first.
-func (r *Record) FirstAttempts(ids []string) []bool {
-	first := r.seen.FirstAttempts(ids)
+// FirstAttempts reports, for each of ids (claims[i]: the claim its request
+// took, event.ClaimID), whether that keyed event certainly had no earlier
+// attempt within the window (see Seen); false means "look it up". An
+// outcome this writer holds is never a first.
+func (r *Record) FirstAttempts(ids, claims []string) []bool {
+	first := r.seen.FirstAttempts(ids, claims)
 	n := 0
 	r.mu.Lock()
 	for i, id := range ids {

@@ -17,16 +17,17 @@ import (
 // Seen tells, without asking ClickHouse, that a keyed event has had no
 // earlier attempt within the window: the common case, a first attempt.
 //
-// Every attempt that enters the pipeline first takes its claim in the
-// claims stream (ingest-api/internal/claim), and a second attempt can take
-// one only after the first's has expired, bus.PipelineWindow later. So an
-// earlier attempt of an event checked now has a claim at least that old.
-// Seen keeps a filter of every event id whose claim it received holdFor
-// (half the pipeline window) ago or more, from the claims stream as it is written and,
-// for the window before this copy started, from event_keys. An event whose
-// id is not in it has had no earlier attempt: its own claim is younger than
-// holdFor. An id in it (an earlier attempt, its own claim past hold, or a
-// false hit of the filter) is looked up as before.
+// Every attempt that enters the pipeline first takes its request's claim
+// in the claims stream (ingest-api/internal/claim; one claim per request,
+// event.ClaimID), and a second attempt can take it only after the first's
+// has expired, bus.PipelineWindow later. So an earlier attempt of an event
+// checked now has a claim at least that old. Seen keeps a filter of every
+// claim it received holdFor (half the pipeline window) ago or more, from
+// the claims stream as it is written and, for the window before this copy
+// started, of the event ids in event_keys. An event neither of whose ids
+// (its own, its claim's) is in it has had no earlier attempt: its own claim
+// is younger than holdFor. One in it (an earlier attempt, its own claim
+// past hold, or a false hit of the filter) is looked up as before.
 //
 // Seen answers only while it is complete (from the end of its start until
 // the claims' feed may have lost a claim: a gap in the stream's sequence
@@ -91,12 +92,15 @@ func NewSeen(js jetstream.JetStream, names bus.Names, keys KeyFeed, window time.
 	return &Seen{js: js, names: names, keys: keys, window: window, bytes: bytes, log: log, hold: holdFor, fresh: freshFor}
 }
 
-// FirstAttempt reports whether the keyed event id certainly had no earlier
-// attempt within the window. false means "not known": look it up.
-func (s *Seen) FirstAttempt(id string) bool { return s.FirstAttempts([]string{id})[0] }
+// FirstAttempt reports whether the keyed event id, a single reading (its
+// claim is its own id), certainly had no earlier attempt within the window.
+// false means "not known": look it up.
+func (s *Seen) FirstAttempt(id string) bool { return s.FirstAttempts([]string{id}, []string{id})[0] }
 
-// FirstAttempts is FirstAttempt of each of ids, under one lock.
-func (s *Seen) FirstAttempts(ids []string) []bool {
+// FirstAttempts is FirstAttempt of each of ids, under one lock; claims[i]
+// is the id ids[i]'s request claimed (event.ClaimID). An earlier attempt
+// shows as its claim (the claims' feed) or its event id (event_keys).
+func (s *Seen) FirstAttempts(ids, claims []string) []bool {
 	first := make([]bool, len(ids))
 	if s == nil {
 		return first
@@ -109,7 +113,7 @@ func (s *Seen) FirstAttempts(ids []string) []bool {
 	}
 	s.settle(now)
 	for i, id := range ids {
-		first[i] = !s.f.has(id)
+		first[i] = !s.f.has(id) && (claims[i] == id || !s.f.has(claims[i]))
 	}
 	return first
 }

@@ -105,6 +105,36 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 	}
 }
 
+// A backlog's messages share its one claim (event.ClaimID): a message is a
+// known first attempt only while neither its claim nor its own id stands
+// for an earlier attempt: the claim past hold (the feed), or its id in
+// event_keys (an attempt before the feed's start).
+func TestSeenTellsBacklogFirstAttemptsByTheirClaim(t *testing.T) {
+	_, js := testenv.Connect(t)
+	if err := bus.EnsureStreams(context.Background(), js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
+		t.Fatal(err)
+	}
+	s := runSeen(t, js, keyRows{"old-0": time.Now().Add(-time.Hour)})
+	eventually(t, "complete", s.Complete)
+	ids, claims := []string{"new-0", "new-1", "old-0", "old-1"}, []string{"new", "new", "old", "old"}
+	firsts := func() []bool { return s.FirstAttempts(ids, claims) }
+	if got := firsts(); !got[0] || !got[1] || got[2] || !got[3] {
+		t.Fatalf("before any claim: %v, want [true true false true]", got)
+	}
+	claimOf(t, js, "new")
+	time.Sleep(50 * time.Millisecond)
+	if got := firsts(); !got[0] || !got[1] {
+		t.Fatalf("the backlog's own claim, younger than hold, made a repeat: %v", got)
+	}
+	eventually(t, "the claim past hold stands for an earlier attempt of each message", func() bool {
+		got := firsts()
+		return !got[0] && !got[1] && !got[2] && got[3]
+	})
+	if !s.FirstAttempt("new-0") {
+		t.Fatal("the claim of a backlog made a repeat of a single reading it does not name")
+	}
+}
+
 // A nil Seen (none given to the record) knows nothing: every keyed event is
 // looked up.
 func TestNoSeen(t *testing.T) {
