@@ -26,7 +26,8 @@ case $mode in
   week) export DEVICE_RATE=1000 DEVICE_BURST=1000; readings=60480; step=10000 ;;
   *) echo "usage: $0 drain|week" >&2; exit 1 ;;
 esac
-go build -o bin/loadgen ./bench/loadgen
+go build -o bin/ ./ingest-api ./mapper-worker ./writer-worker ./bench/loadgen
+go build -o bin/nats-server github.com/nats-io/nats-server/v2
 (cd sdk/go && go build -o ../../bin/dsq-driver ./tools/dsq-driver)
 mkdir -p bench/out
 . deploy/dev/stack.sh
