@@ -220,7 +220,7 @@ func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Dura
 	msg := &nats.Msg{Subject: p.subject, Data: data}
 	if len(held) > 0 {
 		// Every event in it is claimed (claim took the others out).
-		msg.Header = nats.Header{bus.ClaimedHeader: {"1"}}
+		msg.Header = nats.Header{bus.ClaimedHeader: {bus.ClaimedByRequest}}
 	}
 	fut, err := p.js.PublishMsgAsync(msg)
 	if err != nil {

@@ -21,7 +21,8 @@ import (
 )
 
 // stream starts a server with a stream on "ev.>" and returns a JetStream
-// context and a function that reads every message's events, in order.
+// context and a function that reads every message's events, in order (and
+// its ClaimedHeader, last, when it has one).
 func stream(t *testing.T) (jetstream.JetStream, func(want int) [][]string) {
 	t.Helper()
 	_, js := testenv.Connect(t)
@@ -56,6 +57,9 @@ func stream(t *testing.T) (jetstream.JetStream, func(want int) [][]string) {
 			var ids []string
 			for _, e := range evs {
 				ids = append(ids, e.ID)
+			}
+			if v := m.Header.Get(bus.ClaimedHeader); v != "" {
+				ids = append(ids, bus.ClaimedHeader+"="+v)
 			}
 			msgs = append(msgs, ids)
 		}
@@ -215,7 +219,7 @@ func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 	}
 	got := read(2)
 	slices.SortFunc(got, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
-	if want := [][]string{{"k0", "kb0", "kb1"}, {"u0", "u1"}}; !reflect.DeepEqual(got, want) {
+	if want := [][]string{{"k0", "kb0", "kb1", "Events-Claimed=2"}, {"u0", "u1"}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("messages %v, want %v", got, want)
 	}
 	for i, want := range [][]string{nil, nil, nil, {"k1", "k2"}, {"k0"}, nil} {
