@@ -177,6 +177,29 @@ func TestSubmitFailures(t *testing.T) {
 	}
 }
 
+// A keyed backlog retried with a message more than its first attempt had
+// waits for outcomes the first attempt never gives: it is answered with the
+// earlier attempt's timeout, and its new message does not enter the
+// pipeline while the first attempt's claim stands.
+func TestAKeyedRetryThatAddsMessagesWaitsForTheClaim(t *testing.T) {
+	p := newPipeline(t, 500*time.Millisecond, "", func(event.Event) (outcome.Code, bool) { return outcome.Stored, true })
+	w := p.s.waiter.Subject()
+	ctx := context.Background()
+	if got, err := p.s.Submit(ctx, events(w, "m1", "m2"), "m"); err != nil || len(got) != 2 {
+		t.Fatalf("first attempt: %v %v", got, err)
+	}
+	_, err := p.s.Submit(ctx, events(w, "m1", "m2", "m3"), "m")
+	var f *Failure
+	if !errors.As(err, &f) || f.Code != outcome.ProcessingFailed || f.Detail != earlierTimeout {
+		t.Fatalf("retry with a message more: %v, want %q", err, earlierTimeout)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if want := []string{"m1", "m2"}; !reflect.DeepEqual(p.seen, want) {
+		t.Fatalf("events in the stream %v, want %v", p.seen, want)
+	}
+}
+
 // A message no stream takes fails its submission at once, as not accepted.
 func TestSubmitRefused(t *testing.T) {
 	p := newPipeline(t, 5*time.Second, "nostream.in", func(event.Event) (outcome.Code, bool) { return outcome.Stored, true })
