@@ -31,6 +31,7 @@ clean:
 bench: deps build
 	deploy/dev/bench.sh
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./ingest-api/... ./mapper-worker/... ./writer-worker/... | tee bench/out/components.txt
+	cd sdk/go && $(GO) test -run '^$$' -bench . -benchmem -benchtime 5x -count 5 . | tee ../../bench/out/sdk.txt
 
 chaos:
 	@mkdir -p .run
