@@ -101,23 +101,13 @@ func (n Names) EventsSubject() string { return n.SubjectPrefix + ".events.in" }
 // MappedSubject is where mapper-worker publishes envelopes.
 func (n Names) MappedSubject() string { return n.SubjectPrefix + ".mapped.in" }
 
-// ClaimedHeader on an events message and on the envelope mapped from it
-// says that every event in it is covered by a claim taken before it was
-// published (ingest-api/internal/claim): writer-worker may then know a first
-// attempt without a lookup (writer-worker/internal/idem, Seen). Its value
-// says which claim: ClaimedByRequest (one per request, event.ClaimID), or
-// ClaimedByEvent (each event its own, releases before 2026-11-27). A writer
-// of such a release reads only ClaimedByEvent; it looks up the events of
-// messages marked otherwise, as it does those of copies that set nothing.
-const (
-	ClaimedHeader    = "Events-Claimed"
-	ClaimedByEvent   = "1"
-	ClaimedByRequest = "2"
-)
-
-// Claimed reports whether a message's ClaimedHeader value says its events
-// took claims, of either kind.
-func Claimed(value string) bool { return value == ClaimedByEvent || value == ClaimedByRequest }
+// ClaimedHeader, set to "1" on an events message and on the envelope
+// mapped from it, says that every event in it is covered by its request's
+// claim, taken before it was published (ingest-api/internal/claim;
+// event.ClaimID): writer-worker may then know a first attempt without a
+// lookup (writer-worker/internal/idem, Seen). Messages of copies that do
+// not set it (1.0.0) are looked up.
+const ClaimedHeader = "Events-Claimed"
 
 // CarryClaimed sets ClaimedHeader in h to claimed, the value of an events
 // message's, when it has one.

@@ -166,8 +166,9 @@ func (p *publisher) publishPlain(b *batcher.Batch[*submission], release func(tim
 	p.send(sent, nil, release)
 }
 
-// publishKeyed claims b's events and publishes those it claimed as one
-// message, from a goroutine of its own (the claims take a round trip).
+// publishKeyed takes the claims of b's submissions and publishes the events
+// of those it claimed as one message, from a goroutine of its own (the
+// claims take a round trip).
 func (p *publisher) publishKeyed(b *batcher.Batch[*submission], release func(time.Duration)) {
 	p.keyedOut.Add(1)
 	go func() {
@@ -219,8 +220,9 @@ func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Dura
 	a := pending{sent: sent, held: held, release: release}
 	msg := &nats.Msg{Subject: p.subject, Data: data}
 	if len(held) > 0 {
-		// Every event in it is claimed (claim took the others out).
-		msg.Header = nats.Header{bus.ClaimedHeader: {bus.ClaimedByRequest}}
+		// Every event in it is under its request's claim (claim took
+		// the others out).
+		msg.Header = nats.Header{bus.ClaimedHeader: {"1"}}
 	}
 	fut, err := p.js.PublishMsgAsync(msg)
 	if err != nil {
@@ -259,7 +261,7 @@ func (p *publisher) refused(a pending, err error) {
 	if len(a.held) > 0 && NotStored(err) {
 		ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
 		if rerr := p.claims.Release(ctx, a.held...); rerr != nil {
-			p.log.Warn("claims not released: retries wait for the pipeline window", zap.Int("events", len(a.held)), zap.Error(rerr))
+			p.log.Warn("claims not released: retries wait for the pipeline window", zap.Int("requests", len(a.held)), zap.Error(rerr))
 		}
 		cancel()
 	}

@@ -132,7 +132,7 @@ func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []dedupe.Item) {
 			m.Settle(settle.StoreFailed, failure.AsPermanent(err))
 			continue
 		}
-		delivered, replay, claimed := m.Delivered(), m.Replay(), bus.Claimed(m.Header(bus.ClaimedHeader))
+		delivered, replay, claimed := m.Delivered(), m.Replay(), m.Header(bus.ClaimedHeader) == "1"
 		m.SetKeyed(len(evs) > 0 && evs[0].Keyed)
 		src := source{msg: m}
 		for _, ev := range evs {

@@ -18,8 +18,8 @@ type Item struct {
 	// Check is set when its values may be stored already (a redelivery,
 	// an event the mapper saw twice, a replay).
 	Check bool
-	// Claimed is set when the event took its claim before it was
-	// published (bus.ClaimedHeader): only then can it be known for a
+	// Claimed is set when the event's request took its claim before it
+	// was published (bus.ClaimedHeader): only then can it be known for a
 	// first attempt without a lookup.
 	Claimed bool
 	// SkipValues: they are, or another copy in this batch stores them.

@@ -139,8 +139,9 @@ func TestFirstAttemptsAreNotLookedUp(t *testing.T) {
 	if err := c.Mark(context.Background(), []Item{{Event: ev("first-c", true, outcome.Stored), Claimed: true}}); err != nil || len(keys.asked) != 0 {
 		t.Fatalf("a batch of first attempts looked up %v (%v), want nothing", keys.asked, err)
 	}
-	// A backlog's messages are asked about by their own ids and their
-	// backlog's one claim: either one not known for a first costs a lookup.
+	// Backlog messages are asked about by their own ids and their
+	// backlog's one claim (here, messages of two backlogs): either one
+	// not known for a first costs a lookup.
 	keys.asked = nil
 	backlog := []Item{{Event: ev("first-e", true, outcome.Stored), Claimed: true}, {Event: ev("first-f", true, outcome.Stored), Claimed: true}}
 	backlog[0].Event.Group, backlog[1].Event.Group = "first-g", "k-g"

@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
-	"github.com/devicehub/eventservice/pkg/retry"
 )
 
 // Seen tells, without asking ClickHouse, that a keyed event has had no
@@ -47,7 +45,8 @@ type Seen struct {
 	mu       sync.Mutex
 	gen      uint64 // of the current run of follow: older callbacks are ignored
 	f        *filter
-	held     []claimSeen // claims received less than hold ago, oldest first
+	held     []claimSeen    // claims taken less than hold ago, oldest first
+	heldIDs  map[string]int // the ids in held, and how often
 	complete bool
 	// caughtUpAt is when the feed was last known to have delivered, and
 	// this copy taken in, every claim in the stream.
@@ -64,11 +63,11 @@ type KeyFeed interface {
 	EachKey(ctx context.Context, sinceNs int64, fn func(id string, tsNs int64)) error
 }
 
-// claimSeen is a claim taken in: its id, and when it was received (this
-// copy's clock, so that a clock apart from NATS's does not shift hold).
+// claimSeen is a claim taken in: its id, and when the stream stored it
+// (the server's clock; settle puts it on this copy's with minOffset).
 type claimSeen struct {
 	id string
-	at time.Time
+	ts time.Time
 }
 
 // FilterBytes is the memory of a writer copy's filter: false hits near 1
@@ -76,7 +75,7 @@ type claimSeen struct {
 // window; more make them likelier (each costs a lookup), never wrong.
 const FilterBytes = 64 << 20
 
-// holdFor is how long after its receipt a claim's id joins the filter;
+// holdFor is how long after it was taken a claim's id joins the filter;
 // freshFor, how long the feed may go without being known caught up before
 // Seen stops answering.
 const (
@@ -99,7 +98,11 @@ func (s *Seen) FirstAttempt(id string) bool { return s.FirstAttempts([]string{id
 
 // FirstAttempts is FirstAttempt of each of ids, under one lock; claims[i]
 // is the id ids[i]'s request claimed (event.ClaimID). An earlier attempt
-// shows as its claim (the claims' feed) or its event id (event_keys).
+// shows as its claim (the claims' feed) or its event id (event_keys). A
+// backlog message's own id is never claimed by this release: a claim of
+// it, however young, is an attempt by a copy of 1.0.0 (a claim per
+// message), which a retry through this release's one claim would not
+// wait for: it is looked up.
 func (s *Seen) FirstAttempts(ids, claims []string) []bool {
 	first := make([]bool, len(ids))
 	if s == nil {
@@ -113,7 +116,7 @@ func (s *Seen) FirstAttempts(ids, claims []string) []bool {
 	}
 	s.settle(now)
 	for i, id := range ids {
-		first[i] = !s.f.has(id) && (claims[i] == id || !s.f.has(claims[i]))
+		first[i] = !s.f.has(id) && (claims[i] == id || !s.f.has(claims[i]) && s.heldIDs[id] == 0)
 	}
 	return first
 }
@@ -126,163 +129,4 @@ func (s *Seen) Complete() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.complete && time.Since(s.caughtUpAt) <= s.fresh
-}
-
-// Run fills the filter until ctx ends, starting again after a failure or
-// a break in the feed.
-func (s *Seen) Run(ctx context.Context) error {
-	if s == nil {
-		<-ctx.Done()
-		return nil
-	}
-	b := retry.Backoff{Initial: time.Second, Max: 30 * time.Second}
-	for n := 1; ; n++ {
-		start := time.Now()
-		err := s.follow(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(start) > b.Max {
-			n = 1 // it ran well a while: the back-off starts over
-		}
-		s.log.Warn("keys seen: starting again; until then keyed events are looked up", zap.Error(err))
-		if !retry.Sleep(ctx, b.Delay(n)) {
-			return nil
-		}
-	}
-}
-
-// follow starts the filter afresh: the claims' feed first, then event_keys
-// over the window, and keeps it until ctx ends or the feed breaks.
-func (s *Seen) follow(ctx context.Context) error {
-	s.mu.Lock()
-	s.gen++
-	gen := s.gen
-	s.f, s.held, s.complete, s.caughtUpAt, s.lastSeq, s.minOffset = newFilter(s.window, s.bytes), nil, false, time.Time{}, 0, 0
-	s.broken = make(chan struct{})
-	broken := s.broken
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.complete = false
-		s.mu.Unlock()
-	}()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-broken:
-			cancel() // the read of event_keys too
-		case <-ctx.Done():
-		}
-	}()
-	st, err := s.js.Stream(ctx, s.names.ClaimsStream)
-	if err != nil {
-		return err
-	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return err
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { s.claimed(gen, m) }, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		s.log.Debug("claims' feed", zap.Error(err))
-	}))
-	if err != nil {
-		return err
-	}
-	defer cc.Stop()
-	since := time.Now().Add(-s.window)
-	err = s.keys.EachKey(ctx, since.UnixNano(), func(id string, tsNs int64) {
-		s.mu.Lock()
-		s.f.add(id, time.Unix(0, tsNs), time.Now())
-		s.mu.Unlock()
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return errFeedBroken
-		}
-		return err
-	}
-	s.mu.Lock()
-	s.complete = true // answers once the feed is known caught up (check)
-	s.mu.Unlock()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		s.check(ctx, cons)
-		select {
-		case <-ctx.Done():
-			select {
-			case <-broken:
-				return errFeedBroken
-			default:
-				return ctx.Err()
-			}
-		case <-tick.C:
-		}
-	}
-}
-
-// check asks the server how far the feed is: when it has delivered every
-// claim and this copy has taken them in, the feed is caught up as of the
-// question.
-func (s *Seen) check(ctx context.Context, cons jetstream.Consumer) {
-	asked := time.Now()
-	ictx, cancel := context.WithTimeout(ctx, s.fresh/2)
-	info, err := cons.Info(ictx)
-	cancel()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.settle(time.Now())
-	if err == nil && info.NumPending == 0 && s.lastSeq >= info.Delivered.Stream {
-		s.caughtUpAt = asked
-	}
-}
-
-// claimed takes one claim from the feed of run gen.
-func (s *Seen) claimed(gen uint64, m jetstream.Msg) {
-	meta, err := m.Metadata()
-	if err != nil {
-		return
-	}
-	id := strings.TrimPrefix(m.Subject(), s.names.ClaimSubject(""))
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if gen != s.gen {
-		return // a stopped run's
-	}
-	offset := now.Sub(meta.Timestamp)
-	if s.lastSeq == 0 || offset < s.minOffset {
-		s.minOffset = offset
-	}
-	seq := meta.Sequence.Stream
-	// A gap in the sequence is claims deleted (released) or expired
-	// before delivery; the latter is possible once the claim before it,
-	// counting how late it came, is half the window old.
-	if s.lastSeq != 0 && seq != s.lastSeq+1 && (seq <= s.lastSeq || now.Sub(s.lastAt)+s.lastLag > bus.PipelineWindow/2) {
-		s.breakFeed()
-		return
-	}
-	s.lastSeq, s.lastAt, s.lastLag = seq, now, offset-s.minOffset
-	s.held = append(s.held, claimSeen{id: id, at: now})
-}
-
-// breakFeed marks the filter incomplete; follow starts again.
-func (s *Seen) breakFeed() {
-	s.complete = false
-	select {
-	case <-s.broken:
-	default:
-		close(s.broken)
-	}
-}
-
-// settle moves the claims received hold ago or more into the filter.
-func (s *Seen) settle(now time.Time) {
-	n := 0
-	for ; n < len(s.held) && now.Sub(s.held[n].at) >= s.hold; n++ {
-		s.f.add(s.held[n].id, s.held[n].at, now)
-	}
-	s.held = s.held[n:]
 }

@@ -42,6 +42,21 @@ func runSeen(t *testing.T, js jetstream.JetStream, keys KeyFeed) *Seen {
 	return s
 }
 
+// delivered waits until the feed has taken in the claim of id.
+func delivered(t *testing.T, s *Seen, id string) {
+	t.Helper()
+	eventually(t, "claim "+id+" delivered", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, h := range s.held {
+			if h.id == id {
+				return true
+			}
+		}
+		return s.f != nil && s.f.has(id)
+	})
+}
+
 // eventually waits up to 5 s for cond.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -73,7 +88,7 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 	// Its own claim, younger than hold, does not make an event a repeat;
 	// past hold, the claim stands for an earlier attempt.
 	claimOf(t, js, "fresh")
-	time.Sleep(50 * time.Millisecond)
+	delivered(t, s, "fresh")
 	if !s.FirstAttempt("fresh") {
 		t.Fatal("an event whose claim was just taken is not a first attempt")
 	}
@@ -122,7 +137,7 @@ func TestSeenTellsBacklogFirstAttemptsByTheirClaim(t *testing.T) {
 		t.Fatalf("before any claim: %v, want [true true false true]", got)
 	}
 	claimOf(t, js, "new")
-	time.Sleep(50 * time.Millisecond)
+	delivered(t, s, "new")
 	if got := firsts(); !got[0] || !got[1] {
 		t.Fatalf("the backlog's own claim, younger than hold, made a repeat: %v", got)
 	}
@@ -132,6 +147,56 @@ func TestSeenTellsBacklogFirstAttemptsByTheirClaim(t *testing.T) {
 	})
 	if !s.FirstAttempt("new-0") {
 		t.Fatal("the claim of a backlog made a repeat of a single reading it does not name")
+	}
+}
+
+// A claim on a backlog message's own id comes from a copy of 1.0.0 (a
+// claim per message): however young, it stands for an earlier attempt of
+// that message when the message comes again under its backlog's one claim.
+func TestSeenLooksUpBacklogMessagesAnOldCopyClaimed(t *testing.T) {
+	_, js := testenv.Connect(t)
+	if err := bus.EnsureStreams(context.Background(), js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
+		t.Fatal(err)
+	}
+	s := runSeen(t, js, keyRows{})
+	s.mu.Lock()
+	s.hold = time.Hour
+	s.mu.Unlock()
+	eventually(t, "complete", s.Complete)
+	claimOf(t, js, "msg-0")
+	delivered(t, s, "msg-0")
+	if got := s.FirstAttempts([]string{"msg-0", "msg-1"}, []string{"backlog", "backlog"}); got[0] || !got[1] {
+		t.Fatalf("backlog messages %v, want [false true]: msg-0 had an attempt under a claim of its own", got)
+	}
+	if !s.FirstAttempt("msg-0") {
+		t.Fatal("a single reading's own young claim made it a repeat")
+	}
+}
+
+// A claim delivered late (a copy starting while claims older than hold are
+// in the stream) joins the filter as old as it is, not hold after its
+// delivery.
+func TestSeenTimesClaimsByTheirStreamTime(t *testing.T) {
+	_, js := testenv.Connect(t)
+	if err := bus.EnsureStreams(context.Background(), js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
+		t.Fatal(err)
+	}
+	claimOf(t, js, "taken-long-ago")
+	time.Sleep(2500 * time.Millisecond)
+	claimOf(t, js, "taken-now")
+	s := NewSeen(js, bus.DefaultNames, keyRows{}, 24*time.Hour, 1<<20, zap.NewNop())
+	s.hold = 2 * time.Second
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, "complete", s.Complete)
+	delivered(t, s, "taken-now")
+	if s.FirstAttempt("taken-long-ago") {
+		t.Fatal("a claim taken more than hold before its delivery is not yet in the filter")
+	}
+	if !s.FirstAttempt("taken-now") {
+		t.Fatal("a claim taken less than hold ago is already in the filter")
 	}
 }
 
