@@ -8,12 +8,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	mathrand "math/rand/v2"
 	"net"
 	"net/url"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -269,30 +266,3 @@ func NATSCluster(t testing.TB, n int) []*NATSServer {
 
 // ClientURL is the server's client address.
 func (n *NATSServer) ClientURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
-
-// FreePort returns a loopback port that is free now and lies below the
-// kernel's ephemeral range, so that no outgoing connection (the load of a
-// concurrent test opens thousands) can take it before the server binds it.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	lo := 32768
-	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(raw)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil && v > 12000 {
-				lo = v
-			}
-		}
-	}
-	const base = 10000
-	for range 100 {
-		p := base + mathrand.IntN(lo-base)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		return p
-	}
-	t.Fatal("no free loopback port below the ephemeral range in 100 tries")
-	return 0
-}
