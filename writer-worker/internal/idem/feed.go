@@ -45,7 +45,7 @@ func (s *Seen) follow(ctx context.Context) error {
 	s.mu.Lock()
 	s.gen++
 	gen := s.gen
-	s.f, s.held, s.heldIDs, s.complete, s.caughtUpAt, s.lastSeq, s.minOffset = newFilter(s.window, s.bytes), nil, map[string]int{}, false, time.Time{}, 0, 0
+	s.f, s.held, s.heldIDs, s.complete, s.caughtUpAt, s.lastSeq, s.minOffset, s.offsetKnown = newFilter(s.window, s.bytes), nil, map[string]int{}, false, time.Time{}, 0, 0, false
 	s.broken = make(chan struct{})
 	broken := s.broken
 	s.mu.Unlock()
@@ -79,9 +79,13 @@ func (s *Seen) follow(ctx context.Context) error {
 	}
 	defer cc.Stop()
 	since := time.Now().Add(-s.window)
+	rows := 0
 	err = s.keys.EachKey(ctx, since.UnixNano(), func(id string, tsNs int64) {
 		s.mu.Lock()
 		s.f.add(id, time.Unix(0, tsNs), time.Now())
+		if rows++; rows%4096 == 0 {
+			s.settle(time.Now()) // claims arriving meanwhile are not held longer than they must
+		}
 		s.mu.Unlock()
 	})
 	if err != nil {
@@ -118,11 +122,25 @@ func (s *Seen) check(ctx context.Context, cons jetstream.Consumer) {
 	ictx, cancel := context.WithTimeout(ctx, s.fresh/2)
 	info, err := cons.Info(ictx)
 	cancel()
+	answered := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err == nil && !info.TimeStamp.IsZero() {
+		// The server's time as it answered: the clocks' difference plus
+		// at most the round trip, whether or not claims come.
+		s.offsetSample(answered.Sub(info.TimeStamp))
+	}
 	s.settle(time.Now())
 	if err == nil && info.NumPending == 0 && s.lastSeq >= info.Delivered.Stream {
 		s.caughtUpAt = asked
+	}
+}
+
+// offsetSample takes in a measure of this copy's clock minus the server's,
+// plus a delay: minOffset is the least of them. s.mu is held.
+func (s *Seen) offsetSample(d time.Duration) {
+	if !s.offsetKnown || d < s.minOffset {
+		s.minOffset, s.offsetKnown = d, true
 	}
 }
 
@@ -140,9 +158,7 @@ func (s *Seen) claimed(gen uint64, m jetstream.Msg) {
 		return // a stopped run's
 	}
 	offset := now.Sub(meta.Timestamp)
-	if s.lastSeq == 0 || offset < s.minOffset {
-		s.minOffset = offset
-	}
+	s.offsetSample(offset)
 	seq := meta.Sequence.Stream
 	// A gap in the sequence is claims deleted (released) or expired
 	// before delivery; the latter is possible once the claim before it,
@@ -168,10 +184,11 @@ func (s *Seen) breakFeed() {
 
 // settle moves the claims taken hold ago or more into the filter. A claim
 // was taken at its stream time plus minOffset on this copy's clock, or
-// before (minOffset is the least receipt-minus-stream-time seen: the
-// clocks' difference and the quickest delivery): so a claim delivered late
-// (this copy catching up at its start) joins as old as it is, never later
-// than hold after its receipt.
+// before (minOffset is the least receipt-minus-server-time seen, of claims
+// and of the consumer's info at each check: the clocks' difference and the
+// quickest answer): so a claim delivered late (this copy catching up at its
+// start) joins as old as it is, and never later than hold after its
+// receipt.
 func (s *Seen) settle(now time.Time) {
 	n := 0
 	for ; n < len(s.held); n++ {

@@ -50,12 +50,13 @@ type Seen struct {
 	complete bool
 	// caughtUpAt is when the feed was last known to have delivered, and
 	// this copy taken in, every claim in the stream.
-	caughtUpAt time.Time
-	lastSeq    uint64        // of the last claim taken in
-	lastAt     time.Time     // when it was received
-	lastLag    time.Duration // how late it came, beyond the quickest claim's
-	minOffset  time.Duration // receipt minus claim time, the least seen
-	broken     chan struct{}
+	caughtUpAt  time.Time
+	lastSeq     uint64        // of the last claim taken in
+	lastAt      time.Time     // when it was received
+	lastLag     time.Duration // how late it came, beyond the quickest claim's
+	minOffset   time.Duration // receipt minus server time, the least seen
+	offsetKnown bool
+	broken      chan struct{}
 }
 
 // KeyFeed is what Seen reads of ClickHouse at start: event_keys' rows.
