@@ -1,4 +1,4 @@
-.PHONY: build console run test bench chaos deps fmt vet clean
+.PHONY: build console run test bench chaos partition deps fmt vet clean
 
 GO ?= go
 BIN := bin
@@ -36,3 +36,7 @@ bench: deps build
 chaos:
 	@mkdir -p .run
 	bash -o pipefail -c 'CHAOS_FULL=1 GOTEST_FLAGS="-run Chaos|Hostile|DiskFull|StorageLimit -v" deploy/dev/test.sh 2>&1 | tee .run/chaos.log | grep --line-buffered -E "^(chaos fault|hostile attack|--- |ok|FAIL)|^ +[a-z_]+_test\.go:[0-9]+: " | grep --line-buffered -v -E "stack_test\.go:196: |_test\.go:[0-9]+: (chaos fault|hostile attack)="' || { echo "make chaos failed: the whole output is in .run/chaos.log"; exit 1; }
+
+partition:
+	@mkdir -p .run
+	bash -o pipefail -c 'PARTITION=1 CHAOS_FULL=1 GOTEST_FLAGS="-run Partition -v" deploy/dev/test.sh 2>&1 | tee .run/partition.log | grep --line-buffered -E "^(chaos fault|partition fault|--- |ok|FAIL)|^ +[a-z_]+_test\.go:[0-9]+: " | grep --line-buffered -v -E "stack_test\.go:196: |_test\.go:[0-9]+: chaos fault="' || { echo "make partition failed: the whole output is in .run/partition.log"; exit 1; }

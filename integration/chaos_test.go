@@ -50,6 +50,13 @@ type load struct {
 	retries   int // keyed values sent again after an answer other than stored
 	succeeded map[int]bool
 	statuses  map[string]int
+	answers   []answered // every request's end, in order
+}
+
+// answered is when a request ended, and whether it was answered stored.
+type answered struct {
+	at time.Time
+	ok bool
 }
 
 // run posts from conc clients until ctx ends. Even clients send each value
@@ -93,6 +100,7 @@ func (l *load) run(ctx context.Context, bases []string, conc int) {
 				l.mu.Lock()
 				l.sent++
 				l.statuses[key]++
+				l.answers = append(l.answers, answered{at: time.Now(), ok: ok})
 				if ok {
 					l.succeeded[v] = true
 				} else if keyed {

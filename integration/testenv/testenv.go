@@ -239,28 +239,7 @@ func NATSCluster(t testing.TB, n int) []*NATSServer {
 		node.WaitReady()
 		t.Cleanup(node.Stop)
 	}
-	// Ready means an R3 stream can be created: a meta leader alone is not
-	// enough, the first requests after the election can go unanswered.
-	nc, err := nats.Connect(nodes[0].ClientURL(), Operator())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	last := "no answer yet"
-	WaitFor(t, "NATS cluster: a replicated stream", 60*time.Second, func() string { return last }, nil, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "testenv_probe", Subjects: []string{"testenv.probe"}, Replicas: n})
-		if err == nil {
-			err = js.DeleteStream(ctx, "testenv_probe")
-		}
-		if err != nil {
-			last = err.Error()
-			time.Sleep(100 * time.Millisecond)
-		}
-		return err == nil
-	})
+	waitReplicated(t, nodes[0].ClientURL(), n)
 	return nodes
 }
 

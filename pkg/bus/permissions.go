@@ -84,6 +84,8 @@ func Users(n Names) []User {
 			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), writeKV(n.BackfillBucket), writeKV(n.CensusBucket), []string{
 				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(), n.DiagSubject(),
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
+				// A claim whose answer was lost: is the one standing ours?
+				"$JS.API.STREAM.MSG.GET." + n.ClaimsStream, "$JS.API.DIRECT.GET." + n.ClaimsStream, "$JS.API.DIRECT.GET." + n.ClaimsStream + ".>",
 				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.INFO." + audit,
 				"$JS.API.STREAM.MSG.GET." + audit, "$JS.API.DIRECT.GET." + audit, "$JS.API.DIRECT.GET." + audit + ".>",
 				// The workspace API's dead letters: read them, send them

@@ -48,13 +48,18 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names) (*Claims
 // Claim is a claim taken: its sequence in the claims stream.
 type Claim struct{ seq uint64 }
 
-// TakeAll claims every one of ids in one round trip: cls[i] is the claim on
-// ids[i] when errs[i] is nil.
-func (c *Claims) TakeAll(ctx context.Context, ids []string) (cls []Claim, errs []error) {
+// TakeAll claims every one of ids in one round trip, each claim holding
+// tags[i] (the attempt's own mark, so that Resolve can tell it; nil: none):
+// cls[i] is the claim on ids[i] when errs[i] is nil.
+func (c *Claims) TakeAll(ctx context.Context, ids, tags []string) (cls []Claim, errs []error) {
 	cls, errs = make([]Claim, len(ids)), make([]error, len(ids))
 	futs := make([]jetstream.PubAckFuture, len(ids))
 	for i, id := range ids {
-		futs[i], errs[i] = c.js.PublishMsgAsync(&nats.Msg{Subject: c.names.ClaimSubject(id)}, jetstream.WithExpectLastSequencePerSubject(0))
+		msg := &nats.Msg{Subject: c.names.ClaimSubject(id)}
+		if tags != nil {
+			msg.Data = []byte(tags[i])
+		}
+		futs[i], errs[i] = c.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(0))
 	}
 	for i, fut := range futs {
 		if errs[i] != nil {
@@ -77,6 +82,30 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string) (cls []Claim, errs [
 		}
 	}
 	return cls, errs
+}
+
+// Resolve settles a claim on id tagged tag whose answer was lost (a
+// stalled stream leader, a lost connection): it takes the claim if nothing
+// holds it, and returns it as well when the claim standing is the one
+// tagged tag (the lost attempt was stored). ErrTaken: another attempt
+// holds it; another error: not known yet, ask again.
+func (c *Claims) Resolve(ctx context.Context, id, tag string) (Claim, error) {
+	subject := c.names.ClaimSubject(id)
+	ack, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: []byte(tag)}, jetstream.WithExpectLastSequencePerSubject(0))
+	if err == nil {
+		return Claim{seq: ack.Sequence}, nil
+	}
+	if !isTaken(err) {
+		return Claim{}, fmt.Errorf("claim: %w", err)
+	}
+	m, err := c.stream.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim: %w", err) // gone meanwhile: take it again
+	}
+	if tag != "" && string(m.Data) == tag {
+		return Claim{seq: m.Sequence}, nil
+	}
+	return Claim{}, ErrTaken
 }
 
 // isTaken reports a refusal because the subject holds a message: code 10071,

@@ -17,7 +17,7 @@ import (
 
 // take claims one id.
 func (c *Claims) take(ctx context.Context, id string) (Claim, error) {
-	cls, errs := c.TakeAll(ctx, []string{id})
+	cls, errs := c.TakeAll(ctx, []string{id}, nil)
 	return cls[0], errs[0]
 }
 
@@ -171,4 +171,33 @@ func BenchmarkTakeBatch50(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/claim")
+}
+
+// A claim whose answer was lost is resolved by its tag: the claim standing
+// is returned when it is this attempt's, another attempt's is ErrTaken, and
+// a claim nobody holds is taken.
+func TestResolveTellsTheLostAttemptsClaim(t *testing.T) {
+	c, _ := open(t, time.Minute)
+	ctx := context.Background()
+	cls, errs := c.TakeAll(ctx, []string{"lost"}, []string{"tag-a"})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	got, err := c.Resolve(ctx, "lost", "tag-a")
+	if err != nil || got != cls[0] {
+		t.Fatalf("this attempt's standing claim resolved as %+v, %v; want %+v", got, err, cls[0])
+	}
+	if _, err := c.Resolve(ctx, "lost", "tag-b"); !errors.Is(err, ErrTaken) {
+		t.Fatalf("another attempt's claim resolved as %v, want ErrTaken", err)
+	}
+	if _, err := c.Resolve(ctx, "lost", ""); !errors.Is(err, ErrTaken) {
+		t.Fatalf("an untagged resolve of a tagged claim: %v, want ErrTaken", err)
+	}
+	free, err := c.Resolve(ctx, "free", "tag-c")
+	if err != nil || free.seq == 0 {
+		t.Fatalf("a free claim resolved as %+v, %v; want it taken", free, err)
+	}
+	if _, err := c.take(ctx, "free"); !errors.Is(err, ErrTaken) {
+		t.Fatalf("the claim Resolve took is not held: %v", err)
+	}
 }

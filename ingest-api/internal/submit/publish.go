@@ -45,47 +45,6 @@ func NotStored(err error) bool {
 	return errors.Is(err, errNotSent) || errors.Is(err, jetstream.ErrNoStreamResponse) || errors.As(err, &apiErr)
 }
 
-// submission is one request's events on their way into the events stream:
-// they travel in one message, shared with the submissions of concurrent
-// requests. Keyed and unkeyed submissions never share one, so that every
-// message, and the envelope the mapper makes of it, is settled by one rule.
-type submission struct {
-	evs []*event.Event
-	// claim is the id a keyed submission takes its claim on: one claim
-	// for the request, whatever its number of events ("": unkeyed).
-	claim string
-	size  int // the events' event.EnvelopeCost, summed once
-	// refused hears, at most once, that the events did not enter the
-	// stream: claim.ErrTaken when another attempt holds the claim.
-	refused chan refusal
-}
-
-// refusal names events that did not enter the stream, and why.
-type refusal struct {
-	ids []string
-	err error
-}
-
-func (s *submission) refuse(evs []*event.Event, err error) {
-	ids := make([]string, len(evs))
-	for i, ev := range evs {
-		ids[i] = ev.ID
-	}
-	s.refused <- refusal{ids: ids, err: err}
-}
-
-func newSubmission(evs []*event.Event, claim string) *submission {
-	s := &submission{evs: evs, claim: claim, refused: make(chan refusal, 1)}
-	for _, ev := range evs {
-		s.size += event.EnvelopeCost(ev)
-	}
-	return s
-}
-
-func (s *submission) keyed() bool { return s.claim != "" }
-
-func (s *submission) cost() int { return s.size }
-
 // publisher gathers submissions into messages (pkg/batcher, a slot per
 // message awaiting its stream ack) and publishes them; keyed submissions
 // first take their claims, one each, all of a message's in one round trip.
@@ -99,6 +58,7 @@ type publisher struct {
 	plain   *batcher.Batcher[*submission]
 	keyed   *batcher.Batcher[*submission]
 	acks    chan pending
+	resend  *resender
 	// keyedOut counts keyed messages being claimed and published.
 	keyedOut sync.WaitGroup
 }
@@ -113,6 +73,7 @@ type part struct {
 // in it, the claims to release if it is refused, and its slot.
 type pending struct {
 	fut     jetstream.PubAckFuture
+	at      time.Time // first published
 	sent    []part
 	held    []claim.Claim
 	release func(time.Duration)
@@ -124,6 +85,8 @@ func newPublisher(subject string, l limits, js jetstream.JetStream, claims *clai
 	}
 	p := &publisher{subject: subject, ackWait: l.ackWait, js: js, claims: claims, observe: observe, log: log,
 		acks: make(chan pending, 2*l.Slots)}
+	p.resend = newResender(js, claims, l.ackWait, log)
+	p.resend.refused, p.resend.message = p.refused, p.message
 	p.plain = batcher.New(l.Config, (*submission).cost, p.publishPlain)
 	p.keyed = batcher.New(l.Config, (*submission).cost, p.publishKeyed)
 	return p
@@ -153,6 +116,7 @@ func (p *publisher) run(ctx context.Context) error {
 	p.keyedOut.Wait() // every message is sent
 	close(p.acks)
 	<-done
+	p.resend.close()
 	return err
 }
 
@@ -184,16 +148,22 @@ func (p *publisher) publishKeyed(b *batcher.Batch[*submission], release func(tim
 func (p *publisher) claim(subs []*submission) ([]part, []claim.Claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
 	defer cancel()
-	ids := make([]string, len(subs))
+	ids, tags := make([]string, len(subs)), make([]string, len(subs))
 	for i, s := range subs {
-		ids[i] = s.claim
+		ids[i], tags[i] = s.claim, p.resend.id()
 	}
-	cls, errs := p.claims.TakeAll(ctx, ids)
+	start := time.Now()
+	cls, errs := p.claims.TakeAll(ctx, ids, tags)
 	sent := make([]part, 0, len(subs))
 	var held []claim.Claim
 	for i, s := range subs {
 		if errs[i] != nil {
-			s.refuse(s.evs, errs[i])
+			// A claim perhaps taken (its answer lost) is settled and
+			// the events published under it (resend.go) while the
+			// request waits on.
+			if errors.Is(errs[i], claim.ErrTaken) || refusedForGood(errs[i]) || !p.resend.carry(s, tags[i], start) {
+				s.refuse(s.evs, errs[i])
+			}
 			continue
 		}
 		sent, held = append(sent, part{s: s, evs: s.evs}), append(held, cls[i])
@@ -204,26 +174,13 @@ func (p *publisher) claim(subs []*submission) ([]part, []claim.Claim) {
 // send publishes the events of sent as one message and hands it to
 // settle; nothing to send gives the slot back at once.
 func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Duration)) {
-	var data []byte
-	n := 0
-	for _, pt := range sent {
-		for _, ev := range pt.evs {
-			data = event.AppendEvent(data, ev)
-			n++
-		}
-	}
+	msg, n := p.message(sent, len(held) > 0)
 	if n == 0 {
 		release(0)
 		return
 	}
 	p.observe(n)
-	a := pending{sent: sent, held: held, release: release}
-	msg := &nats.Msg{Subject: p.subject, Data: data}
-	if len(held) > 0 {
-		// Every event in it is under its request's claim (claim took
-		// the others out).
-		msg.Header = nats.Header{bus.ClaimedHeader: {"1"}}
-	}
+	a := pending{at: time.Now(), sent: sent, held: held, release: release}
 	fut, err := p.js.PublishMsgAsync(msg)
 	if err != nil {
 		p.refused(a, fmt.Errorf("%w: %w", errNotSent, err))
@@ -232,6 +189,25 @@ func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Dura
 	}
 	a.fut = fut
 	p.acks <- a
+}
+
+// message is the events of sent as one message; a keyed one (every event
+// in it under its request's claim) is marked so, and has an id that lets
+// it be sent again (resend.go).
+func (p *publisher) message(sent []part, keyed bool) (*nats.Msg, int) {
+	var data []byte
+	n := 0
+	for _, pt := range sent {
+		for _, ev := range pt.evs {
+			data = event.AppendEvent(data, ev)
+			n++
+		}
+	}
+	msg := &nats.Msg{Subject: p.subject, Data: data}
+	if keyed {
+		msg.Header = nats.Header{bus.ClaimedHeader: {"1"}, nats.MsgIdHdr: {p.resend.id()}}
+	}
+	return msg, n
 }
 
 // settle waits for the acks in publishing order, tells the submissions of
@@ -244,10 +220,20 @@ func (p *publisher) settle() {
 		select {
 		case <-a.fut.Ok():
 		case err := <-a.fut.Err():
-			p.refused(a, err)
+			// A keyed message the stream may hold (no stream answered
+			// during a leader's election, a lost connection) is sent
+			// again; its requests wait on.
+			if len(a.held) == 0 || refusedForGood(err) || !p.resend.start(a, a.at) {
+				p.refused(a, err)
+			}
 		case <-timer.C:
-			// No answer (a lost connection): the requests' own
-			// deadlines decide; the slot must not be lost.
+			// No answer (a stalled leader, a lost connection): the
+			// requests' own deadlines decide; the slot must not be
+			// lost. A keyed message is sent again until it is known
+			// stored or refused.
+			if len(a.held) > 0 {
+				p.resend.start(a, a.at)
+			}
 		}
 		a.release(0)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -201,7 +202,7 @@ func TestStopPublishesWhatItHolds(t *testing.T) {
 func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 	js, read := stream(t)
 	claims := openClaims(t, js)
-	if _, errs := claims.TakeAll(context.Background(), []string{"k-held"}); errs[0] != nil {
+	if _, errs := claims.TakeAll(context.Background(), []string{"k-held"}, nil); errs[0] != nil {
 		t.Fatal(errs[0])
 	}
 	p := newPublisher("ev.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
@@ -236,7 +237,7 @@ func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 	}
 	// Every submission that went out holds its one claim; no event took
 	// one of its own.
-	_, errs := claims.TakeAll(context.Background(), []string{"k0", "kb", "kb0", "kb1", "k1"})
+	_, errs := claims.TakeAll(context.Background(), []string{"k0", "kb", "kb0", "kb1", "k1"}, nil)
 	for i, want := range []bool{true, true, false, false, false} {
 		if taken := errors.Is(errs[i], claim.ErrTaken); taken != want || (!taken && errs[i] != nil) {
 			t.Fatalf("claim %d after publishing: %v, want taken %v", i, errs[i], want)
@@ -244,12 +245,18 @@ func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 	}
 }
 
-// When the stream refuses a keyed message, its submissions are told why and
-// their claims are released: a retry is processed anew.
+// When the stream refuses a keyed message (here: full), its submissions are
+// told why and their claims are released: a retry is processed anew.
 func TestARefusedKeyedMessageReleasesItsClaims(t *testing.T) {
 	js, _ := stream(t)
 	claims := openClaims(t, js)
-	p := newPublisher("nostream.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "FULL", Subjects: []string{"full.in"}, MaxMsgs: 1, Discard: jetstream.DiscardNew}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(context.Background(), "full.in", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	p := newPublisher("full.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
 	s := sub("k-refused", ev("k-refused", 1))
 	if err := p.add(s); err != nil {
 		t.Fatal(err)
@@ -265,13 +272,59 @@ func TestARefusedKeyedMessageReleasesItsClaims(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("refusal not reported")
 	}
-	cls, errs := claims.TakeAll(context.Background(), []string{"k-refused"})
+	cls, errs := claims.TakeAll(context.Background(), []string{"k-refused"}, nil)
 	if errs[0] != nil {
 		t.Fatalf("the claim was not released: %v", errs[0])
 	}
 	if err := claims.Release(context.Background(), cls[0]); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A keyed message that no stream answers (as while a stream's leader is
+// elected) may yet be stored: it is sent again under its message id while
+// its request waits, and stored once when the stream answers; its claim
+// stands and nobody is told of a refusal.
+func TestAKeyedMessageNoStreamAnsweredIsSentAgain(t *testing.T) {
+	js, _ := stream(t)
+	claims := openClaims(t, js)
+	p := newPublisher("late.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
+	s := sub("k-late", ev("k-late", 1))
+	if err := p.add(s); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.run(ctx) }()
+	time.Sleep(300 * time.Millisecond) // the first publish finds no stream
+	st, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "LATE", Subjects: []string{"late.in"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal(what)
+			}
+		}
+	}
+	eventually("the message was not stored once the stream answered", func() bool {
+		info, err := st.Info(context.Background())
+		return err == nil && info.State.Msgs == 1
+	})
+	if got := refusals(s); len(got) != 0 {
+		t.Fatalf("the request was told %v", got[0].err)
+	}
+	if _, errs := claims.TakeAll(context.Background(), []string{"k-late"}, nil); !errors.Is(errs[0], claim.ErrTaken) {
+		t.Fatalf("the claim does not stand: %v", errs[0])
+	}
+	m, err := st.GetMsg(context.Background(), 1)
+	if err != nil || m.Header.Get(nats.MsgIdHdr) == "" || m.Header.Get(bus.ClaimedHeader) != "1" {
+		t.Fatalf("stored message %+v (%v): want a message id and the claimed mark", m, err)
+	}
+	cancel()
+	<-done
 }
 
 func openClaims(t testing.TB, js jetstream.JetStream) *claim.Claims {
