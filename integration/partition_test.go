@@ -66,6 +66,14 @@ func natsProcessStack(t *testing.T, nodes []*testenv.NATSProc) (*stack, string) 
 	for _, n := range nodes {
 		urls = append(urls, n.ClientURL())
 	}
+	return twoCopiesStack(t, urls), strings.Join(urls, ",")
+}
+
+// twoCopiesStack runs two copies of every program against the NATS
+// cluster at urls, with R3 streams, each copy ready, and provisions the
+// chaos fleet.
+func twoCopiesStack(t *testing.T, urls []string) *stack {
+	t.Helper()
 	s := newStack(t, testenv.ClickHouseAddr(t), strings.Join(urls, ","), append(chaosEnv, "NATS_REPLICAS=3")...)
 	second := freeAddr(t)
 	s.bases = append(s.bases, "http://"+second)
@@ -74,11 +82,13 @@ func natsProcessStack(t *testing.T, nodes []*testenv.NATSProc) (*stack, string) 
 	}
 	s.start("ingest-api.2", "HTTP_ADDR="+second)
 	s.waitReady()
+	// Every copy of every program is ready (a worker copy: it pulls from
+	// its consumer), however slowly a busy machine starts them.
 	for name, addr := range s.ops {
 		s.waitOpsReady(t, name, addr)
 	}
 	provisionChaos(t, s)
-	return s, strings.Join(urls, ",")
+	return s
 }
 
 // streamLeader names the node leading stream.

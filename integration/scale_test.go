@@ -22,15 +22,7 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	for _, n := range nodes {
 		urls = append(urls, n.ClientURL())
 	}
-	s := newStack(t, testenv.ClickHouseAddr(t), strings.Join(urls, ","), append(chaosEnv, "NATS_REPLICAS=3")...)
-	second := freeAddr(t)
-	s.bases = append(s.bases, "http://"+second)
-	for _, p := range []string{"writer-worker", "writer-worker.2", "mapper-worker", "mapper-worker.2", "ingest-api"} {
-		s.start(p)
-	}
-	s.start("ingest-api.2", "HTTP_ADDR="+second)
-	s.waitReady()
-	provisionChaos(t, s)
+	s := twoCopiesStack(t, urls)
 
 	js := testenv.OperatorJS(t, strings.Join(urls, ","))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -44,12 +36,7 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 		t.Fatalf("events stream is not R3: %+v", cl)
 	}
 
-	// Every copy of every program is ready (a worker copy: it pulls from
-	// its consumer), however slowly a busy machine starts them...
-	for name, addr := range s.ops {
-		s.waitOpsReady(t, name, addr)
-	}
-	// ...and both copies of each worker have pull requests waiting.
+	// Both copies of each worker have pull requests waiting.
 	for _, c := range []struct{ stream, name string }{{bus.DefaultNames.EventsStream, bus.DefaultNames.MapperConsumer}, {bus.DefaultNames.MappedStream, bus.DefaultNames.WriterConsumer}} {
 		seen := "no answer yet"
 		testenv.WaitFor(t, "consumer "+c.name+": two copies pulling", testenv.WaitStall, func() string { return s.progress() + ", consumer: " + seen }, s.dead, func() bool {
