@@ -32,10 +32,12 @@ func TestPartitionStreamLeaderPaused(t *testing.T) {
 	partitionRun(t)
 	nodes := testenv.NATSProcesses(t, 3, "")
 	s, urls := natsProcessStack(t, nodes)
-	leader := streamLeader(t, urls, bus.DefaultNames.EventsStream)
 	const stall = 10 * time.Second
 	var from, to time.Time
-	l := underLoad(t, s, 35*time.Second, 5*time.Second, func() {
+	var leader string
+	// 35 s of load after the stall: a recovery beyond 30 s shows.
+	l := underLoad(t, s, 50*time.Second, 5*time.Second, func() {
+		leader = streamLeader(t, urls, bus.DefaultNames.EventsStream)
 		for _, n := range nodes {
 			if n.Name() == leader {
 				t.Logf("pausing %s, leader of %s, for %s", leader, bus.DefaultNames.EventsStream, stall)

@@ -135,6 +135,8 @@ func (p *NATSProc) Start(bin string) {
 		p.t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = log, log
+	// A node outlives no test run, paused or not.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}

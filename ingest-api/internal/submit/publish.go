@@ -86,7 +86,7 @@ func newPublisher(subject string, l limits, js jetstream.JetStream, claims *clai
 	p := &publisher{subject: subject, ackWait: l.ackWait, js: js, claims: claims, observe: observe, log: log,
 		acks: make(chan pending, 2*l.Slots)}
 	p.resend = newResender(js, claims, l.ackWait, log)
-	p.resend.refused, p.resend.message = p.refused, p.message
+	p.resend.message = p.message
 	p.plain = batcher.New(l.Config, (*submission).cost, p.publishPlain)
 	p.keyed = batcher.New(l.Config, (*submission).cost, p.publishKeyed)
 	return p
@@ -241,10 +241,10 @@ func (p *publisher) settle() {
 
 // refused tells the submissions of a message the stream did not take why.
 // Only claims on events certainly not in the stream go (a message whose ack
-// was lost with the connection may be stored), so that the devices'
-// retries are processed anew.
+// was lost with the connection, or that no stream answered, may be
+// stored), so that the devices' retries are processed anew.
 func (p *publisher) refused(a pending, err error) {
-	if len(a.held) > 0 && NotStored(err) {
+	if len(a.held) > 0 && refusedForGood(err) {
 		ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
 		if rerr := p.claims.Release(ctx, a.held...); rerr != nil {
 			p.log.Warn("claims not released: retries wait for the pipeline window", zap.Int("requests", len(a.held)), zap.Error(rerr))

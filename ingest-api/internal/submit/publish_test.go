@@ -296,7 +296,12 @@ func TestAKeyedMessageNoStreamAnsweredIsSentAgain(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = p.run(ctx) }()
-	time.Sleep(300 * time.Millisecond) // the first publish finds no stream
+	// The first publish finds no stream (nats.go tries twice more within
+	// 500 ms on its own); then the message is sent again.
+	time.Sleep(1500 * time.Millisecond)
+	if p.resend.started.Load() == 0 {
+		t.Fatal("the message no stream answered was not sent again")
+	}
 	st, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "LATE", Subjects: []string{"late.in"}})
 	if err != nil {
 		t.Fatal(err)

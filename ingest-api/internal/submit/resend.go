@@ -42,9 +42,7 @@ type resender struct {
 	claims  *claim.Claims
 	log     *zap.Logger
 	ackWait time.Duration
-	// refused settles a message the stream refused (publisher.refused);
 	// message makes one of a submission (publisher.message).
-	refused func(pending, error)
 	message func(sent []part, keyed bool) (*nats.Msg, int)
 	slots   chan struct{} // bounds the submissions carried on at once
 	stop    chan struct{}
@@ -52,6 +50,7 @@ type resender struct {
 	prefix  string
 	next    atomic.Uint64
 	dropped atomic.Uint64 // submissions not carried on for want of a slot
+	started atomic.Uint64 // messages and claims carried on
 }
 
 // resendSlots bounds the keyed messages carried on at once (each holds its
@@ -71,9 +70,10 @@ func newResender(js jetstream.JetStream, claims *claim.Claims, ackWait time.Dura
 func (r *resender) id() string { return r.prefix + strconv.FormatUint(r.next.Add(1), 36) }
 
 // start publishes a's message again until the stream acks or refuses it;
-// false: no slot is free.
+// false: no slot is free. Its claims were taken up to ackWait before it was
+// first published, first: it ends as early before the deadline.
 func (r *resender) start(a pending, first time.Time) bool {
-	return r.goCarry(first, len(a.held), func(ctx context.Context) error {
+	return r.goCarry(first.Add(-r.ackWait), len(a.held), func(ctx context.Context) error {
 		return r.settle(a, r.untilStored(ctx, a.fut.Msg()))
 	})
 }
@@ -85,7 +85,9 @@ func (r *resender) carry(s *submission, tag string, first time.Time) bool {
 		var cl claim.Claim
 		err := retry.Backoff{Initial: 500 * time.Millisecond, Max: 5 * time.Second}.Do(ctx, func(ctx context.Context) error {
 			var err error
-			cl, err = r.claims.Resolve(ctx, s.claim, tag)
+			tctx, cancel := context.WithTimeout(ctx, min(r.ackWait, 5*time.Second))
+			defer cancel()
+			cl, err = r.claims.Resolve(tctx, s.claim, tag)
 			if errors.Is(err, claim.ErrTaken) {
 				return failure.AsPermanent(err)
 			}
@@ -115,6 +117,7 @@ func (r *resender) goCarry(first time.Time, requests int, do func(context.Contex
 		}
 		return false
 	}
+	r.started.Add(1)
 	r.wg.Add(1)
 	go func() {
 		defer func() { <-r.slots; r.wg.Done() }()
@@ -141,27 +144,35 @@ func (r *resender) untilStored(ctx context.Context, msg *nats.Msg) error {
 		actx, cancel := context.WithTimeout(ctx, min(r.ackWait, 5*time.Second))
 		defer cancel()
 		_, err := r.js.PublishMsg(actx, msg)
-		if refusedForGood(err) {
+		if refusedForGood(err) && !inProcess(err) {
 			return failure.AsPermanent(err)
 		}
 		return err
 	}, nil)
 }
 
+// inProcess reports the stream's answer to a copy whose message id it is
+// still storing (a leader slow to commit the first copy): try again.
+func inProcess(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == 10158
+}
+
 // settle ends a carried message: stored (the workers answer its
-// requests), refused (its claims go), or not known by the deadline (its
-// requests hear the error, if they still wait).
+// requests), or refused, or not known by the deadline: its requests hear
+// the error, if they still wait, and its claims stand for the window (an
+// earlier copy, its answer lost, may be stored: a refusal of this one
+// does not say otherwise).
 func (r *resender) settle(a pending, err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		r.log.Info("keyed events stored after their answer was lost", zap.Int("requests", len(a.held)))
-		return nil
-	case refusedForGood(err):
-		r.refused(a, err)
 		return nil
 	}
 	for _, pt := range a.sent {
 		pt.s.refuse(pt.evs, err)
+	}
+	if refusedForGood(err) {
+		return nil // told; the stream said why
 	}
 	return err
 }
