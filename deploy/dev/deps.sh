@@ -15,6 +15,8 @@ if [ "${1:-}" = test ]; then
   for c in gcc clang valgrind make pkg-config; do
     command -v $c >/dev/null 2>&1 || need+=($c)
   done
+  # `make partition` cuts loopback traffic between NATS nodes with nft.
+  [ -n "${PARTITION:-}" ] && ! command -v nft >/dev/null 2>&1 && need+=(nftables)
   [ -f /usr/include/x86_64-linux-gnu/curl/curl.h ] || [ -f /usr/include/curl/curl.h ] || need+=(libcurl4-openssl-dev)
 fi
 [ ${#need[@]} -eq 0 ] && exit 0

@@ -2,8 +2,11 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +29,9 @@ type NATSProc struct {
 	t       testing.TB
 	name    string
 	port    int
+	monitor int    // its HTTP monitoring port
 	dir     string // its config and data
+	uid     int    // the user it runs as (0: the test's own)
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	stopped bool
@@ -48,6 +53,9 @@ func natsServerBinary(t testing.TB) string {
 			return
 		}
 		dir, err := os.MkdirTemp("", "testenv-nats-")
+		if err == nil {
+			err = os.Chmod(dir, 0o755) // a node may run as a user of its own
+		}
 		if err != nil {
 			natsBinary.err = err
 			return
@@ -67,9 +75,11 @@ func natsServerBinary(t testing.TB) string {
 
 // NATSProcesses starts an n-node JetStream cluster of processes on
 // loopback, each syncing its store as syncInterval says ("": the server's
-// default, every 2 minutes; "always"), stopped when the test ends. It
-// returns once an R3 stream can be created.
-func NATSProcesses(t testing.TB, n int, syncInterval string) []*NATSProc {
+// default, every 2 minutes; "always"), stopped when the test ends. With a
+// firewall, each node runs as a user of its own and is a party of fw named
+// as the node, so that the test can cut it off. It returns once an R3
+// stream can be created.
+func NATSProcesses(t testing.TB, n int, syncInterval string, fw *Firewall) []*NATSProc {
 	t.Helper()
 	bin := natsServerBinary(t)
 	auth, err := os.ReadFile(filepath.Join(moduleDir(t), "deploy", "nats", "auth.conf"))
@@ -88,19 +98,27 @@ func NATSProcesses(t testing.TB, n int, syncInterval string) []*NATSProc {
 	}
 	nodes := make([]*NATSProc, n)
 	for i := range n {
-		p := &NATSProc{t: t, name: fmt.Sprintf("n%d", i+1), port: ports[i], dir: t.TempDir()}
+		p := &NATSProc{t: t, name: fmt.Sprintf("n%d", i+1), port: ports[i], monitor: FreePort(t), dir: t.TempDir()}
+		if fw != nil {
+			p.uid, p.dir = fw.NewUID(), ownDir(t, "testenv-"+p.name+"-")
+			fw.Add(p.name, p.uid, ports[i], clusterPorts[i])
+		}
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
+http: 127.0.0.1:%d
 max_payload: 8MB
 jetstream { store_dir: %q
   %s }
 cluster { name: events, listen: 127.0.0.1:%d, routes: [%s] }
 include auth.conf
-`, p.name, p.port, filepath.Join(p.dir, "data"), syncLine, clusterPorts[i], strings.Join(routes, ", "))
+`, p.name, p.port, p.monitor, filepath.Join(p.dir, "data"), syncLine, clusterPorts[i], strings.Join(routes, ", "))
 		for name, b := range map[string][]byte{"nats.conf": []byte(conf), "auth.conf": auth} {
 			if err := os.WriteFile(filepath.Join(p.dir, name), b, 0o600); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if p.uid != 0 {
+			chownAll(t, p.dir, p.uid)
 		}
 		nodes[i] = p
 	}
@@ -137,6 +155,9 @@ func (p *NATSProc) Start(bin string) {
 	cmd.Stdout, cmd.Stderr = log, log
 	// A node outlives no test run, paused or not.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if p.uid != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.uid)}
+	}
 	if err := cmd.Start(); err != nil {
 		p.t.Fatal(err)
 	}
@@ -170,6 +191,30 @@ func (p *NATSProc) Name() string { return p.name }
 
 // ClientURL is the node's client address.
 func (p *NATSProc) ClientURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", p.port) }
+
+// Clients names the client connections the node holds now, by the names
+// the programs gave them (nil: the node did not answer within a second).
+func (p *NATSProc) Clients() []string {
+	c := http.Client{Timeout: time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/connz?limit=1024", p.monitor))
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var connz struct {
+		Connections []struct {
+			Name string `json:"name"`
+		} `json:"connections"`
+	}
+	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&connz) != nil {
+		return nil
+	}
+	names := []string{}
+	for _, c := range connz.Connections {
+		names = append(names, c.Name)
+	}
+	return names
+}
 
 // Pause stops the process where it is (SIGSTOP): its sockets stay open and
 // nothing answers, as in a long stall.
