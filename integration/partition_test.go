@@ -26,76 +26,138 @@ func partitionRun(t *testing.T) {
 // The node leading the events stream stalls (SIGSTOP: its sockets stay
 // open, nothing answers, as in a long GC pause or a frozen VM) for 10 s.
 func TestPartitionStreamLeaderPaused(t *testing.T) {
-	natsFault(t, "nats-leader-paused", 10*time.Second, true, func(_ *testenv.Firewall, leader *testenv.NATSProc) func() {
-		leader.Pause()
-		return leader.Resume
-	})
+	natsFault(t, natsFaultCase{name: "nats-leader-paused", d: 10 * time.Second, election: true,
+		fault: func(_ *testenv.Firewall, _ []*testenv.NATSProc, leader *testenv.NATSProc) func() {
+			leader.Pause()
+			return leader.Resume
+		}})
 }
 
 // The node leading the events stream is cut off from the other two, both
 // ways, for 15 s: the programs connected to it (the minority side) still
 // reach it, the others reach the majority.
 func TestPartitionStreamLeaderCutOff(t *testing.T) {
-	natsFault(t, "nats-leader-cut-off", 15*time.Second, true, func(fw *testenv.Firewall, leader *testenv.NATSProc) func() {
-		fw.Isolate(leader.Name())
-		return fw.Heal
-	})
+	natsFault(t, natsFaultCase{name: "nats-leader-cut-off", d: 15 * time.Second, election: true, firewall: true,
+		fault: func(fw *testenv.Firewall, _ []*testenv.NATSProc, leader *testenv.NATSProc) func() {
+			fw.Isolate(leader.Name())
+			return healAndCount(t, fw)
+		}})
 }
 
 // The node leading the events stream hears the other two but cannot send
 // to them, for 15 s (a one-way cut: its heartbeats are lost, theirs
 // arrive).
 func TestPartitionStreamLeaderCannotSend(t *testing.T) {
-	natsFault(t, "nats-leader-cannot-send", 15*time.Second, true, func(fw *testenv.Firewall, leader *testenv.NATSProc) func() {
-		for _, other := range []string{"n1", "n2", "n3"} {
-			if other != leader.Name() {
-				fw.Cut(leader.Name(), other)
+	natsFault(t, natsFaultCase{name: "nats-leader-cannot-send", d: 15 * time.Second, election: true, firewall: true,
+		fault: func(fw *testenv.Firewall, nodes []*testenv.NATSProc, leader *testenv.NATSProc) func() {
+			for _, other := range nodes {
+				if other != leader {
+					fw.Cut(leader.Name(), other.Name())
+				}
 			}
-		}
-		return fw.Heal
-	})
+			return healAndCount(t, fw)
+		}})
 }
 
 // A fifth of the packets between every two NATS nodes are lost, each way,
 // for 15 s. (Delay cannot be added: this kernel has no netem.)
 func TestPartitionPacketLoss(t *testing.T) {
-	natsFault(t, "nats-packet-loss-20", 15*time.Second, false, func(fw *testenv.Firewall, _ *testenv.NATSProc) func() {
-		fw.Loss(20)
-		return fw.Heal
-	})
+	natsFault(t, natsFaultCase{name: "nats-packet-loss-20", d: 15 * time.Second, firewall: true,
+		fault: func(fw *testenv.Firewall, _ []*testenv.NATSProc, _ *testenv.NATSProc) func() {
+			fw.Loss(20)
+			return healAndCount(t, fw)
+		}})
+}
+
+// Two of the three nodes, the one leading the events stream and the next,
+// lose power at once: their processes die, and what their disks held in
+// memory only is gone (what the server did not fsync and the file system
+// had not committed: it commits every 2 minutes, as the server syncs by
+// default). They come back 10 s later on what their disks kept.
+func TestPartitionTwoNodesLosePower(t *testing.T) {
+	natsFault(t, natsFaultCase{name: "nats-two-nodes-lose-power", d: 10 * time.Second, disks: true,
+		fault: func(_ *testenv.Firewall, nodes []*testenv.NATSProc, leader *testenv.NATSProc) func() {
+			var two []*testenv.NATSProc
+			for i, n := range nodes {
+				if n == leader {
+					two = []*testenv.NATSProc{n, nodes[(i+1)%len(nodes)]}
+				}
+			}
+			before := lastSeqs(nodes)
+			testenv.PowerOff(two...)
+			return func() {
+				for _, n := range two {
+					n.Start()
+				}
+				// What the cluster acknowledged and then lost shows as a
+				// stream whose sequence went back.
+				after := lastSeqs(nodes)
+				for _, st := range []string{bus.DefaultNames.EventsStream, bus.DefaultNames.MappedStream, bus.DefaultNames.ClaimsStream} {
+					t.Logf("nats-two-nodes-lose-power: %s last sequence %d before the power loss, %d at the first answer after it (%d gone)",
+						st, before[st], after[st], int64(before[st])-int64(after[st]))
+				}
+			}
+		}})
+}
+
+// healAndCount heals the firewall's faults and fails the test if they
+// dropped nothing.
+func healAndCount(t *testing.T, fw *testenv.Firewall) func() {
+	return func() {
+		n := fw.Heal()
+		t.Logf("the firewall dropped %d packets", n)
+		if n == 0 {
+			t.Errorf("the firewall dropped nothing: the fault was not done")
+		}
+	}
+}
+
+// natsFaultCase is one fault done to a 3-node cluster of NATS processes.
+type natsFaultCase struct {
+	name string
+	d    time.Duration // how long the fault lasts
+	// election: the fault must make the other nodes elect a new leader of
+	// the events stream while it lasts (proof that it was done).
+	election bool
+	firewall bool   // each node its own user behind the test's firewall
+	disks    bool   // each node's data on a disk of its own
+	sync     string // the nodes' sync_interval ("": the server's default)
+	fault    func(fw *testenv.Firewall, nodes []*testenv.NATSProc, leader *testenv.NATSProc) (heal func())
 }
 
 // natsFault runs the fleet, keyed and unkeyed, through two copies of every
-// program on a 3-node cluster of NATS processes (each its own user, behind
-// the test's firewall) with R3 streams; 5 s in, fault is done to the node
-// leading the events stream for d, then the heal it returned, and 35 s of
-// load follow (a recovery beyond 30 s shows). Nothing answered stored may
-// be lost or stored twice; the share of requests answered stored during
-// the fault and the time from the heal until the fleet's answers are
-// stored again (>= 99.9% each second) are printed, and a recovery beyond
-// 30 s fails. With election, the fault must make the other two nodes elect
-// a new leader of the events stream while it lasts (proof that it was
-// done).
-func natsFault(t *testing.T, name string, d time.Duration, election bool, fault func(*testenv.Firewall, *testenv.NATSProc) (heal func())) {
+// program on a 3-node cluster of NATS processes with R3 streams; 5 s in,
+// the fault is done (given the node leading the events stream) for its
+// duration, then the heal it returned, and 35 s of load follow (a recovery
+// beyond 30 s shows). Nothing answered stored may be lost or stored twice;
+// the share of requests answered stored during the fault and the time from
+// the heal until the fleet's answers are stored again (>= 99.9% each
+// second) are printed, and a recovery beyond 30 s fails.
+func natsFault(t *testing.T, c natsFaultCase) {
 	partitionRun(t)
-	fw := testenv.NewFirewall(t)
-	nodes := testenv.NATSProcesses(t, 3, "", fw)
+	cluster := testenv.ProcCluster{Nodes: 3, SyncInterval: c.sync, Disks: c.disks}
+	if c.firewall {
+		cluster.Firewall = testenv.NewFirewall(t)
+	}
+	nodes := testenv.NATSProcesses(t, cluster)
 	s, urls := natsProcessStack(t, nodes)
 	var from, to time.Time
 	var leader, successor string
-	l := underLoad(t, s, 5*time.Second+d+35*time.Second, 5*time.Second, func() {
+	l := underLoad(t, s, 5*time.Second+c.d+35*time.Second, 5*time.Second, func() {
 		leader = streamLeader(t, urls, bus.DefaultNames.EventsStream)
 		for _, n := range nodes {
 			if n.Name() == leader {
-				t.Logf("%s: %s leads %s; the fault lasts %s", name, leader, bus.DefaultNames.EventsStream, d)
+				t.Logf("%s: %s leads %s; the fault lasts %s", c.name, leader, bus.DefaultNames.EventsStream, c.d)
 				for _, m := range nodes {
-					t.Logf("%s: clients of %s: %v", name, m.Name(), m.Clients())
+					t.Logf("%s: clients of %s: %v", c.name, m.Name(), m.Clients())
 				}
 				from = time.Now()
-				heal := fault(fw, n)
-				successor = electedBy(nodes, leader, from.Add(d))
-				t.Logf("%s: the others name %q leader after %s", name, successor, time.Since(from).Round(100*time.Millisecond))
-				time.Sleep(time.Until(from.Add(d)))
+				heal := c.fault(cluster.Firewall, nodes, n)
+				if c.election {
+					successor = electedBy(nodes, leader, from.Add(c.d))
+					t.Logf("%s: the others name %q leader after %s", c.name, successor, time.Since(from).Round(100*time.Millisecond))
+				}
+				time.Sleep(time.Until(from.Add(c.d)))
 				heal()
 				to = time.Now()
 			}
@@ -104,12 +166,12 @@ func natsFault(t *testing.T, name string, d time.Duration, election bool, fault 
 	if to.IsZero() {
 		t.Fatalf("no node named %s", leader)
 	}
-	if election && successor == "" {
-		t.Fatalf("%s: the nodes other than %s elected no leader of %s within %s: was the fault done?", name, leader, bus.DefaultNames.EventsStream, d)
+	if c.election && successor == "" {
+		t.Fatalf("%s: the nodes other than %s elected no leader of %s within %s: was the fault done?", c.name, leader, bus.DefaultNames.EventsStream, c.d)
 	}
-	reconcile(t, s, name, l)
+	reconcile(t, s, c.name, l)
 	during, recovered, secs := availability(l, from, to)
-	fmt.Printf("partition fault=%s for=%s leader=%s successor=%s stored_during=%.3f recovered_after_s=%d\n", name, d, leader, successor, during, recovered)
+	fmt.Printf("partition fault=%s for=%s leader=%s successor=%s stored_during=%.3f recovered_after_s=%d\n", c.name, c.d, leader, successor, during, recovered)
 	if recovered < 0 || recovered > 30 {
 		t.Fatalf("the fleet's answers were not stored again (>= 99.9%% a second) within 30 s of the heal: %d s; each second after it (requests, stored): %v", recovered, secs)
 	}
@@ -132,25 +194,52 @@ func electedBy(nodes []*testenv.NATSProc, old string, deadline time.Time) string
 	return ""
 }
 
+// lastSeqs is the last sequence of each stream, as the first node to
+// answer (within 30 s) gives them.
+func lastSeqs(nodes []*testenv.NATSProc) map[string]uint64 {
+	seqs := map[string]uint64{}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && len(seqs) < 3; time.Sleep(100 * time.Millisecond) {
+		for _, n := range nodes {
+			for _, st := range []string{bus.DefaultNames.EventsStream, bus.DefaultNames.MappedStream, bus.DefaultNames.ClaimsStream} {
+				if _, ok := seqs[st]; !ok {
+					if info := askStream(n.ClientURL(), st); info != nil {
+						seqs[st] = info.State.LastSeq
+					}
+				}
+			}
+		}
+	}
+	return seqs
+}
+
 // askLeader is the leader of stream that the node at url names ("": no
 // answer within a second).
 func askLeader(url, stream string) string {
+	if info := askStream(url, stream); info != nil && info.Cluster != nil {
+		return info.Cluster.Leader
+	}
+	return ""
+}
+
+// askStream is what the node at url says of stream (nil: no answer within
+// a second).
+func askStream(url, stream string) *jetstream.StreamInfo {
 	nc, err := nats.Connect(url, testenv.Operator(), nats.Timeout(time.Second), nats.NoReconnect())
 	if err != nil {
-		return ""
+		return nil
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return ""
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, stream)
-	if err != nil || st.CachedInfo().Cluster == nil {
-		return ""
+	if err != nil {
+		return nil
 	}
-	return st.CachedInfo().Cluster.Leader
+	return st.CachedInfo()
 }
 
 // natsProcessStack runs two copies of every program against nodes, with

@@ -5,7 +5,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -99,14 +101,34 @@ func (f *Firewall) Loss(pct int) {
 	f.apply()
 }
 
-// Heal removes every cut and the loss.
-func (f *Firewall) Heal() {
+// Heal removes every cut and the loss, and returns how many packets they
+// dropped (proof that they were done).
+func (f *Firewall) Heal() (dropped int) {
+	dropped = f.dropped()
 	f.mu.Lock()
 	clear(f.cuts)
 	f.loss = 0
 	f.mu.Unlock()
 	f.apply()
+	return dropped
 }
+
+// dropped is the sum of the drop rules' packet counters.
+func (f *Firewall) dropped() int {
+	f.t.Helper()
+	out, err := exec.Command("nft", "list", "table", "inet", f.table).CombinedOutput()
+	if err != nil {
+		f.t.Fatalf("nft list: %v: %s", err, out)
+	}
+	n := 0
+	for _, m := range counterRE.FindAllStringSubmatch(string(out), -1) {
+		v, _ := strconv.Atoi(m[1])
+		n += v
+	}
+	return n
+}
+
+var counterRE = regexp.MustCompile(`counter packets (\d+) bytes \d+ drop`)
 
 // apply replaces the table in one nft transaction.
 func (f *Firewall) apply() {
@@ -137,9 +159,9 @@ func (f *Firewall) rules() string {
 	}
 	drop := func(from, to party, extra string) {
 		if len(to.ports) > 0 {
-			fmt.Fprintf(&b, "  meta skuid %d tcp dport { %s } %sdrop\n", from.uid, joinInts(to.ports), extra)
+			fmt.Fprintf(&b, "  meta skuid %d tcp dport { %s } %scounter drop\n", from.uid, joinInts(to.ports), extra)
 		}
-		fmt.Fprintf(&b, "  meta skuid %d ct mark %d %sdrop\n", from.uid, to.uid, extra)
+		fmt.Fprintf(&b, "  meta skuid %d ct mark %d %scounter drop\n", from.uid, to.uid, extra)
 	}
 	for _, from := range names {
 		for _, to := range names {

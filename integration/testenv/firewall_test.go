@@ -14,8 +14,8 @@ func TestFirewallRules(t *testing.T) {
 	for _, want := range []string{
 		"meta skuid 101 ct state new ct mark set 101\n",
 		"meta skuid 102 ct state new ct mark set 102\n",
-		"meta skuid 101 tcp dport { 4223 } drop\n", // a's connections to b
-		"meta skuid 101 ct mark 102 drop\n",        // a's packets on b's connections
+		"meta skuid 101 tcp dport { 4223 } counter drop\n", // a's connections to b
+		"meta skuid 101 ct mark 102 counter drop\n",        // a's packets on b's connections
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("rules lack %q:\n%s", want, got)
@@ -26,8 +26,8 @@ func TestFirewallRules(t *testing.T) {
 	}
 	f.loss = 20
 	got = f.rules()
-	if !strings.Contains(got, "meta skuid 102 tcp dport { 4222, 6222 } numgen random mod 100 < 20 drop\n") ||
-		!strings.Contains(got, "meta skuid 103 ct mark 101 numgen random mod 100 < 20 drop\n") {
+	if !strings.Contains(got, "meta skuid 102 tcp dport { 4222, 6222 } numgen random mod 100 < 20 counter drop\n") ||
+		!strings.Contains(got, "meta skuid 103 ct mark 101 numgen random mod 100 < 20 counter drop\n") {
 		t.Errorf("loss rules missing:\n%s", got)
 	}
 	if strings.Contains(got, "meta skuid 101 tcp dport { 4223 } numgen") {

@@ -32,6 +32,8 @@ type NATSProc struct {
 	monitor int    // its HTTP monitoring port
 	dir     string // its config and data
 	uid     int    // the user it runs as (0: the test's own)
+	disk    *disk  // its data's own file system (nil: the test's)
+	bin     string
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	stopped bool
@@ -73,14 +75,26 @@ func natsServerBinary(t testing.TB) string {
 	return natsBinary.path
 }
 
-// NATSProcesses starts an n-node JetStream cluster of processes on
-// loopback, each syncing its store as syncInterval says ("": the server's
-// default, every 2 minutes; "always"), stopped when the test ends. With a
-// firewall, each node runs as a user of its own and is a party of fw named
-// as the node, so that the test can cut it off. It returns once an R3
-// stream can be created.
-func NATSProcesses(t testing.TB, n int, syncInterval string, fw *Firewall) []*NATSProc {
+// ProcCluster says how NATSProcesses runs the nodes.
+type ProcCluster struct {
+	Nodes int
+	// SyncInterval is how often each node fsyncs its store ("": the
+	// server's default, every 2 minutes; "always": before each ack).
+	SyncInterval string
+	// Firewall: each node runs as a user of its own and is a party of it
+	// named as the node, so that the test can cut it off.
+	Firewall *Firewall
+	// Disks: each node's data is on a file system of its own, so that
+	// PowerOff can drop what the node had not synced.
+	Disks bool
+}
+
+// NATSProcesses starts a JetStream cluster of processes on loopback as c
+// says, stopped when the test ends. It returns once a stream replicated
+// on every node can be created.
+func NATSProcesses(t testing.TB, c ProcCluster) []*NATSProc {
 	t.Helper()
+	n, syncInterval, fw := c.Nodes, c.SyncInterval, c.Firewall
 	bin := natsServerBinary(t)
 	auth, err := os.ReadFile(filepath.Join(moduleDir(t), "deploy", "nats", "auth.conf"))
 	if err != nil {
@@ -98,10 +112,13 @@ func NATSProcesses(t testing.TB, n int, syncInterval string, fw *Firewall) []*NA
 	}
 	nodes := make([]*NATSProc, n)
 	for i := range n {
-		p := &NATSProc{t: t, name: fmt.Sprintf("n%d", i+1), port: ports[i], monitor: FreePort(t), dir: t.TempDir()}
+		p := &NATSProc{t: t, name: fmt.Sprintf("n%d", i+1), port: ports[i], monitor: FreePort(t), dir: t.TempDir(), bin: bin}
 		if fw != nil {
 			p.uid, p.dir = fw.NewUID(), ownDir(t, "testenv-"+p.name+"-")
 			fw.Add(p.name, p.uid, ports[i], clusterPorts[i])
+		}
+		if c.Disks {
+			p.disk = newDisk(t, p.dir, filepath.Join(p.dir, "data"), p.uid)
 		}
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
@@ -123,7 +140,7 @@ include auth.conf
 		nodes[i] = p
 	}
 	for _, p := range nodes {
-		p.Start(bin)
+		p.Start()
 		t.Cleanup(p.Stop)
 	}
 	for _, p := range nodes {
@@ -143,9 +160,9 @@ func moduleDir(t testing.TB) string {
 }
 
 // Start starts the node's process (again, on its data).
-func (p *NATSProc) Start(bin string) {
+func (p *NATSProc) Start() {
 	p.t.Helper()
-	cmd := exec.Command(bin, "-c", filepath.Join(p.dir, "nats.conf"))
+	cmd := exec.Command(p.bin, "-c", filepath.Join(p.dir, "nats.conf"))
 	cmd.Env = append(os.Environ(), "NATS_INGEST_PASSWORD="+NATSPassword("ingest-api"), "NATS_MAPPER_PASSWORD="+NATSPassword("mapper-worker"),
 		"NATS_WRITER_PASSWORD="+NATSPassword("writer-worker"), "NATS_OPERATOR_PASSWORD="+NATSPassword("operator"))
 	log, err := os.OpenFile(filepath.Join(p.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
