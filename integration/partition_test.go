@@ -69,6 +69,20 @@ func TestPartitionPacketLoss(t *testing.T) {
 		}})
 }
 
+// The second ingest-api copy is cut from every NATS node, both ways, for
+// 15 s while it holds requests (the fleet posts to both copies in turn);
+// its clients and the device port stay reachable.
+func TestPartitionIngestCutFromNATS(t *testing.T) {
+	natsFault(t, natsFaultCase{name: "ingest-api-cut-from-nats", d: 15 * time.Second, firewall: true, cutIngest: true,
+		fault: func(fw *testenv.Firewall, nodes []*testenv.NATSProc, _ *testenv.NATSProc) func() {
+			for _, n := range nodes {
+				fw.Cut("ingest-api.2", n.Name())
+				fw.Cut(n.Name(), "ingest-api.2")
+			}
+			return healAndCount(t, fw)
+		}})
+}
+
 // Two of the three nodes, the one leading the events stream and the next,
 // lose power at once: their processes die, and what their disks held in
 // memory only is gone (what the server did not fsync and the file system
@@ -122,7 +136,10 @@ type natsFaultCase struct {
 	firewall bool   // each node its own user behind the test's firewall
 	disks    bool   // each node's data on a disk of its own
 	sync     string // the nodes' sync_interval ("": the server's default)
-	fault    func(fw *testenv.Firewall, nodes []*testenv.NATSProc, leader *testenv.NATSProc) (heal func())
+	// cutIngest: the second ingest-api copy runs as a user of its own, a
+	// party of the firewall named "ingest-api.2".
+	cutIngest bool
+	fault     func(fw *testenv.Firewall, nodes []*testenv.NATSProc, leader *testenv.NATSProc) (heal func())
 }
 
 // natsFault runs the fleet, keyed and unkeyed, through two copies of every
@@ -140,7 +157,13 @@ func natsFault(t *testing.T, c natsFaultCase) {
 		cluster.Firewall = testenv.NewFirewall(t)
 	}
 	nodes := testenv.NATSProcesses(t, cluster)
-	s, urls := natsProcessStack(t, nodes)
+	var users map[string]int
+	if c.cutIngest {
+		uid := cluster.Firewall.NewUID()
+		cluster.Firewall.Add("ingest-api.2", uid)
+		users = map[string]int{"ingest-api.2": uid}
+	}
+	s, urls := natsProcessStack(t, nodes, users)
 	var from, to time.Time
 	var leader, successor string
 	l := underLoad(t, s, 5*time.Second+c.d+35*time.Second, 5*time.Second, func() {
@@ -244,21 +267,22 @@ func askStream(url, stream string) *jetstream.StreamInfo {
 
 // natsProcessStack runs two copies of every program against nodes, with
 // R3 streams, and provisions the chaos fleet.
-func natsProcessStack(t *testing.T, nodes []*testenv.NATSProc) (*stack, string) {
+func natsProcessStack(t *testing.T, nodes []*testenv.NATSProc, users map[string]int) (*stack, string) {
 	t.Helper()
 	var urls []string
 	for _, n := range nodes {
 		urls = append(urls, n.ClientURL())
 	}
-	return twoCopiesStack(t, urls), strings.Join(urls, ",")
+	return twoCopiesStack(t, urls, users), strings.Join(urls, ",")
 }
 
 // twoCopiesStack runs two copies of every program against the NATS
-// cluster at urls, with R3 streams, each copy ready, and provisions the
-// chaos fleet.
-func twoCopiesStack(t *testing.T, urls []string) *stack {
+// cluster at urls, with R3 streams, each copy ready (users: the copies
+// that run as a user of their own), and provisions the chaos fleet.
+func twoCopiesStack(t *testing.T, urls []string, users map[string]int) *stack {
 	t.Helper()
 	s := newStack(t, testenv.ClickHouseAddr(t), strings.Join(urls, ","), append(chaosEnv, "NATS_REPLICAS=3")...)
+	s.users = users
 	second := freeAddr(t)
 	s.bases = append(s.bases, "http://"+second)
 	for _, p := range []string{"writer-worker", "writer-worker.2", "mapper-worker", "mapper-worker.2", "ingest-api"} {

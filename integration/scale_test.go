@@ -22,7 +22,7 @@ func TestChaosScaleOutNATSNodeStopped(t *testing.T) {
 	for _, n := range nodes {
 		urls = append(urls, n.ClientURL())
 	}
-	s := twoCopiesStack(t, urls)
+	s := twoCopiesStack(t, urls, nil)
 
 	js := testenv.OperatorJS(t, strings.Join(urls, ","))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	_ = os.Chmod(dir, 0o755) // a program may run as a user of its own
 	code := m.Run()
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
@@ -74,6 +76,7 @@ type stack struct {
 	nats   *testenv.NATSServer
 	logDir string
 	procs  map[string]*exec.Cmd
+	users  map[string]int    // program copy -> the user it runs as (none: the test's own)
 	ops    map[string]string // program -> address of its /metrics and health listener
 	env    []string
 	http   *http.Client // talks to ingest-api
@@ -176,6 +179,9 @@ func (s *stack) start(name string, env ...string) {
 	env = append([]string{"NATS_USER=" + program, "NATS_PASSWORD=" + testenv.NATSPassword(program)}, env...)
 	cmd.Env = append(append([]string{}, s.env...), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if uid := s.users[name]; uid != 0 { // a party of a test's firewall
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	}
 	if err := cmd.Start(); err != nil {
 		s.t.Fatal(err)
 	}

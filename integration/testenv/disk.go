@@ -30,6 +30,9 @@ type disk struct {
 // given to uid; it is unmounted when the test ends.
 func newDisk(t testing.TB, dir, mnt string, uid int) *disk {
 	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("a disk of its own needs root (mount)")
+	}
 	d := &disk{t: t, img: filepath.Join(dir, "disk.img"), mnt: mnt, uid: uid}
 	run(t, "truncate", "-s", "16G", d.img)
 	// A small journal, neither it nor the inode tables written out first:
