@@ -89,7 +89,17 @@ func TestPartitionIngestCutFromNATS(t *testing.T) {
 // had not committed: it commits every 2 minutes, as the server syncs by
 // default). They come back 10 s later on what their disks kept.
 func TestPartitionTwoNodesLosePower(t *testing.T) {
-	natsFault(t, natsFaultCase{name: "nats-two-nodes-lose-power", d: 10 * time.Second, disks: true,
+	natsFault(t, twoNodesLosePower(t, "nats-two-nodes-lose-power", ""))
+}
+
+// The same with every node syncing before each ack (sync_interval:
+// always): nothing a node acknowledged is lost with its power.
+func TestPartitionTwoNodesLosePowerSyncAlways(t *testing.T) {
+	natsFault(t, twoNodesLosePower(t, "nats-two-nodes-lose-power-sync-always", "always"))
+}
+
+func twoNodesLosePower(t *testing.T, name, sync string) natsFaultCase {
+	return natsFaultCase{name: name, d: 10 * time.Second, disks: true, sync: sync,
 		fault: func(_ *testenv.Firewall, nodes []*testenv.NATSProc, leader *testenv.NATSProc) func() {
 			var two []*testenv.NATSProc
 			for i, n := range nodes {
@@ -107,11 +117,11 @@ func TestPartitionTwoNodesLosePower(t *testing.T) {
 				// stream whose sequence went back.
 				after := lastSeqs(nodes)
 				for _, st := range []string{bus.DefaultNames.EventsStream, bus.DefaultNames.MappedStream, bus.DefaultNames.ClaimsStream} {
-					t.Logf("nats-two-nodes-lose-power: %s last sequence %d before the power loss, %d at the first answer after it (%d gone)",
-						st, before[st], after[st], int64(before[st])-int64(after[st]))
+					t.Logf("%s: %s last sequence %d before the power loss, %d at the first answer after it (%d gone)",
+						name, st, before[st], after[st], int64(before[st])-int64(after[st]))
 				}
 			}
-		}})
+		}}
 }
 
 // healAndCount heals the firewall's faults and fails the test if they
