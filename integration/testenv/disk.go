@@ -7,33 +7,28 @@ import (
 	"testing"
 )
 
-// DiskCommit is how often a node disk's file system commits its journal
-// on its own: a write that was not fsynced reaches the disk at the latest
-// by then (ext4's default is 5 s; this is the NATS server's default sync
-// interval, so that a power loss can take everything the server did not
-// sync itself).
-const DiskCommit = "120"
-
 // disk is a NATS node's data on a file system of its own: ext4 in an
 // image file on a loop device. What the node wrote but neither fsynced
-// nor had written back by the kernel is in memory only, as on a machine:
+// nor had written back and committed (ext4: data is written back after
+// 30 s, the journal committed every 5 s) is in memory only, as on a machine:
 // powerLoss keeps what had reached the image and drops the rest.
 type disk struct {
-	t   testing.TB
-	img string // the image file, as the device has it
-	mnt string // where it is mounted
-	uid int
+	t      testing.TB
+	img    string // the image file, as the device has it
+	mnt    string // where it is mounted
+	uid    int
+	commit string // ProcCluster.DiskCommit
 }
 
 // newDisk makes a disk of 16 GiB (sparse: JetStream reserves room for
 // every stream's limit, 1 GiB for most) in dir, mounted at mnt and
 // given to uid; it is unmounted when the test ends.
-func newDisk(t testing.TB, dir, mnt string, uid int) *disk {
+func newDisk(t testing.TB, dir, mnt string, uid int, commit string) *disk {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("a disk of its own needs root (mount)")
 	}
-	d := &disk{t: t, img: filepath.Join(dir, "disk.img"), mnt: mnt, uid: uid}
+	d := &disk{t: t, img: filepath.Join(dir, "disk.img"), mnt: mnt, uid: uid, commit: commit}
 	run(t, "truncate", "-s", "16G", d.img)
 	// A small journal, neither it nor the inode tables written out first:
 	// the image holds only what is used, and copies fast.
@@ -48,7 +43,11 @@ func newDisk(t testing.TB, dir, mnt string, uid int) *disk {
 
 func (d *disk) mount() {
 	d.t.Helper()
-	run(d.t, "mount", "-o", "loop,commit="+DiskCommit, d.img, d.mnt)
+	opts := "loop"
+	if d.commit != "" {
+		opts += ",commit=" + d.commit
+	}
+	run(d.t, "mount", "-o", opts, d.img, d.mnt)
 	if err := os.Chown(d.mnt, d.uid, d.uid); err != nil {
 		d.t.Fatal(err)
 	}

@@ -87,6 +87,9 @@ type ProcCluster struct {
 	// Disks: each node's data is on a file system of its own, so that
 	// PowerOff can drop what the node had not synced.
 	Disks bool
+	// DiskCommit is how often, in seconds, the disks' file systems commit
+	// their journals ("": ext4's default, 5).
+	DiskCommit string
 }
 
 // NATSProcesses starts a JetStream cluster of processes on loopback as c
@@ -118,7 +121,7 @@ func NATSProcesses(t testing.TB, c ProcCluster) []*NATSProc {
 			fw.Add(p.name, p.uid, ports[i], clusterPorts[i])
 		}
 		if c.Disks {
-			p.disk = newDisk(t, p.dir, filepath.Join(p.dir, "data"), p.uid)
+			p.disk = newDisk(t, p.dir, filepath.Join(p.dir, "data"), p.uid, c.DiskCommit)
 		}
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
