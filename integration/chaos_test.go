@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,19 +149,34 @@ func settled(t *testing.T, s *stack) map[int]uint64 {
 	return counts
 }
 
+// describeValue names a value the checker found wrong: which client sent
+// it (odd clients send a key), how often it is stored, whether it was
+// answered stored.
+func describeValue(v int, stored uint64, l *load) string {
+	w := v / 1_000_000
+	return fmt.Sprintf("value %d (client %d, keyed %v, device chaos-%d): stored %d times, answered stored %v", v, w, w%2 == 1, v%chaosDevices, stored, l.succeeded[v])
+}
+
 // verdict prints the fault's line and fails when a value answered stored is
 // not stored, or a value is stored twice.
 func verdict(t *testing.T, fault string, l *load, counts map[int]uint64) {
 	t.Helper()
 	missing, dups := 0, 0
+	var which []string // the first few values wrong, for the investigation
 	for v := range l.succeeded {
 		if counts[v] == 0 {
 			missing++
+			if len(which) < 20 {
+				which = append(which, describeValue(v, 0, l))
+			}
 		}
 	}
-	for _, n := range counts {
+	for v, n := range counts {
 		if n > 1 {
 			dups++
+			if len(which) < 20 {
+				which = append(which, describeValue(v, n, l))
+			}
 		}
 	}
 	t.Logf("chaos fault=%s sent=%d keyed_retries=%d successes=%d stored=%d missing=%d duplicates=%d statuses=%v",
@@ -168,7 +184,7 @@ func verdict(t *testing.T, fault string, l *load, counts map[int]uint64) {
 	fmt.Printf("chaos fault=%s sent=%d keyed_retries=%d successes=%d stored=%d missing=%d duplicates=%d\n",
 		fault, l.sent, l.retries, len(l.succeeded), len(counts), missing, dups)
 	if missing != 0 || dups != 0 {
-		t.Fatalf("%s: %d values answered stored are missing, %d values stored twice", fault, missing, dups)
+		t.Fatalf("%s: %d values answered stored are missing, %d values stored twice: %s", fault, missing, dups, strings.Join(which, "; "))
 	}
 	if len(l.succeeded) == 0 {
 		t.Fatalf("%s: no request succeeded: the test proved nothing", fault)
