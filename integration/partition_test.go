@@ -108,27 +108,32 @@ func TestPartitionTwoNodesLosePowerSyncAlways(t *testing.T) {
 }
 
 func twoNodesLosePower(t *testing.T, name string, at time.Duration, sync, commit string) natsFaultCase {
+	var nodes []*testenv.NATSProc
+	var before map[string]uint64
 	return natsFaultCase{name: name, at: at, d: 10 * time.Second, disks: true, sync: sync, commit: commit,
-		fault: func(_ *testenv.Firewall, nodes []*testenv.NATSProc, leader *testenv.NATSProc) func() {
+		fault: func(_ *testenv.Firewall, all []*testenv.NATSProc, leader *testenv.NATSProc) func() {
+			nodes = all
 			var two []*testenv.NATSProc
 			for i, n := range nodes {
 				if n == leader {
 					two = []*testenv.NATSProc{n, nodes[(i+1)%len(nodes)]}
 				}
 			}
-			before := lastSeqs(nodes)
+			before = lastSeqs(nodes)
 			testenv.PowerOff(two...)
 			return func() {
 				for _, n := range two {
 					n.Start()
 				}
-				// What the cluster acknowledged and then lost shows as a
-				// stream whose sequence went back.
-				after := lastSeqs(nodes)
-				for _, st := range []string{bus.DefaultNames.EventsStream, bus.DefaultNames.MappedStream, bus.DefaultNames.ClaimsStream} {
-					t.Logf("%s: %s last sequence %d before the power loss, %d at the first answer after it (%d gone)",
-						name, st, before[st], after[st], int64(before[st])-int64(after[st]))
-				}
+			}
+		},
+		// What the cluster acknowledged and then lost shows as a stream
+		// whose sequence went back.
+		afterHeal: func() {
+			after := lastSeqs(nodes)
+			for _, st := range []string{bus.DefaultNames.EventsStream, bus.DefaultNames.MappedStream, bus.DefaultNames.ClaimsStream} {
+				t.Logf("%s: %s last sequence %d before the power loss, %d at the first answer after it (%d gone)",
+					name, st, before[st], after[st], int64(before[st])-int64(after[st]))
 			}
 		}}
 }
@@ -161,6 +166,7 @@ type natsFaultCase struct {
 	// party of the firewall named "ingest-api.2".
 	cutIngest bool
 	fault     func(fw *testenv.Firewall, nodes []*testenv.NATSProc, leader *testenv.NATSProc) (heal func())
+	afterHeal func() // if set, runs once healed, while the load goes on
 }
 
 // natsFault runs the fleet, keyed and unkeyed, through two copies of every
@@ -207,6 +213,9 @@ func natsFault(t *testing.T, c natsFaultCase) {
 				time.Sleep(time.Until(from.Add(c.d)))
 				heal()
 				to = time.Now()
+				if c.afterHeal != nil {
+					c.afterHeal()
+				}
 			}
 		}
 	})
