@@ -131,7 +131,7 @@ func twoNodesLosePower(t *testing.T, name string, at time.Duration, sync, commit
 		// whose sequence went back.
 		afterHeal: func() {
 			after := lastSeqs(nodes)
-			for _, st := range []string{bus.DefaultNames.EventsStream, bus.DefaultNames.MappedStream, bus.DefaultNames.ClaimsStream} {
+			for _, st := range watchedStreams {
 				t.Logf("%s: %s last sequence %d before the power loss, %d at the first answer after it (%d gone)",
 					name, st, before[st], after[st], int64(before[st])-int64(after[st]))
 			}
@@ -250,13 +250,17 @@ func electedBy(nodes []*testenv.NATSProc, old string, deadline time.Time) string
 	return ""
 }
 
+// watchedStreams are the streams whose last sequence the power loss
+// compares: one that went back lost what it had acknowledged.
+var watchedStreams = []string{bus.DefaultNames.EventsStream, bus.DefaultNames.MappedStream, bus.DefaultNames.ClaimsStream}
+
 // lastSeqs is the last sequence of each stream, as the first node to
 // answer (within 30 s) gives them.
 func lastSeqs(nodes []*testenv.NATSProc) map[string]uint64 {
 	seqs := map[string]uint64{}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && len(seqs) < 3; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && len(seqs) < len(watchedStreams); time.Sleep(100 * time.Millisecond) {
 		for _, n := range nodes {
-			for _, st := range []string{bus.DefaultNames.EventsStream, bus.DefaultNames.MappedStream, bus.DefaultNames.ClaimsStream} {
+			for _, st := range watchedStreams {
 				if _, ok := seqs[st]; !ok {
 					if info := askStream(n.ClientURL(), st); info != nil {
 						seqs[st] = info.State.LastSeq

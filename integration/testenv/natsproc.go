@@ -48,12 +48,8 @@ var natsBinary struct {
 // natsServerBinary builds nats-server from the module's version once.
 func natsServerBinary(t testing.TB) string {
 	t.Helper()
+	root := moduleDir(t)
 	natsBinary.once.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			natsBinary.err = err
-			return
-		}
 		dir, err := os.MkdirTemp("", "testenv-nats-")
 		if err == nil {
 			err = os.Chmod(dir, 0o755) // a node may run as a user of its own
@@ -64,7 +60,7 @@ func natsServerBinary(t testing.TB) string {
 		}
 		natsBinary.path = filepath.Join(dir, "nats-server")
 		cmd := exec.Command("go", "build", "-o", natsBinary.path, "github.com/nats-io/nats-server/v2")
-		cmd.Dir = filepath.Dir(strings.TrimSpace(string(out)))
+		cmd.Dir = root
 		if b, err := cmd.CombinedOutput(); err != nil {
 			natsBinary.err = fmt.Errorf("build nats-server: %v: %s", err, b)
 		}
