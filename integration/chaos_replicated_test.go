@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -21,7 +22,54 @@ func replicatedChaosStack(t *testing.T) (*stack, *testenv.ClickHouseCluster) {
 	env := append([]string{"CLICKHOUSE_URL=" + chURL(dbPlaceholder, cl.Addrs...), "CLICKHOUSE_REPLICATED=true"}, chaosEnv...)
 	s := startStackOn(t, cl.Addrs[1], env...)
 	provisionChaos(t, s)
+	t.Cleanup(func() {
+		if t.Failed() {
+			explainCopies(t, s, cl)
+		}
+	})
 	return s, cl
+}
+
+// explainCopies logs, on each replica, the rows of every value stored more
+// than once: the parts that hold them and the events they came from.
+func explainCopies(t *testing.T, s *stack, cl *testenv.ClickHouseCluster) {
+	t.Helper()
+	var parts []string
+	for i, addr := range cl.Addrs {
+		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}})
+		if err != nil {
+			t.Logf("replica %d: %v", i, err)
+			continue
+		}
+		rows, err := conn.Query(context.Background(), "SELECT value_json, _part, event_id, received_ns, serial FROM "+s.db+
+			".input_values WHERE entity = 'chaos' AND value_json IN (SELECT value_json FROM "+s.db+
+			".input_values WHERE entity = 'chaos' GROUP BY value_json HAVING count() > 1) ORDER BY value_json, _part")
+		if err != nil {
+			t.Logf("replica %d: %v", i, err)
+			_ = conn.Close()
+			continue
+		}
+		for rows.Next() {
+			var v, part, id, serial string
+			var rec int64
+			if err := rows.Scan(&v, &part, &id, &rec, &serial); err != nil {
+				t.Logf("replica %d: %v", i, err)
+				break
+			}
+			t.Logf("replica %d: value %s part %s event %s received %d serial %s", i, v, part, id, rec, serial)
+			parts = append(parts, part)
+		}
+		_ = rows.Close()
+		_ = conn.Close()
+	}
+	if len(parts) == 0 {
+		return
+	}
+	for i := range cl.Addrs {
+		for _, line := range cl.LogLines(i, 60, append(parts, "Code: 210", "Code: 319", "Code: 286", "quorum", "Quorum")...) {
+			t.Logf("replica %d log: %s", i, line)
+		}
+	}
 }
 
 // converged waits until every replica holds the same values (a replica
@@ -118,5 +166,26 @@ func TestChaosZooKeeperStopped(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	reconcile(t, s, "zookeeper-stop", l)
+	converged(t, s, cl, l)
+}
+
+// ZooKeeper paused shorter than the replicas' session (6 s): inserts that
+// were waiting on it go on once it resumes, after the writer gave up on
+// them (INSERT_TIMEOUT 1 s), while their events are retried.
+func TestChaosZooKeeperPaused(t *testing.T) {
+	s, cl := replicatedChaosStack(t)
+	total, at, pauses := 10*time.Second, 1500*time.Millisecond, 2
+	if chaosFull() {
+		total, at, pauses = 25*time.Second, 3*time.Second, 5
+	}
+	l := underLoad(t, s, total, at, func() {
+		for range pauses {
+			cl.PauseZooKeeper()
+			time.Sleep(2500 * time.Millisecond)
+			cl.ResumeZooKeeper()
+			time.Sleep(1500 * time.Millisecond)
+		}
+	})
+	reconcile(t, s, "zookeeper-pause", l)
 	converged(t, s, cl, l)
 }

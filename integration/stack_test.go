@@ -197,6 +197,10 @@ func (s *stack) start(name string, env ...string) {
 			<-done
 		}
 		_ = logf.Close()
+		if dir := os.Getenv("STACK_LOGS"); dir != "" { // kept whole, to investigate a run that passed
+			b, _ := os.ReadFile(logf.Name())
+			_ = os.WriteFile(filepath.Join(dir, s.t.Name()+"-"+name+".log"), b, 0o644)
+		}
 		if s.t.Failed() {
 			b, _ := os.ReadFile(logf.Name())
 			s.t.Logf("--- %s log ---\n%s", name, tail(b, 4000))

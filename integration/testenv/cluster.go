@@ -129,6 +129,18 @@ func (c *ClickHouseCluster) Count(i int, q string, args ...any) (uint64, error) 
 	return n, err
 }
 
+// Exec runs a statement on the server at addr (one of Addrs) alone.
+func (c *ClickHouseCluster) Exec(addr, q string) error {
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, DialTimeout: 2 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return conn.Exec(ctx, q)
+}
+
 // KillReplica SIGKILLs replica i (0-based), as a crash would.
 func (c *ClickHouseCluster) KillReplica(i int) {
 	c.t.Helper()
@@ -155,4 +167,47 @@ func (c *ClickHouseCluster) KillReplica(i int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	_ = os.Remove(pidFile)
+}
+
+// LogLines returns up to max lines of replica i's (0-based) server log that
+// contain any of subs, for a test that explains what went wrong.
+func (c *ClickHouseCluster) LogLines(i, max int, subs ...string) []string {
+	raw, err := os.ReadFile(filepath.Join(c.dir, fmt.Sprintf("r%d", i+1), "log", "server.log"))
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var out []string
+	for _, line := range strings.Split(string(raw), "\n") {
+		for _, s := range subs {
+			if strings.Contains(line, s) {
+				out = append(out, line)
+				break
+			}
+		}
+		if len(out) == max {
+			break
+		}
+	}
+	return out
+}
+
+// PauseZooKeeper stops ZooKeeper's process (SIGSTOP) as a long GC pause
+// or a stalled machine would: connections stay open, requests wait.
+// ResumeZooKeeper lets it go on (SIGCONT).
+func (c *ClickHouseCluster) PauseZooKeeper()  { c.signalZooKeeper(syscall.SIGSTOP) }
+func (c *ClickHouseCluster) ResumeZooKeeper() { c.signalZooKeeper(syscall.SIGCONT) }
+
+func (c *ClickHouseCluster) signalZooKeeper(sig syscall.Signal) {
+	c.t.Helper()
+	raw, err := os.ReadFile(filepath.Join(c.dir, "zk", "pid"))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	var pid int
+	if _, err := fmt.Sscan(string(raw), &pid); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		c.t.Fatal(err)
+	}
 }

@@ -22,7 +22,8 @@ const (
 	// device not found, a keyed retry answered with the first outcome).
 	Done Result = iota
 	// NotReady: a precondition is not met yet (this copy's registry has
-	// not seen the device record the event was accepted under).
+	// not seen the device record the event was accepted under; an earlier
+	// insert of the event's values awaits its quorum).
 	NotReady
 	// HandoffFailed: handing the work on failed after the outcome was
 	// decided or while it is still pending (the next stream refused the
@@ -92,7 +93,7 @@ var Policy = []Rule{
 	{Result: Done, keyed: anyKey, Answer: AnswerOutcome, Action: Ack,
 		Why: "finished: every waiting request gets its event's outcome"},
 	{Result: NotReady, keyed: anyKey, Answer: NoAnswer, Action: Retry,
-		Why: "the request goes on waiting while this copy catches up"},
+		Why: "the request goes on waiting while this copy catches up, or an earlier insert's quorum is decided"},
 	{Result: Exhausted, keyed: anyKey, Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonDeliveryLimit,
 		Why: "a poison message: it took its worker down every time, so it is kept for an operator instead of tried again"},
 	{Result: anyFailure, Kind: failure.Permanent, keyed: anyKey, Answer: AnswerFailure, Action: DeadLetter, Reason: ReasonPermanent,

@@ -52,7 +52,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Duration(&c.InsertTimeout, "insert-timeout", 3*time.Second, "time allowed for one batch's inserts")
 	c.Consumer.RegisterAckWait(s, bus.ConsumerConfig{MaxAckPending: 2000, PullBatch: 200, AckWait: 10 * time.Second})
 	s.Duration(&c.KeyWindow, "idempotency-window", 24*time.Hour, "how long a retry with the same Idempotency-Key gets the first attempt's outcome instead of storing again")
-	c.Limits.Register(s, settle.Limits{MaxDeliver: 200, RetryDelay: time.Second, RetryMaxDelay: 30 * time.Second})
+	c.Limits.Register(s, settle.Limits{MaxDeliver: 200, RetryDelay: time.Second, RetryMaxDelay: 30 * time.Second, NotReadyDelay: time.Second})
 }
 
 // Validate reports the first thing wrong, in one line.

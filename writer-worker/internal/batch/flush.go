@@ -152,7 +152,9 @@ func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []dedupe.Item) {
 func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, answers *reply.Replies, rb *rawBatch) {
 	var rejected []event.Mapped
 	var rejectErr, failErr error
+	unsettled := false
 	for _, i := range src.items {
+		unsettled = unsettled || items[i].Unsettled
 		switch err := errs[i]; {
 		case err == nil:
 		case failure.KindOf(err) == failure.Permanent:
@@ -165,8 +167,13 @@ func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, ans
 		return // the envelope was put back whole; its events are answered when it comes again
 	}
 	result := settle.Done
-	if failErr != nil {
+	switch {
+	case failErr != nil:
 		result = settle.StoreFailed
+	case unsettled:
+		// An earlier insert of an event's values awaits its quorum: the
+		// envelope comes back once it may be decided; its requests wait.
+		result = settle.NotReady
 	}
 	d := src.msg.Decide(result, failErr)
 	for _, i := range src.items {

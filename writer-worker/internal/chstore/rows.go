@@ -186,20 +186,48 @@ func (s *Store) InsertMessages(ctx context.Context, rows []MessageRow) error {
 		})
 }
 
-// StoredEvents returns which of ids already have values in input_values,
-// looking only at the entities and time span given, so that the primary key
-// and partitions bound the scan. Used for redelivered events only.
-func (s *Store) StoredEvents(ctx context.Context, entities []string, ids []string, minNs, maxNs int64) (map[string]bool, error) {
-	found := make(map[string]bool)
-	err := scanRows(ctx, s.conn, "look up stored events", "scan stored event",
-		"SELECT DISTINCT event_id FROM "+s.db+".input_values WHERE entity IN ? AND ts_ns >= ? AND ts_ns <= ? AND event_id IN ?",
-		[]any{set(entities), minNs, maxNs, set(ids)}, func(scan func(...any) error) error {
-			var id string
-			if err := scan(&id); err != nil {
-				return err
-			}
-			found[id] = true
-			return nil
-		})
-	return found, err
+// Presence is what the check of input_values found of an event.
+type Presence uint8
+
+const (
+	Absent Presence = iota
+	// Stored: its values are there (acknowledged by the insert quorum,
+	// where there is one).
+	Stored
+	// Unsettled: this replica holds its values from an insert whose
+	// quorum is still pending: an insert that gave up waiting (a timeout,
+	// ZooKeeper lost) but went through. The quorum may yet be reached
+	// (stored) or fail (the part is dropped): until then, neither
+	// answering stored nor storing again is safe.
+	Unsettled
+)
+
+func (p Presence) String() string { return [...]string{"absent", "stored", "unsettled"}[p] }
+
+// StoredEvents returns which of ids already have values in input_values
+// (those absent are left out), looking only at the entities and time span
+// given, so that the primary key and partitions bound the scan. Used for
+// redelivered events only.
+func (s *Store) StoredEvents(ctx context.Context, entities []string, ids []string, minNs, maxNs int64) (map[string]Presence, error) {
+	found := make(map[string]Presence)
+	lookup := func(ctx context.Context, p Presence) error {
+		return scanRows(ctx, s.conn, "look up stored events", "scan stored event",
+			"SELECT DISTINCT event_id FROM "+s.db+".input_values WHERE entity IN ? AND ts_ns >= ? AND ts_ns <= ? AND event_id IN ?",
+			[]any{set(entities), minNs, maxNs, set(ids)}, func(scan func(...any) error) error {
+				var id string
+				if err := scan(&id); err != nil {
+					return err
+				}
+				if found[id] == Absent {
+					found[id] = p
+				}
+				return nil
+			})
+	}
+	if err := lookup(ctx, Stored); err != nil || s.cfg.Quorum() == 0 {
+		return found, err
+	}
+	// With a quorum, reads see what the quorum acknowledged; what this
+	// replica holds beyond that is an insert whose quorum is pending.
+	return found, lookup(clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"select_sequential_consistency": 0})), Unsettled)
 }

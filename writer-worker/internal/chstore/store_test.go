@@ -95,7 +95,7 @@ func TestValuesRoundTripInArrivalOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found) != 2 || !found["e1"] || !found["e4"] {
+	if len(found) != 2 || found["e1"] != Stored || found["e4"] != Stored {
 		t.Fatalf("StoredEvents = %v, want e1 and e4", found)
 	}
 }

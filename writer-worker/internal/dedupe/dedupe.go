@@ -22,8 +22,13 @@ type Item struct {
 	// was published (bus.ClaimedHeader): only then can it be known for a
 	// first attempt without a lookup.
 	Claimed bool
-	// SkipValues: they are, or another copy in this batch stores them.
+	// SkipValues: they are, or another copy in this batch stores them,
+	// or (Unsettled) an earlier insert of them may yet be.
 	SkipValues bool
+	// Unsettled is set when an earlier insert of its values went through
+	// on a replica but its quorum is still pending (chstore.Unsettled):
+	// neither stored nor absent yet, so it is tried again later.
+	Unsettled bool
 	// Repeat is set for a keyed event an earlier attempt already answered
 	// with Prior: it is answered the same and stores nothing.
 	Repeat bool
@@ -32,7 +37,7 @@ type Item struct {
 
 // Stored is the check of input_values.
 type Stored interface {
-	StoredEvents(ctx context.Context, entities, ids []string, minNs, maxNs int64) (map[string]bool, error)
+	StoredEvents(ctx context.Context, entities, ids []string, minNs, maxNs int64) (map[string]chstore.Presence, error)
 }
 
 var _ Stored = (*chstore.Store)(nil)
@@ -146,7 +151,8 @@ func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
 }
 
 // storedBefore flags events to check whose values an earlier attempt stored
-// before it could ack (a writer crash between insert and ack, a replay). It
+// before it could ack (a writer crash between insert and ack, a replay), or
+// may have stored (an insert whose quorum is pending: Unsettled). It
 // asks in groups of events near each other in reading time
 // (chstore.Nearby): one old reading in a batch costs a lookup of its own,
 // not a scan of every reading since it.
@@ -163,7 +169,7 @@ func (c *Checker) storedBefore(ctx context.Context, items []Item) error {
 			entities[it.Event.ID] = append(entities[it.Event.ID], v.Entity)
 		}
 	}
-	stored := make(map[string]bool)
+	stored := make(map[string]chstore.Presence)
 	err := chstore.Nearby(evs, func(ids []string, minNs, maxNs int64) error {
 		var ents []string
 		for _, id := range ids {
@@ -177,8 +183,11 @@ func (c *Checker) storedBefore(ctx context.Context, items []Item) error {
 		return err
 	}
 	for i := range items {
-		if stored[items[i].Event.ID] {
+		switch stored[items[i].Event.ID] {
+		case chstore.Stored:
 			items[i].SkipValues = true
+		case chstore.Unsettled:
+			items[i].SkipValues, items[i].Unsettled = true, true
 		}
 	}
 	return nil

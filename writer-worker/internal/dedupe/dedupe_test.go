@@ -9,18 +9,19 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 )
 
-type fakeStored map[string]bool
+type fakeStored map[string]chstore.Presence
 
-func (f fakeStored) StoredEvents(_ context.Context, _, ids []string, _, _ int64) (map[string]bool, error) {
+func (f fakeStored) StoredEvents(_ context.Context, _, ids []string, _, _ int64) (map[string]chstore.Presence, error) {
 	if f == nil {
 		return nil, errors.New("clickhouse down")
 	}
-	out := map[string]bool{}
+	out := map[string]chstore.Presence{}
 	for _, id := range ids {
-		if f[id] {
-			out[id] = true
+		if p := f[id]; p != chstore.Absent {
+			out[id] = p
 		}
 	}
 	return out, nil
@@ -58,6 +59,7 @@ func TestMark(t *testing.T) {
 		{Event: ev("new", false, outcome.Stored)},
 		{Event: ev("redelivered-stored", false, outcome.Stored), Check: true},
 		{Event: ev("redelivered-not-stored", false, outcome.Stored), Check: true},
+		{Event: ev("redelivered-unsettled", false, outcome.Stored), Check: true},
 		{Event: ev("copy", false, outcome.Stored)},
 		{Event: ev("copy", false, outcome.Stored)},
 		{Event: ev("k-answered", true, outcome.Stored)},
@@ -66,7 +68,7 @@ func TestMark(t *testing.T) {
 		{Event: ev("k-twice", true, outcome.NoConnections)},
 		{Event: ev("k-twice", true, outcome.Stored)},
 	}
-	c := New(fakeStored{"redelivered-stored": true}, fakeKeys{
+	c := New(fakeStored{"redelivered-stored": chstore.Stored, "redelivered-unsettled": chstore.Unsettled}, fakeKeys{
 		"k-answered": outcome.NoConnections, "k-dead": outcome.StorageFailed, "k-dead-replayed": outcome.StorageFailed})
 	if err := c.Mark(context.Background(), items); err != nil {
 		t.Fatal(err)
@@ -74,21 +76,23 @@ func TestMark(t *testing.T) {
 	type want struct {
 		skip, repeat bool
 		prior        outcome.Code
+		unsettled    bool
 	}
 	for i, w := range []want{
-		{false, false, 0},
-		{true, false, 0},
-		{false, false, 0},
-		{false, false, 0},
-		{true, false, 0}, // the second copy in the batch
-		{true, true, outcome.NoConnections},
-		{true, true, outcome.StorageFailed}, // a retry of a dead letter: answered so, nothing stored
-		{false, false, 0},                   // its replay may store
-		{false, false, 0},
-		{true, true, outcome.NoConnections}, // the first copy's outcome holds
+		{false, false, 0, false},
+		{true, false, 0, false},
+		{false, false, 0, false},
+		{true, false, 0, true}, // an earlier insert may yet be stored: neither stored again nor answered
+		{false, false, 0, false},
+		{true, false, 0, false}, // the second copy in the batch
+		{true, true, outcome.NoConnections, false},
+		{true, true, outcome.StorageFailed, false}, // a retry of a dead letter: answered so, nothing stored
+		{false, false, 0, false},                   // its replay may store
+		{false, false, 0, false},
+		{true, true, outcome.NoConnections, false}, // the first copy's outcome holds
 	} {
 		it := items[i]
-		if it.SkipValues != w.skip || it.Repeat != w.repeat || (w.repeat && it.Prior != w.prior) {
+		if it.SkipValues != w.skip || it.Repeat != w.repeat || (w.repeat && it.Prior != w.prior) || it.Unsettled != w.unsettled {
 			t.Errorf("item %d (%s): skip %v repeat %v prior %v, want %+v", i, it.Event.ID, it.SkipValues, it.Repeat, it.Prior, w)
 		}
 	}

@@ -19,7 +19,7 @@ type spans struct {
 	asked [][2]int64
 }
 
-func (s *spans) StoredEvents(ctx context.Context, entities, ids []string, minNs, maxNs int64) (map[string]bool, error) {
+func (s *spans) StoredEvents(ctx context.Context, entities, ids []string, minNs, maxNs int64) (map[string]chstore.Presence, error) {
 	s.asked = append(s.asked, [2]int64{minNs, maxNs})
 	return s.Store.StoredEvents(ctx, entities, ids, minNs, maxNs)
 }

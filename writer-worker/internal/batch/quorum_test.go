@@ -1,0 +1,97 @@
+package batch
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/outcome"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
+)
+
+// An event whose earlier insert went through on the writer's replica while
+// its quorum is still pending (the insert gave up waiting: ZooKeeper lost,
+// a timeout) is neither stored again nor answered until the quorum
+// decides; then it is answered stored, and every replica holds it once.
+func TestWriterWaitsForAPendingQuorum(t *testing.T) {
+	cl := testenv.ReplicatedClickHouse(t, 3)
+	db := testenv.FreshDB(t, cl.Addrs[0])
+	open := func(addrs ...string) *chstore.Store {
+		s, err := chstore.Open(chstore.Config{URL: "clickhouse://default@" + strings.Join(addrs, ",") + "/" + db + "?insert_quorum=2", Replicated: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	ctx := context.Background()
+	if err := open(cl.Addrs...).Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	nc, js := testenv.Connect(t)
+	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
+		t.Fatal(err)
+	}
+	r := &rig{nc: nc, js: js, store: open(cl.Addrs[0]), db: db}
+	fetches := func(verb string) {
+		for _, addr := range cl.Addrs[1:] {
+			if err := cl.Exec(addr, "SYSTEM "+verb+" FETCHES "+db+".input_values"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	rowsOn := func(i int) uint64 {
+		n, err := cl.Count(i, "SELECT count() FROM "+db+".input_values WHERE event_id = 'ev-pq'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	fetches("STOP")
+	ev := mapped("ev-pq", outcome.Stored, `9`)
+	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := r.store.InsertValues(ictx, valueRows([]dedupe.Item{{Event: ev}}, []int{0}))
+	cancel()
+	if err == nil {
+		t.Fatal("the insert returned without its quorum")
+	}
+	ev.MaybeStored = true // its envelope is redelivered
+	replies, err := nc.SubscribeSync("test.pq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testCfg
+	cfg.Limits.NotReadyDelay = 200 * time.Millisecond
+	r.run(t, cfg)
+	r.publish(t, "env-pq", withReply(ev, "test.pq"))
+	if m, err := replies.NextMsg(3 * time.Second); err == nil {
+		t.Fatalf("answered while the quorum was pending: %s", m.Data)
+	}
+	if n := rowsOn(0); n != 1 {
+		t.Fatalf("replica 1 holds %d rows of the event while its quorum is pending, want 1", n)
+	}
+	fetches("START")
+	m, err := replies.NextMsg(20 * time.Second)
+	if err != nil {
+		t.Fatalf("no answer once the quorum could be reached: %v", err)
+	}
+	reps, err := event.DecodeReplies(m.Data)
+	if err != nil || len(reps) != 1 || reps[0].Code != outcome.Stored {
+		t.Fatalf("reply = %+v, %v, want stored", reps, err)
+	}
+	for i := range cl.Addrs {
+		deadline := time.Now().Add(20 * time.Second)
+		for rowsOn(i) != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("replica %d holds %d rows of the event, want 1", i+1, rowsOn(i))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
