@@ -42,7 +42,7 @@ var errExhausted = errors.New("delivered more often than MAX_DELIVER without bei
 // count.
 func (w *Writer) flush(msgs []jetstream.Msg) (rawBatch, int) {
 	taken := time.Now()
-	srcs, items := w.decode(msgs)
+	srcs, items := w.decode(msgs, taken)
 	w.m.observeAges(w.m.taken, items, taken)
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.InsertTimeout)
 	defer cancel()
@@ -116,9 +116,20 @@ func (w *Writer) markLate(ctx context.Context, items []dedupe.Item, errs []error
 	return err
 }
 
+// redeliveryAge is the age past which an event is checked against
+// ClickHouse even on its first delivery: the pipeline carries an event in
+// milliseconds, so one accepted this long ago may be a redelivery whose
+// count a NATS node lost (power lost before it synced the acks: delivery
+// counts restart at 1). Only events delayed by a fault or a backlog pay
+// the lookup, one per batch.
+const redeliveryAge = 2 * time.Second
+
 // decode reads the batch's envelopes; one that cannot be read, or that has
-// been delivered too often, goes to the dead letters here.
-func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []dedupe.Item) {
+// been delivered too often, goes to the dead letters here. Events to check
+// (dedupe.Item.Check) are those redelivered, seen twice by the mapper,
+// replayed, or older than redeliveryAge at now.
+func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe.Item) {
+	old := now.Add(-redeliveryAge).UnixNano()
 	var items []dedupe.Item
 	srcs := make([]source, 0, len(msgs))
 	for _, jm := range msgs {
@@ -138,7 +149,8 @@ func (w *Writer) decode(msgs []jetstream.Msg) ([]source, []dedupe.Item) {
 		for _, ev := range evs {
 			ev.Replay = ev.Replay || replay
 			src.items = append(src.items, len(items))
-			items = append(items, dedupe.Item{Event: ev, Check: delivered > 1 || ev.MaybeStored || ev.Replay, Claimed: claimed})
+			check := delivered > 1 || ev.MaybeStored || ev.Replay || ev.ReceivedNs < old
+			items = append(items, dedupe.Item{Event: ev, Check: check, Claimed: claimed})
 		}
 		srcs = append(srcs, src)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
 	"github.com/devicehub/eventservice/writer-worker/internal/chstore/chtest"
+	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
 	"github.com/devicehub/eventservice/writer-worker/internal/idem"
 )
 
@@ -179,6 +180,40 @@ func TestWriterSkipsValuesOfARedeliveredStoredEvent(t *testing.T) {
 	}
 	if n := r.count(t, "input_values", ev.ID); n != 1 {
 		t.Fatalf("redelivered event has %d value rows, want 1", n)
+	}
+}
+
+// A NATS node that lost power before it synced its acks hands out again, as
+// first deliveries, envelopes whose events were stored: an event that old
+// is checked all the same, and not stored twice; a young one is not.
+func TestWriterChecksAnOldEventOnItsFirstDelivery(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	old := mapped("ev-old", outcome.Stored, `8`)
+	old.ReceivedNs = time.Now().Add(-time.Minute).UnixNano()
+	if err := r.store.InsertValues(ctx, valueRows([]dedupe.Item{{Event: old}}, []int{0})); err != nil {
+		t.Fatal(err)
+	}
+	young := mapped("ev-young", outcome.Stored, `9`)
+	replies, err := r.nc.SubscribeSync("test.old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.run(t, testCfg)
+	r.publish(t, "env-old", withReply(old, "test.old"), withReply(young, "test.old"))
+	m, err := replies.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reps, err := event.DecodeReplies(m.Data)
+	if err != nil || len(reps) != 2 || reps[0].Code != outcome.Stored || reps[1].Code != outcome.Stored {
+		t.Fatalf("replies = %+v, %v (want both stored)", reps, err)
+	}
+	if n := r.count(t, "input_values", old.ID); n != 1 {
+		t.Errorf("an old event stored before has %d rows, want 1", n)
+	}
+	if n := r.count(t, "input_values", young.ID); n != 1 {
+		t.Errorf("a young event has %d rows, want 1", n)
 	}
 }
 
