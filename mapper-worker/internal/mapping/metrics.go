@@ -14,6 +14,7 @@ type workerMetrics struct {
 	envelopeEvents prometheus.Histogram
 	publishErrors  prometheus.Counter
 	republished    prometheus.Counter
+	inProcess      prometheus.Counter
 	staleWaits     prometheus.Counter
 }
 
@@ -40,12 +41,16 @@ func newWorkerMetrics(reg prometheus.Registerer) *workerMetrics {
 			Namespace: metrics.Mapper, Name: "envelopes_republished_total",
 			Help: "Envelopes whose ack did not come, published again with the same message id and then acknowledged (the stream keeps one copy).",
 		}),
+		inProcess: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: metrics.Mapper, Name: "envelopes_id_in_process_total",
+			Help: "Envelopes the stream refused on every re-publish as a message id in process (a proposal it may never apply), sent under another id.",
+		}),
 		staleWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: metrics.Mapper, Name: "registry_stale_waits_total",
 			Help: "Events put back because this copy of the registry had not yet seen the record they were accepted under.",
 		}),
 	}
-	reg.MustRegister(m.events, m.envelopes, m.envelopeEvents, m.publishErrors, m.republished, m.staleWaits)
+	reg.MustRegister(m.events, m.envelopes, m.envelopeEvents, m.publishErrors, m.republished, m.inProcess, m.staleWaits)
 	for _, c := range []outcome.Code{outcome.Stored, outcome.NoConnections, outcome.DeviceNotFound, outcome.ProcessingFailed} {
 		m.events.WithLabelValues(c.String())
 	}

@@ -2,11 +2,7 @@ package mapping
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -25,7 +21,6 @@ import (
 	"github.com/devicehub/eventservice/pkg/registry"
 	"github.com/devicehub/eventservice/pkg/reply"
 	"github.com/devicehub/eventservice/pkg/resolve"
-	"github.com/devicehub/eventservice/pkg/retry"
 	"github.com/devicehub/eventservice/pkg/settle"
 )
 
@@ -201,99 +196,4 @@ func (w *Worker) resolve(ev *event.Event, dev *registry.Entry, now *reply.Replie
 	mp.Keyed = ev.Keyed
 	mp.Reply = ev.Reply
 	return mp, true, nil
-}
-
-// publish sends one envelope. Its message id is derived from the events
-// message's place in its stream and the events it holds: a redelivery of
-// that message maps to the same id, which the stream drops as a duplicate,
-// while a device's retry (another events message, even with the same
-// keyed event ids) or a replay is a new envelope.
-func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *envelope) {
-	h := sha256.New()
-	h.Write(binary.BigEndian.AppendUint64(nil, env.in.Sequence()))
-	for i := range mapped {
-		h.Write([]byte(mapped[i].ID))
-	}
-	id := hex.EncodeToString(h.Sum(nil)[:16])
-	w.m.envelopeEvents.Observe(float64(len(mapped)))
-	env.msg = &nats.Msg{Subject: w.cfg.Names.MappedSubject(), Header: nats.Header{nats.MsgIdHdr: {id}}, Data: event.AppendEnvelope(nil, mapped)}
-	bus.CarryClaimed(env.in.Header(bus.ClaimedHeader), env.msg.Header)
-	fut, err := w.js.PublishMsgAsync(env.msg)
-	if err != nil {
-		w.handoffFailed(env, err)
-		return
-	}
-	env.fut = fut
-	queue <- env
-}
-
-// awaitAcks settles each envelope's inputs once the envelope is in the next
-// stream, or as the policy says when it was refused.
-func (w *Worker) awaitAcks(queue <-chan *envelope) {
-	for env := range queue {
-		select {
-		case <-env.fut.Ok():
-		case err := <-env.fut.Err():
-			if !w.republish(env) {
-				w.handoffFailed(env, err)
-				continue
-			}
-		}
-		w.m.envelopes.Inc()
-		env.in.Settle(settle.Done, nil)
-	}
-}
-
-// Re-publishing an envelope whose ack did not come: 3 tries of 2 s each,
-// up to 250 ms then 500 ms apart.
-const republishTimeout = 2 * time.Second
-
-var republishing = retry.Backoff{Initial: 250 * time.Millisecond, Max: time.Second, Tries: 3}
-
-// republish sends an envelope again, with the same message id, when the
-// stream's ack did not come (a timeout, a leader change): the envelope may
-// be stored already, and the stream's duplicate window then answers with
-// its ack instead of storing it twice. Only when that fails too are its
-// inputs redelivered and mapped again, possibly into other envelopes: the
-// writer then checks those events against what is stored, but an envelope
-// stored late could not be told apart. It reports whether the stream has
-// the envelope.
-func (w *Worker) republish(env *envelope) bool {
-	err := republishing.Do(context.Background(), func(context.Context) error {
-		ctx, cancel := context.WithTimeout(context.Background(), republishTimeout)
-		defer cancel()
-		_, err := w.js.PublishMsg(ctx, env.msg)
-		return err
-	}, func(try int, err error, _ time.Duration) {
-		w.log.Debug("re-publish envelope", zap.Int("try", try), zap.Error(err))
-	})
-	if err != nil {
-		return false
-	}
-	w.m.republished.Inc()
-	return true
-}
-
-// handoffFailed settles the inputs of an envelope the next stream did not
-// take: retried, and past the delivery limit dead-lettered and answered.
-func (w *Worker) handoffFailed(env *envelope, err error) {
-	w.m.publishErrors.Inc()
-	w.log.Warn("envelope not stored in stream", zap.Error(err))
-	err = fmt.Errorf("publish envelope: %w", err)
-	var answers reply.Replies
-	if d := env.in.Settle(settle.HandoffFailed, err); d.Answer == settle.AnswerFailure {
-		answerAll(&answers, env.in.Data(), outcome.ProcessingFailed, err.Error())
-	}
-	answers.Send(w.nc, w.log)
-}
-
-// answerAll answers every event of an events message with code.
-func answerAll(rs *reply.Replies, data []byte, code outcome.Code, detail string) {
-	evs, err := event.DecodeEvents(data)
-	if err != nil {
-		return
-	}
-	for _, ev := range evs {
-		rs.Add(ev.Reply, event.Reply{ID: ev.ID, Code: code, Detail: detail})
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,4 +243,105 @@ func TestAMessageIsKeptUntilItsEnvelopeIsStored(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// inProcessJS stands for a stream that holds an envelope's message id "in
+// process" for good (a proposal lost with a node's unsynced log): the first
+// publish's ack never comes, and every publish of that id is refused so.
+type inProcessJS struct {
+	jetstream.JetStream
+	mu      sync.Mutex
+	wedged  string // the message id refused
+	refused int
+}
+
+func (j *inProcessJS) PublishMsgAsync(msg *nats.Msg, opts ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch id := msg.Header.Get(nats.MsgIdHdr); {
+	case j.wedged == "":
+		j.wedged = id
+		return lostAck{msg: msg, err: make(chan error, 1)}.fail(jetstream.ErrAsyncPublishTimeout), nil
+	case id == j.wedged:
+		return lostAck{msg: msg, err: make(chan error, 1)}.fail(errWedged), nil
+	}
+	return j.JetStream.PublishMsgAsync(msg, opts...)
+}
+
+func (j *inProcessJS) PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	j.mu.Lock()
+	if id := msg.Header.Get(nats.MsgIdHdr); id == j.wedged {
+		j.refused++
+		j.mu.Unlock()
+		return nil, errWedged
+	}
+	j.mu.Unlock()
+	return j.JetStream.PublishMsg(ctx, msg, opts...)
+}
+
+var errWedged = &jetstream.APIError{Code: 409, ErrorCode: 10158, Description: "duplicate message id is in process"}
+
+type lostAck struct {
+	msg *nats.Msg
+	err chan error
+}
+
+func (l lostAck) fail(err error) lostAck       { l.err <- err; return l }
+func (l lostAck) Ok() <-chan *jetstream.PubAck { return nil }
+func (l lostAck) Err() <-chan error            { return l.err }
+func (l lostAck) Msg() *nats.Msg               { return l.msg }
+
+// An envelope whose id the stream keeps "in process" on every re-publish
+// goes under another id, its events marked maybe stored (the writer checks
+// them), and its input is acked: the pipeline moves on instead of waiting
+// out the stream's duplicate window.
+func TestAnEnvelopeIDKeptInProcessIsSentUnderAnother(t *testing.T) {
+	nc, js, cfg := streams(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ev := event.Event{ID: "wedged", Serial: "boiler", Rev: 1, Payload: []byte(`{"serial":"boiler","data":{"temp":20}}`)}
+	if _, err := js.Publish(ctx, cfg.Names().EventsSubject(), event.AppendEvent(nil, &ev)); err != nil {
+		t.Fatal(err)
+	}
+	wjs := &inProcessJS{JetStream: js}
+	done := startWorker(ctx, nc, wjs, cfg, boilerRegistry())
+	mapped, err := js.Stream(ctx, "T_MAPPED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env *jetstream.RawStreamMsg
+	for deadline := time.Now().Add(15 * time.Second); env == nil; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no envelope in the mapped stream")
+		}
+		env, _ = mapped.GetMsg(ctx, 1)
+	}
+	wjs.mu.Lock()
+	wedged, refused := wjs.wedged, wjs.refused
+	wjs.mu.Unlock()
+	if refused != republishing.Tries || env.Header.Get(nats.MsgIdHdr) != wedged+"-again" {
+		t.Fatalf("envelope id %q after %d refusals, want %q after %d", env.Header.Get(nats.MsgIdHdr), refused, wedged+"-again", republishing.Tries)
+	}
+	ms, err := event.DecodeEnvelope(env.Data)
+	if err != nil || len(ms) != 1 || ms[0].ID != "wedged" || !ms[0].MaybeStored {
+		t.Fatalf("envelope %+v (%v), want the event marked maybe stored", ms, err)
+	}
+	events, err := js.Consumer(ctx, "T_EVENTS", cfg.Names().MapperConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		info, err := events.Info(ctx)
+		if err == nil && info.NumAckPending == 0 && info.NumPending == 0 && info.AckFloor.Stream == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the events message is not acked: %+v (%v)", info, err)
+		}
+	}
+	if info, _ := mapped.Info(ctx); info.State.Msgs != 1 {
+		t.Fatalf("mapped stream holds %d envelopes, want 1", info.State.Msgs)
+	}
+	cancel()
+	<-done
 }
