@@ -2,7 +2,6 @@ package batch
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -10,7 +9,7 @@ import (
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
-	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore/chtest"
 	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
 )
 
@@ -21,30 +20,15 @@ import (
 func TestWriterWaitsForAPendingQuorum(t *testing.T) {
 	cl := testenv.ReplicatedClickHouse(t, 3)
 	db := testenv.FreshDB(t, cl.Addrs[0])
-	open := func(addrs ...string) *chstore.Store {
-		s, err := chstore.Open(chstore.Config{URL: "clickhouse://default@" + strings.Join(addrs, ",") + "/" + db + "?insert_quorum=2", Replicated: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
 	ctx := context.Background()
-	if err := open(cl.Addrs...).Migrate(ctx); err != nil {
+	if err := chtest.OpenReplicated(t, db, cl.Addrs...).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	nc, js := testenv.Connect(t)
 	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{nc: nc, js: js, store: open(cl.Addrs[0]), db: db}
-	fetches := func(verb string) {
-		for _, addr := range cl.Addrs[1:] {
-			if err := cl.Exec(addr, "SYSTEM "+verb+" FETCHES "+db+".input_values"); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	r := &rig{nc: nc, js: js, store: chtest.OpenReplicated(t, db, cl.Addrs[0]), db: db}
 	rowsOn := func(i int) uint64 {
 		n, err := cl.Count(i, "SELECT count() FROM "+db+".input_values WHERE event_id = 'ev-pq'")
 		if err != nil {
@@ -53,7 +37,7 @@ func TestWriterWaitsForAPendingQuorum(t *testing.T) {
 		return n
 	}
 
-	fetches("STOP")
+	cl.Fetches("STOP", db+".input_values")
 	ev := mapped("ev-pq", outcome.Stored, `9`)
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	err := r.store.InsertValues(ictx, valueRows([]dedupe.Item{{Event: ev}}, []int{0}))
@@ -76,7 +60,7 @@ func TestWriterWaitsForAPendingQuorum(t *testing.T) {
 	if n := rowsOn(0); n != 1 {
 		t.Fatalf("replica 1 holds %d rows of the event while its quorum is pending, want 1", n)
 	}
-	fetches("START")
+	cl.Fetches("START", db+".input_values")
 	m, err := replies.NextMsg(20 * time.Second)
 	if err != nil {
 		t.Fatalf("no answer once the quorum could be reached: %v", err)

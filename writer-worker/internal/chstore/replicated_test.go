@@ -1,14 +1,15 @@
-package chstore
+package chstore_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore"
+	"github.com/devicehub/eventservice/writer-worker/internal/chstore/chtest"
 )
 
 // Replays fold on replicated storage: the same batch inserted again through
@@ -18,35 +19,20 @@ import (
 func TestReplicatedInsertsFold(t *testing.T) {
 	cl := testenv.ReplicatedClickHouse(t, 3)
 	db := testenv.FreshDB(t, cl.Addrs[0])
-	open := func(addrs ...string) *Store {
-		s, err := Open(Config{URL: "clickhouse://default@" + strings.Join(addrs, ",") + "/" + db + "?insert_quorum=2", Replicated: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
 	ctx := context.Background()
-	all := open(cl.Addrs...)
+	all := chtest.OpenReplicated(t, db, cl.Addrs...)
 	if err := all.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := all.Migrate(ctx); err != nil {
 		t.Fatalf("replicated schema is not idempotent: %v", err)
 	}
-	base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	var rows []ValueRow
-	var ids []string
-	for i := range 20 {
-		id := fmt.Sprintf("ev-%d", i)
-		rows = append(rows, ValueRow{Entity: "rep", Input: "t", TsNs: base + int64(i), ReceivedNs: base + int64(i), Serial: "d", DeviceInput: "t", EventID: id, JSON: json.RawMessage(fmt.Sprint(i))})
-		ids = append(ids, id)
-	}
-	if err := open(cl.Addrs[0]).InsertValues(ctx, rows); err != nil {
+	rows, ids, base := readings("rep", "ev", 20)
+	if err := chtest.OpenReplicated(t, db, cl.Addrs[0]).InsertValues(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
 	// The same batch again, through replica 2.
-	if err := open(cl.Addrs[1]).InsertValues(ctx, rows); err != nil {
+	if err := chtest.OpenReplicated(t, db, cl.Addrs[1]).InsertValues(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
 	for i := range cl.Addrs {
@@ -65,8 +51,8 @@ func TestReplicatedInsertsFold(t *testing.T) {
 		}
 	}
 	// The check a redelivery runs, on replica 3, finds every event.
-	found, err := open(cl.Addrs[2]).StoredEvents(ctx, []string{"rep"}, ids, base, base+100)
-	if err != nil || len(found) != 20 || found["ev-0"] != Stored {
+	found, err := chtest.OpenReplicated(t, db, cl.Addrs[2]).StoredEvents(ctx, []string{"rep"}, ids, base, base+100)
+	if err != nil || len(found) != 20 || found["ev-0"] != chstore.Stored {
 		t.Fatalf("stored events seen on replica 3: %d (%v), want 20", len(found), err)
 	}
 }
@@ -79,35 +65,13 @@ func TestReplicatedInsertsFold(t *testing.T) {
 func TestReplicatedPendingQuorumIsUnsettled(t *testing.T) {
 	cl := testenv.ReplicatedClickHouse(t, 3)
 	db := testenv.FreshDB(t, cl.Addrs[0])
-	open := func(addrs ...string) *Store {
-		s, err := Open(Config{URL: "clickhouse://default@" + strings.Join(addrs, ",") + "/" + db + "?insert_quorum=2", Replicated: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
 	ctx := context.Background()
-	if err := open(cl.Addrs...).Migrate(ctx); err != nil {
+	if err := chtest.OpenReplicated(t, db, cl.Addrs...).Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s := open(cl.Addrs[0]) // inserts and checks on replica 1
-	fetches := func(verb string) {
-		for _, addr := range cl.Addrs[1:] {
-			if err := cl.Exec(addr, "SYSTEM "+verb+" FETCHES "+db+".input_values"); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	fetches("STOP")
-	base := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).UnixNano()
-	var rows []ValueRow
-	var ids []string
-	for i := range 5 {
-		id := fmt.Sprintf("pq-%d", i)
-		rows = append(rows, ValueRow{Entity: "pq", Input: "t", TsNs: base + int64(i), ReceivedNs: base + int64(i), Serial: "d", DeviceInput: "t", EventID: id, JSON: json.RawMessage(fmt.Sprint(i))})
-		ids = append(ids, id)
-	}
+	s := chtest.OpenReplicated(t, db, cl.Addrs[0]) // inserts and checks on replica 1
+	cl.Fetches("STOP", db+".input_values")
+	rows, ids, base := readings("pq", "pq", 5)
 	ictx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	err := s.InsertValues(ictx, rows)
 	cancel()
@@ -119,15 +83,15 @@ func TestReplicatedPendingQuorumIsUnsettled(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, id := range ids {
-		if found[id] != Unsettled {
+		if found[id] != chstore.Unsettled {
 			t.Fatalf("while its quorum is pending, %s is %v, want unsettled (all: %v)", id, found[id], found)
 		}
 	}
-	fetches("START")
+	cl.Fetches("START", db+".input_values")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		found, err = s.StoredEvents(ctx, []string{"pq"}, ids, base, base+100)
-		if err == nil && len(found) == len(ids) && found[ids[0]] == Stored && found[ids[4]] == Stored {
+		if err == nil && len(found) == len(ids) && found[ids[0]] == chstore.Stored && found[ids[4]] == chstore.Stored {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -135,4 +99,16 @@ func TestReplicatedPendingQuorumIsUnsettled(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// readings are n rows of entity's input t, one a nanosecond from base
+// (returned), with event ids prefix-0 .. prefix-(n-1).
+func readings(entity, prefix string, n int) (rows []chstore.ValueRow, ids []string, base int64) {
+	base = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC).UnixNano()
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		rows = append(rows, chstore.ValueRow{Entity: entity, Input: "t", TsNs: base + int64(i), ReceivedNs: base + int64(i), Serial: "d", DeviceInput: "t", EventID: id, JSON: json.RawMessage(fmt.Sprint(i))})
+		ids = append(ids, id)
+	}
+	return rows, ids, base
 }
