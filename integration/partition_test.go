@@ -110,7 +110,7 @@ func TestPartitionTwoNodesLosePowerSyncAlways(t *testing.T) {
 func twoNodesLosePower(t *testing.T, name string, at time.Duration, sync, commit string) natsFaultCase {
 	var nodes []*testenv.NATSProc
 	var before map[string]uint64
-	return natsFaultCase{name: name, at: at, d: 10 * time.Second, disks: true, sync: sync, commit: commit,
+	return natsFaultCase{name: name, at: at, d: 10 * time.Second, disks: true, sync: sync, commit: commit, registry: true,
 		fault: func(_ *testenv.Firewall, all []*testenv.NATSProc, leader *testenv.NATSProc) func() {
 			nodes = all
 			var two []*testenv.NATSProc
@@ -165,6 +165,9 @@ type natsFaultCase struct {
 	// cutIngest: the second ingest-api copy runs as a user of its own, a
 	// party of the firewall named "ingest-api.2".
 	cutIngest bool
+	// registry: the console provisions devices during the load; every
+	// write answered 200 must be in the registry after it.
+	registry  bool
 	fault     func(fw *testenv.Firewall, nodes []*testenv.NATSProc, leader *testenv.NATSProc) (heal func())
 	afterHeal func() // if set, runs once healed, while the load goes on
 }
@@ -196,6 +199,12 @@ func natsFault(t *testing.T, c natsFaultCase) {
 	s, urls := natsProcessStack(t, nodes, users)
 	var from, to time.Time
 	var leader, successor string
+	var written <-chan []string
+	if c.registry {
+		ctx, stop := context.WithTimeout(context.Background(), c.at+c.d+35*time.Second)
+		defer stop()
+		written = registryWrites(ctx, s)
+	}
 	l := underLoad(t, s, c.at+c.d+35*time.Second, c.at, func() {
 		leader = streamLeader(t, urls, bus.DefaultNames.EventsStream)
 		for _, n := range nodes {
@@ -226,6 +235,9 @@ func natsFault(t *testing.T, c natsFaultCase) {
 		t.Fatalf("%s: the nodes other than %s elected no leader of %s within %s: was the fault done?", c.name, leader, bus.DefaultNames.EventsStream, c.d)
 	}
 	reconcile(t, s, c.name, l)
+	if written != nil {
+		registryKept(t, s, c.name, <-written)
+	}
 	during, recovered, secs := availability(l, from, to)
 	fmt.Printf("partition fault=%s for=%s leader=%s successor=%s stored_during=%.3f recovered_after_s=%d\n", c.name, c.d, leader, successor, during, recovered)
 	if recovered < 0 || recovered > 30 {
