@@ -6,6 +6,9 @@
 #   cluster.sh stop DIR
 #   cluster.sh zk-stop DIR | zk-start DIR                                    ZooKeeper alone (faults)
 #   cluster.sh replica-stop DIR N | replica-start DIR N                      replica N alone (faults)
+# RUN_AS_ZK and RUN_AS_R1, RUN_AS_R2, ..., if set at start, are user ids
+# ZooKeeper and each replica run as, then and at every later start (a test's
+# firewall tells them apart by user).
 # Each replica's state is DIR/rN (server.sh); macros: shard=its shard,
 # replica=rN; cluster "events" lists every shard with its replicas. Needs clickhouse-server, java and
 # zookeeper (apt-get install -y clickhouse-server zookeeper).
@@ -18,8 +21,13 @@ zk_start() {
   local port
   port=$(cat "$dir/zk/port")
   if [ -f "$dir/zk/pid" ] && kill -0 "$(cat "$dir/zk/pid")" 2>/dev/null; then return 0; fi
+  local as=()
+  if [ -f "$dir/zk/uid" ]; then
+    chown -R "$(cat "$dir/zk/uid"):$(cat "$dir/zk/uid")" "$dir/zk"
+    as=(setpriv --reuid="$(cat "$dir/zk/uid")" --regid="$(cat "$dir/zk/uid")" --clear-groups)
+  fi
   # zookeeper.jar's manifest names its dependencies in /usr/share/java.
-  java -Xmx256m -Dzookeeper.log.dir="$dir/zk" -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" \
+  "${as[@]}" java -Xmx256m -Dzookeeper.log.dir="$dir/zk" -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zk/zoo.cfg" >"$dir/zk/out.log" 2>&1 &
   echo $! > "$dir/zk/pid"
   for _ in $(seq 1 300); do
@@ -43,7 +51,8 @@ zk_stop() {
 replica_start() {
   local ports
   read -r -a ports < "$dir/r$1/ports"
-  CLICKHOUSE_EXTRA_CONFIG=$(cat "$dir/r$1/extra.xml") "$here/server.sh" start "$dir/r$1" "${ports[0]}" "${ports[1]}"
+  RUN_AS=$(cat "$dir/r$1/uid" 2>/dev/null || true) CLICKHOUSE_EXTRA_CONFIG=$(cat "$dir/r$1/extra.xml") \
+    "$here/server.sh" start "$dir/r$1" "${ports[0]}" "${ports[1]}"
 }
 
 case "$cmd" in
@@ -54,6 +63,7 @@ start)
   command -v java >/dev/null 2>&1 && [ -f /usr/share/java/zookeeper.jar ] || { echo "zookeeper not found: apt-get install -y zookeeper" >&2; exit 1; }
   mkdir -p "$dir/zk/data"
   echo "$zkport" > "$dir/zk/port"
+  if [ -n "${RUN_AS_ZK:-}" ]; then echo "$RUN_AS_ZK" > "$dir/zk/uid"; fi
   cat > "$dir/zk/zoo.cfg" <<CFG
 tickTime=500
 initLimit=10
@@ -82,6 +92,8 @@ CFG
     IFS=, read -r tcp http inter shard <<<"$triple"
     mkdir -p "$dir/r$n"
     echo "$tcp $http" > "$dir/r$n/ports"
+    uid_var=RUN_AS_R$n
+    if [ -n "${!uid_var:-}" ]; then echo "${!uid_var}" > "$dir/r$n/uid"; fi
     echo "<interserver_http_host>127.0.0.1</interserver_http_host><interserver_http_port>$inter</interserver_http_port>
   <zookeeper><node><host>127.0.0.1</host><port>$zkport</port></node><session_timeout_ms>6000</session_timeout_ms></zookeeper>
   <macros><shard>${shard:-1}</shard><replica>r$n</replica></macros>

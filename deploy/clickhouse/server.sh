@@ -8,6 +8,8 @@
 # it for ZooKeeper, macros, the interserver port and remote_servers).
 # CLICKHOUSE_TIMEZONE, if set, is the server's <timezone> (default UTC): tests
 # start a server west of UTC to check that nothing depends on it.
+# RUN_AS, if set, is a user id the server runs as, DIR given to it (a test's
+# firewall tells the servers apart by user).
 set -euo pipefail
 cmd=${1:?usage: server.sh start|stop DIR [TCP_PORT] [HTTP_PORT]}
 dir=$(mkdir -p "${2:?DIR}" && cd "$2" && pwd)
@@ -86,7 +88,12 @@ XML
   <quotas><default><interval><duration>3600</duration><queries>0</queries><errors>0</errors><result_rows>0</result_rows><read_rows>0</read_rows><execution_time>0</execution_time></interval></default></quotas>
 </yandex>
 XML
-  "$bin" --config-file="$dir/config.xml" >"$dir/log/stdout.log" 2>&1 &
+  as=()
+  if [ -n "${RUN_AS:-}" ]; then
+    chown -R "$RUN_AS:$RUN_AS" "$dir"
+    as=(setpriv --reuid="$RUN_AS" --regid="$RUN_AS" --clear-groups)
+  fi
+  "${as[@]}" "$bin" --config-file="$dir/config.xml" >"$dir/log/stdout.log" 2>&1 &
   echo $! > "$dir/pid"
   # Wait as long as the server is alive: with many parts on disk it loads
   # them all before it answers (minutes from a cold page cache).

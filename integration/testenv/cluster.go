@@ -21,6 +21,7 @@ type ClickHouseCluster struct {
 	dir    string
 	script string   // deploy/clickhouse/cluster.sh
 	Addrs  []string // native protocol address of each replica
+	env    []string // the users ZooKeeper and the replicas run as, if parties of a firewall
 }
 
 // ReplicatedClickHouse starts ZooKeeper and n replicas (Debian's zookeeper
@@ -28,7 +29,16 @@ type ClickHouseCluster struct {
 // them, never skip.
 func ReplicatedClickHouse(t testing.TB, n int) *ClickHouseCluster {
 	t.Helper()
-	return startCluster(t, make([]int, n))
+	return startCluster(t, make([]int, n), nil)
+}
+
+// ReplicatedClickHouseBehind is ReplicatedClickHouse with ZooKeeper and
+// each replica parties of fw, each running as a user of its own:
+// "zookeeper", and "clickhouse.1", "clickhouse.2", ... (1-based, the order
+// of Addrs).
+func ReplicatedClickHouseBehind(t testing.TB, n int, fw *Firewall) *ClickHouseCluster {
+	t.Helper()
+	return startCluster(t, make([]int, n), fw)
 }
 
 // ShardedClickHouse starts ZooKeeper and n servers, each a shard of its own
@@ -39,11 +49,12 @@ func ShardedClickHouse(t testing.TB, n int) *ClickHouseCluster {
 	for i := range shards {
 		shards[i] = i
 	}
-	return startCluster(t, shards)
+	return startCluster(t, shards, nil)
 }
 
-// startCluster starts a server per entry of shards, in that shard (0-based).
-func startCluster(t testing.TB, shards []int) *ClickHouseCluster {
+// startCluster starts a server per entry of shards, in that shard
+// (0-based), each a party of fw if given.
+func startCluster(t testing.TB, shards []int, fw *Firewall) *ClickHouseCluster {
 	t.Helper()
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
@@ -54,12 +65,28 @@ func startCluster(t testing.TB, shards []int) *ClickHouseCluster {
 	// server binds it (go test runs packages at once): then start again on
 	// fresh ports, in a fresh directory.
 	for attempt := 1; ; attempt++ {
-		c.dir, c.Addrs = t.TempDir(), nil
-		args := []string{"start", c.dir, fmt.Sprint(FreePort(t))}
-		for _, shard := range shards {
-			tcp := FreePort(t)
-			args = append(args, fmt.Sprintf("%d,%d,%d,%d", tcp, FreePort(t), FreePort(t), shard+1))
+		c.dir, c.Addrs, c.env = t.TempDir(), nil, nil
+		zk := FreePort(t)
+		args := []string{"start", c.dir, fmt.Sprint(zk)}
+		if fw != nil { // the users' processes must reach their directories
+			c.dir = ownDir(t, "cluster")
+			args[1] = c.dir
+			if err := os.Chmod(c.dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			uid := fw.NewUID()
+			fw.Add("zookeeper", uid, zk)
+			c.env = append(c.env, fmt.Sprintf("RUN_AS_ZK=%d", uid))
+		}
+		for i, shard := range shards {
+			tcp, http, inter := FreePort(t), FreePort(t), FreePort(t)
+			args = append(args, fmt.Sprintf("%d,%d,%d,%d", tcp, http, inter, shard+1))
 			c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.1:%d", tcp))
+			if fw != nil {
+				uid := fw.NewUID()
+				fw.Add(fmt.Sprintf("clickhouse.%d", i+1), uid, tcp, http, inter)
+				c.env = append(c.env, fmt.Sprintf("RUN_AS_R%d=%d", i+1, uid))
+			}
 		}
 		dir := c.dir
 		t.Cleanup(func() { _ = c.run("stop", dir) })
@@ -76,7 +103,7 @@ func startCluster(t testing.TB, shards []int) *ClickHouseCluster {
 
 func (c *ClickHouseCluster) run(args ...string) error {
 	cmd := exec.Command(c.script, args...)
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), c.env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("cluster.sh %s: %v\n%s", args[0], err, out)
@@ -139,6 +166,18 @@ func (c *ClickHouseCluster) Exec(addr, q string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return conn.Exec(ctx, q)
+}
+
+// Fetches stops or starts (verb "STOP", "START") the fetches of table on
+// every replica but the first: an insert through the first then waits for
+// its quorum until they start again.
+func (c *ClickHouseCluster) Fetches(verb, table string) {
+	c.t.Helper()
+	for _, addr := range c.Addrs[1:] {
+		if err := c.Exec(addr, "SYSTEM "+verb+" FETCHES "+table); err != nil {
+			c.t.Fatal(err)
+		}
+	}
 }
 
 // KillReplica SIGKILLs replica i (0-based), as a crash would.

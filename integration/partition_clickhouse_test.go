@@ -1,0 +1,79 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/devicehub/eventservice/integration/testenv"
+)
+
+// The ClickHouse side of the partitions: the replicated storage of the
+// chaos tests (3 replicas, a quorum of 2, one ZooKeeper), ZooKeeper, each
+// replica and writer-worker parties of the test's firewall, each running
+// as a user of its own. The writer is given replica 1 first; the checks
+// read replica 2. Under load, the cut lasts 15 s; 35 s of load follow.
+
+func replicatedPartitionStack(t *testing.T) (*stack, *testenv.ClickHouseCluster, *testenv.Firewall) {
+	t.Helper()
+	partitionRun(t)
+	fw := testenv.NewFirewall(t)
+	cl := testenv.ReplicatedClickHouseBehind(t, 3, fw)
+	uid := fw.NewUID()
+	fw.Add("writer-worker", uid)
+	env := append([]string{"CLICKHOUSE_URL=" + chURL(dbPlaceholder, cl.Addrs...), "CLICKHOUSE_REPLICATED=true"}, chaosEnv...)
+	ns := testenv.NATSControlFor(t, namesIn(env))
+	s := newStack(t, cl.Addrs[1], ns.Server().ClientURL(), env...)
+	s.nats = ns
+	s.users = map[string]int{"writer-worker": uid}
+	for _, p := range []string{"writer-worker", "mapper-worker", "ingest-api"} {
+		s.start(p)
+	}
+	s.waitReady()
+	provisionChaos(t, s)
+	return s, cl, fw
+}
+
+// chFault runs the chaos fleet against replicated storage, doing cut 5 s
+// in for 15 s, then checks that nothing answered stored is missing or
+// stored twice on any replica, and that the fleet's answers are stored
+// again within 30 s of the heal.
+func chFault(t *testing.T, name string, cut func(fw *testenv.Firewall)) {
+	s, cl, fw := replicatedPartitionStack(t)
+	const at, d = 5 * time.Second, 15 * time.Second
+	var from, to time.Time
+	l := underLoad(t, s, at+d+35*time.Second, at, func() {
+		from = time.Now()
+		cut(fw)
+		time.Sleep(d)
+		healAndCount(t, fw)()
+		to = time.Now()
+	})
+	reconcile(t, s, name, l)
+	converged(t, s, cl, l)
+	during, recovered, secs := availability(l, from, to)
+	fmt.Printf("partition fault=%s for=%s stored_during=%.3f recovered_after_s=%d\n", name, d, during, recovered)
+	if recovered < 0 || recovered > 30 {
+		t.Fatalf("the fleet's answers were not stored again (>= 99.9%% a second) within 30 s of the heal: %d s; each second after it (requests, stored): %v", recovered, secs)
+	}
+}
+
+// The replica the writer inserts into loses ZooKeeper, both ways, for
+// longer than its session (6 s): its session expires, its tables turn
+// read-only, and the quorum inserts under way lose their outcome.
+func TestPartitionReplicaCutFromZooKeeper(t *testing.T) {
+	chFault(t, "clickhouse-replica-cut-from-zookeeper", func(fw *testenv.Firewall) {
+		fw.Cut("clickhouse.1", "zookeeper")
+		fw.Cut("zookeeper", "clickhouse.1")
+	})
+}
+
+// writer-worker loses the replica it inserts into, both ways: its
+// connections to it hang (nothing answers, nothing is refused) until it
+// gives up on them and goes to the next replica.
+func TestPartitionWriterCutFromReplica(t *testing.T) {
+	chFault(t, "clickhouse-writer-cut-from-replica", func(fw *testenv.Firewall) {
+		fw.Cut("writer-worker", "clickhouse.1")
+		fw.Cut("clickhouse.1", "writer-worker")
+	})
+}
