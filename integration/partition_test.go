@@ -90,52 +90,71 @@ func TestPartitionIngestCutFromNATS(t *testing.T) {
 // last half minute or so). They come back 10 s later on what their disks
 // kept.
 func TestPartitionTwoNodesLosePower(t *testing.T) {
-	natsFault(t, twoNodesLosePower(t, "nats-two-nodes-lose-power", 60*time.Second, "", ""))
+	natsFault(t, losePower(t, "nats-two-nodes-lose-power", 60*time.Second, "", "", false))
 }
 
 // The same 5 s into the load, the disks committing every 2 minutes (the
 // server's own default sync interval): the two nodes lose everything they
 // stored, their state in the cluster included, and come back empty.
 func TestPartitionTwoNodesLosePowerYoung(t *testing.T) {
-	natsFault(t, twoNodesLosePower(t, "nats-two-nodes-lose-power-young", 5*time.Second, "", "120"))
+	natsFault(t, losePower(t, "nats-two-nodes-lose-power-young", 5*time.Second, "", "120", false))
 }
 
 // The same as the first with every node syncing before each ack
 // (sync_interval: always): nothing a node acknowledged is lost with its
 // power.
 func TestPartitionTwoNodesLosePowerSyncAlways(t *testing.T) {
-	natsFault(t, twoNodesLosePower(t, "nats-two-nodes-lose-power-sync-always", 60*time.Second, "always", ""))
+	natsFault(t, losePower(t, "nats-two-nodes-lose-power-sync-always", 60*time.Second, "always", "", false))
 }
 
-func twoNodesLosePower(t *testing.T, name string, at time.Duration, sync, commit string) natsFaultCase {
+// Every node loses power at once a minute into the load (a site's power
+// cut), ext4's defaults: each keeps what it synced or the kernel wrote back.
+func TestPartitionAllNodesLosePower(t *testing.T) {
+	natsFault(t, losePower(t, "nats-all-nodes-lose-power", 60*time.Second, "", "", true))
+}
+
+// The same with every node syncing before each ack.
+func TestPartitionAllNodesLosePowerSyncAlways(t *testing.T) {
+	natsFault(t, losePower(t, "nats-all-nodes-lose-power-sync-always", 60*time.Second, "always", "", true))
+}
+
+// losePower cuts the power of the node leading the events stream and the
+// next (all: of every node) at `at` into the load, their disks committing
+// every commit seconds ("": ext4's default), the nodes syncing as sync
+// says ("": the server's default); they start again 10 s later.
+func losePower(t *testing.T, name string, at time.Duration, sync, commit string, all bool) natsFaultCase {
 	var nodes []*testenv.NATSProc
 	var before map[string]uint64
-	return natsFaultCase{name: name, at: at, d: 10 * time.Second, disks: true, sync: sync, commit: commit, registry: true,
-		fault: func(_ *testenv.Firewall, all []*testenv.NATSProc, leader *testenv.NATSProc) func() {
-			nodes = all
-			var two []*testenv.NATSProc
-			for i, n := range nodes {
-				if n == leader {
-					two = []*testenv.NATSProc{n, nodes[(i+1)%len(nodes)]}
-				}
+	c := natsFaultCase{name: name, at: at, d: 10 * time.Second, disks: true, sync: sync, commit: commit, registry: true}
+	c.fault = func(_ *testenv.Firewall, cluster []*testenv.NATSProc, leader *testenv.NATSProc) func() {
+		nodes = cluster
+		var two []*testenv.NATSProc
+		for i, n := range nodes {
+			if n == leader {
+				two = []*testenv.NATSProc{n, nodes[(i+1)%len(nodes)]}
 			}
-			before = lastSeqs(nodes)
-			testenv.PowerOff(two...)
-			return func() {
-				for _, n := range two {
-					n.Start()
-				}
+		}
+		if all {
+			two = nodes
+		}
+		before = lastSeqs(nodes)
+		testenv.PowerOff(two...)
+		return func() {
+			for _, n := range two {
+				n.Start()
 			}
-		},
-		// What the cluster acknowledged and then lost shows as a stream
-		// whose sequence went back.
-		afterHeal: func() {
-			after := lastSeqs(nodes)
-			for _, st := range watchedStreams {
-				t.Logf("%s: %s last sequence %d before the power loss, %d at the first answer after it (%d gone)",
-					name, st, before[st], after[st], int64(before[st])-int64(after[st]))
-			}
-		}}
+		}
+	}
+	// What the cluster acknowledged and then lost shows as a stream
+	// whose sequence went back.
+	c.afterHeal = func() {
+		after := lastSeqs(nodes)
+		for _, st := range watchedStreams {
+			t.Logf("%s: %s last sequence %d before the power loss, %d at the first answer after it (%d gone)",
+				name, st, before[st], after[st], int64(before[st])-int64(after[st]))
+		}
+	}
+	return c
 }
 
 // healAndCount heals the firewall's faults and fails the test if they
@@ -282,6 +301,40 @@ func lastSeqs(nodes []*testenv.NATSProc) map[string]uint64 {
 		}
 	}
 	return seqs
+}
+
+// logConsumers logs, for each watched stream, its last sequence and where
+// each of its consumers stands (a consumer past its stream's last
+// sequence skips the messages stored until the stream catches up), as the
+// first node to answer says.
+func logConsumers(t *testing.T, name string, nodes []*testenv.NATSProc) {
+	t.Helper()
+	for _, n := range nodes {
+		nc, err := nats.Connect(n.ClientURL(), testenv.Operator(), nats.Timeout(time.Second), nats.NoReconnect())
+		if err != nil {
+			continue
+		}
+		js, err := jetstream.New(nc)
+		if err != nil {
+			nc.Close()
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, sn := range watchedStreams {
+			st, err := js.Stream(ctx, sn)
+			if err != nil {
+				t.Logf("%s: %s: %v", name, sn, err)
+				continue
+			}
+			for info := range st.ListConsumers(ctx).Info() {
+				t.Logf("%s: %s last sequence %d: consumer %s delivered %d, ack floor %d, %d pending, %d waiting for ack",
+					name, sn, st.CachedInfo().State.LastSeq, info.Name, info.Delivered.Stream, info.AckFloor.Stream, info.NumPending, info.NumAckPending)
+			}
+		}
+		cancel()
+		nc.Close()
+		return
+	}
 }
 
 // askLeader is the leader of stream that the node at url names ("": no
