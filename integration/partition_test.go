@@ -153,6 +153,8 @@ func losePower(t *testing.T, name string, at time.Duration, sync, commit string,
 			t.Logf("%s: %s last sequence %d before the power loss, %d at the first answer after it (%d gone)",
 				name, st, before[st], after[st], int64(before[st])-int64(after[st]))
 		}
+		logConsumers(t, name, nodes)
+		time.AfterFunc(20*time.Second, func() { logConsumers(t, name+", 20 s later", nodes) })
 	}
 	return c
 }
@@ -326,9 +328,13 @@ func logConsumers(t *testing.T, name string, nodes []*testenv.NATSProc) {
 				t.Logf("%s: %s: %v", name, sn, err)
 				continue
 			}
-			for info := range st.ListConsumers(ctx).Info() {
+			list := st.ListConsumers(ctx)
+			for info := range list.Info() {
 				t.Logf("%s: %s last sequence %d: consumer %s delivered %d, ack floor %d, %d pending, %d waiting for ack",
 					name, sn, st.CachedInfo().State.LastSeq, info.Name, info.Delivered.Stream, info.AckFloor.Stream, info.NumPending, info.NumAckPending)
+			}
+			if err := list.Err(); err != nil {
+				t.Logf("%s: %s last sequence %d: consumers not listed: %v", name, sn, st.CachedInfo().State.LastSeq, err)
 			}
 		}
 		cancel()
