@@ -65,6 +65,8 @@ func Users(n Names) []User {
 			"$JS.API.CONSUMER.CREATE." + stream + "." + consumer + ".>",
 			"$JS.API.CONSUMER.DURABLE.CREATE." + stream + "." + consumer,
 			"$JS.API.CONSUMER.INFO." + stream + "." + consumer,
+			// created again when found ahead of its stream (ConsumeBatches)
+			"$JS.API.CONSUMER.DELETE." + stream + "." + consumer,
 			"$JS.API.CONSUMER.MSG.NEXT." + stream + "." + consumer,
 			"$JS.ACK." + stream + "." + consumer + ".>",
 		}
