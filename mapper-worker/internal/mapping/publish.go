@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -125,10 +126,7 @@ func otherID(msg *nats.Msg) (*nats.Msg, error) {
 	for i := range mapped {
 		mapped[i].MaybeStored = true
 	}
-	h := nats.Header{}
-	for k, v := range msg.Header {
-		h[k] = v
-	}
+	h := maps.Clone(msg.Header)
 	h.Set(nats.MsgIdHdr, msg.Header.Get(nats.MsgIdHdr)+"-again")
 	return &nats.Msg{Subject: msg.Subject, Header: h, Data: event.AppendEnvelope(nil, mapped)}, nil
 }
