@@ -66,11 +66,12 @@ func TestWrongTokensDoNotKeepADeviceAlive(t *testing.T) {
 			t.Fatalf("wrong token: %d %s", r.Status, r.Raw)
 		}
 	}
-	// Once the rejections are stored, so would a last seen be.
+	// Once the rejections are stored, so would a last seen be. The counts
+	// and the list of rejections are written apart: wait for both.
 	var d diagView
 	eventually(t, 30*time.Second, func() bool {
 		d = s.diagnostics(t, "live-1")
-		return d.counts() == "invalid_token=3/3" || pause()
+		return d.counts() == "invalid_token=3/3" && len(d.Rejections) == 3 || pause()
 	})
 	if len(d.Rejections) != 3 || d.Rejections[0].Kind != "invalid_token" {
 		t.Errorf("rejections %+v, want the three wrong tokens", d.Rejections)
