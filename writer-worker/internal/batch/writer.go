@@ -50,7 +50,10 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store *chstore.Store
 			func() float64 { f, _ := keys.Counts(); return float64(f) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Writer, Name: "key_lookups_total",
 			Help: "Queries of event_keys for the outcomes of earlier attempts (keyed events not known for first attempts, and the reads of ingest-api's retries)."},
-			func() float64 { _, l := keys.Counts(); return float64(l) }))
+			func() float64 { _, l := keys.Counts(); return float64(l) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Writer, Name: "clickhouse_failovers_total",
+			Help: "Moves from one ClickHouse replica of CLICKHOUSE_URL to the next: the current one was unreachable, read-only (cut from ZooKeeper) or behind the quorum."},
+			func() float64 { return float64(store.Failovers()) }))
 	return &Writer{cfg: cfg, nc: nc, js: js, store: store, keys: keys, checks: dedupe.New(store, keys), log: log,
 		m: newWriterMetrics(reg), settle: settle.New(js, cfg.Names, cfg.Limits, metrics.Writer, reg, log)}
 }

@@ -28,7 +28,7 @@ func (s *Store) RawMessages(ctx context.Context, serial string, afterNs int64, a
 	var lastNs int64
 	var lastID string
 	n, bytes := 0, int64(0)
-	err := scanRows(ctx, s.conn, "query raw message sizes", "scan raw message size", "SELECT ts_ns, event_id, length(payload)"+where+order,
+	err := scanRows(ctx, s.pipe, "query raw message sizes", "scan raw message size", "SELECT ts_ns, event_id, length(payload)"+where+order,
 		append(args, limit+1), func(scan func(...any) error) error {
 			var ts int64
 			var id string
@@ -45,7 +45,7 @@ func (s *Store) RawMessages(ctx context.Context, serial string, afterNs int64, a
 	if err != nil || n == 0 {
 		return nil, false, err
 	}
-	msgs, err := collect(ctx, s.conn, "query raw messages", "scan raw message",
+	msgs, err := collect(ctx, s.pipe, "query raw messages", "scan raw message",
 		"SELECT ts_ns, event_id, payload, reading_ns"+where+" AND (ts_ns < ? OR ts_ns = ? AND event_id <= ?)"+order,
 		append(args, lastNs, lastNs, lastID, n), func(scan func(...any) error) (m RawMessage, err error) {
 			var payload string
@@ -65,7 +65,7 @@ type ValueKey struct{ Entity, Input, EventID, DeviceInput string }
 // most the values of those events, however wide the range.
 func (s *Store) StoredValues(ctx context.Context, serial string, entities, inputs, events []string, minNs, maxNs int64) (map[ValueKey]bool, error) {
 	found := make(map[ValueKey]bool)
-	err := scanRows(ctx, s.conn, "look up stored values", "scan stored value",
+	err := scanRows(ctx, s.pipe, "look up stored values", "scan stored value",
 		"SELECT DISTINCT entity, input, event_id, device_input FROM "+s.db+".input_values WHERE entity IN ? AND input IN ? AND ts_ns >= ? AND ts_ns <= ? AND serial = ? AND event_id IN ?",
 		[]any{set(entities), set(inputs), minNs, maxNs, serial, set(events)}, func(scan func(...any) error) error {
 			var k ValueKey

@@ -22,7 +22,7 @@ func BenchmarkSeriesWeek(b *testing.B) {
 	start := time.Now().Add(-7 * 24 * time.Hour).Truncate(time.Second)
 	startNs := start.UnixNano()
 	// Generated in ClickHouse: the rows as the writer stores them.
-	if err := s.conn.Exec(ctx, "INSERT INTO "+s.db+".input_values (entity, input, ts_ns, received_ns, serial, device_input, event_id, value_json) "+
+	if err := s.pipe.conn().Exec(ctx, "INSERT INTO "+s.db+".input_values (entity, input, ts_ns, received_ns, serial, device_input, event_id, value_json) "+
 		"SELECT 'plant', 'temp', toInt64(? + number * 1000000000), toInt64(? + number * 1000000000 + 5000000), 'dev-1', 'temp', toString(number), toString(round(20 + 5 * sin(number / 600), 2)) FROM system.numbers LIMIT ?",
 		startNs, startNs, n); err != nil {
 		b.Fatal(err)
@@ -89,7 +89,7 @@ func BenchmarkSeriesYear(b *testing.B) {
 	// The year ends at the last whole hour before the data was made; it
 	// is found again from the readings on later runs.
 	var maxNs int64
-	if err := s.conn.QueryRow(ctx, "SELECT max(ts_ns) FROM "+db+".input_values").Scan(&maxNs); err != nil {
+	if err := s.pipe.conn().QueryRow(ctx, "SELECT max(ts_ns) FROM "+db+".input_values").Scan(&maxNs); err != nil {
 		b.Fatal(err)
 	}
 	if maxNs == 0 {
@@ -98,7 +98,7 @@ func BenchmarkSeriesYear(b *testing.B) {
 		load := time.Now()
 		// A day per insert: each within the pool's read timeout.
 		for day := int64(0); day < n/86400; day++ {
-			if err := s.conn.Exec(ctx, "INSERT INTO "+db+".input_values (entity, input, ts_ns, received_ns, serial, device_input, event_id, value_json) "+
+			if err := s.pipe.conn().Exec(ctx, "INSERT INTO "+db+".input_values (entity, input, ts_ns, received_ns, serial, device_input, event_id, value_json) "+
 				"SELECT 'plant', 'temp', toInt64(? + number * 1000000000), toInt64(? + number * 1000000000 + 5000000), 'dev-1', 'temp', toString(number), toString(round(20 + 5 * sin(number / 600), 2)) FROM system.numbers WHERE number >= ? LIMIT 86400",
 				startNs, startNs, day*86400); err != nil {
 				b.Fatal(err)

@@ -29,7 +29,7 @@ func BenchmarkInsertCost(b *testing.B) {
 	for _, c := range []struct{ rows, rate int }{{20, 200}, {1, 200}, {100, 50}, {500, 20}} {
 		b.Run(fmt.Sprintf("rows=%d/rate=%d", c.rows, c.rate), func(b *testing.B) {
 			table := fmt.Sprintf("%s.input_values_%d_%d", db, c.rows, c.rate)
-			if err := s.conn.Exec(ctx, "CREATE TABLE "+table+" AS "+db+".input_values"); err != nil {
+			if err := s.pipe.conn().Exec(ctx, "CREATE TABLE "+table+" AS "+db+".input_values"); err != nil {
 				b.Fatal(err)
 			}
 			waitForMerges(b, s)
@@ -39,7 +39,7 @@ func BenchmarkInsertCost(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				<-tick.C
-				batch, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" (entity, input, ts_ns, received_ns, serial, device_input, event_id, value_json)")
+				batch, err := s.pipe.conn().PrepareBatch(ctx, "INSERT INTO "+table+" (entity, input, ts_ns, received_ns, serial, device_input, event_id, value_json)")
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -66,7 +66,7 @@ func BenchmarkInsertCost(b *testing.B) {
 func waitForMerges(b *testing.B, s *Store) {
 	for range 120 {
 		var n uint64
-		if err := s.conn.QueryRow(context.Background(), "SELECT count() FROM system.merges WHERE database = ?", s.db).Scan(&n); err != nil {
+		if err := s.pipe.conn().QueryRow(context.Background(), "SELECT count() FROM system.merges WHERE database = ?", s.db).Scan(&n); err != nil {
 			b.Fatal(err)
 		}
 		if n == 0 {

@@ -24,7 +24,7 @@ func BenchmarkDiagnosticsOfABusyDevice(b *testing.B) {
 	step := int64(24*time.Hour) / n
 	// Generated in ClickHouse: rows as the writer stores them. Readings are
 	// 0-9 s late; every 100th was refused its time.
-	if err := s.conn.Exec(ctx, "INSERT INTO "+s.db+".device_messages (serial, ts_ns, event_id, payload, outcome, reading_ns, time_note, token) "+
+	if err := s.pipe.conn().Exec(ctx, "INSERT INTO "+s.db+".device_messages (serial, ts_ns, event_id, payload, outcome, reading_ns, time_note, token) "+
 		"SELECT 'busy', toInt64(? + number * ?), toString(number), concat('{\"serial\":\"busy\",\"data\":{\"temp\":', toString(number % 40), '}}'), "+
 		"'Message processed and data stored successfully', toInt64(? + number * ? - if(number % 100 = 0, 0, (number % 10) * 1000000000)), "+
 		"if(number % 100 = 0, 'data.at is not a time: stored at receive time', ''), 'token-1' FROM system.numbers LIMIT ?",

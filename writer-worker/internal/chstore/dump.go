@@ -32,7 +32,7 @@ func init() {
 // MATERIALIZED ones), and hands them to f in blocks of blockRows.
 func (s *Store) DumpTable(ctx context.Context, table string, blockRows int, f func(Block) error) error {
 	type column struct{ name, typ string }
-	cols, err := collect(ctx, s.conn, "list columns of "+table, "scan column",
+	cols, err := collect(ctx, s.pipe, "list columns of "+table, "scan column",
 		"SELECT name, type FROM system.columns WHERE database = ? AND table = ? AND default_kind NOT IN ('ALIAS', 'MATERIALIZED')",
 		[]any{s.db, table}, func(scan func(...any) error) (c column, err error) {
 			err = scan(&c.name, &c.typ)
@@ -78,7 +78,7 @@ func (s *Store) DumpTable(ctx context.Context, table string, blockRows int, f fu
 		}
 	}
 	reset()
-	err = scanRows(ctx, s.conn, "read "+table, "scan a row of "+table, "SELECT "+strings.Join(names, ", ")+" FROM "+s.db+"."+table, nil,
+	err = scanRows(ctx, s.pipe, "read "+table, "scan a row of "+table, "SELECT "+strings.Join(names, ", ")+" FROM "+s.db+"."+table, nil,
 		func(scan func(...any) error) error {
 			if err := scan(dest...); err != nil {
 				return err
@@ -123,7 +123,7 @@ func (s *Store) LoadBlock(ctx context.Context, table string, b Block) error {
 	if b.Rows == 0 {
 		return nil
 	}
-	batch, err := s.conn.PrepareBatch(lingering(ctx), "INSERT INTO "+s.db+"."+table+" ("+strings.Join(b.Names, ", ")+")")
+	batch, err := s.pipe.conn().PrepareBatch(lingering(ctx), "INSERT INTO "+s.db+"."+table+" ("+strings.Join(b.Names, ", ")+")")
 	if err != nil {
 		return fmt.Errorf("prepare %s insert: %w", table, classify(err))
 	}
@@ -151,7 +151,7 @@ func (s *Store) LoadBlock(ctx context.Context, table string, b Block) error {
 // Rows is how many rows table holds.
 func (s *Store) Rows(ctx context.Context, table string) (uint64, error) {
 	var n uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.db+"."+table).Scan(&n); err != nil {
+	if err := s.pipe.conn().QueryRow(ctx, "SELECT count() FROM "+s.db+"."+table).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count %s: %w", table, classify(err))
 	}
 	return n, nil

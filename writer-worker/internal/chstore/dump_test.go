@@ -11,7 +11,7 @@ import (
 func TestDumpAndLoad(t *testing.T) {
 	src, dst := openTest(t), openTest(t)
 	ctx := context.Background()
-	if err := src.conn.Exec(ctx, "INSERT INTO "+src.db+".input_minutes (entity, input, bucket, readings, numbers, min_value, max_value, sum_value, last_ns, last_value, version) "+
+	if err := src.pipe.conn().Exec(ctx, "INSERT INTO "+src.db+".input_minutes (entity, input, bucket, readings, numbers, min_value, max_value, sum_value, last_ns, last_value, version) "+
 		"SELECT concat('e', toString(number)), 'i', number * 60, 1, number % 2, if(number % 2 = 1, toNullable(toFloat64(number)), NULL), NULL, number, number, toString(number), 7 FROM system.numbers LIMIT 2500"); err != nil {
 		t.Fatal(err)
 	}
@@ -32,10 +32,10 @@ func TestDumpAndLoad(t *testing.T) {
 		a[i], b[i] = new(uint64), new(uint64)
 	}
 	a[3], b[3] = new(float64), new(float64)
-	if err := src.conn.QueryRow(ctx, fmt.Sprintf(q, src.db)).Scan(a[:]...); err != nil {
+	if err := src.pipe.conn().QueryRow(ctx, fmt.Sprintf(q, src.db)).Scan(a[:]...); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst.conn.QueryRow(ctx, fmt.Sprintf(q, dst.db)).Scan(b[:]...); err != nil {
+	if err := dst.pipe.conn().QueryRow(ctx, fmt.Sprintf(q, dst.db)).Scan(b[:]...); err != nil {
 		t.Fatal(err)
 	}
 	got, want := fmt.Sprint(derefAll(b[:])), fmt.Sprint(derefAll(a[:]))

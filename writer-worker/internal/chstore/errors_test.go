@@ -14,7 +14,7 @@ func TestFailureKinds(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	row := []ValueRow{{Entity: "e", Input: "i", TsNs: 1, Serial: "longer-than-four", DeviceInput: "d", EventID: "x", JSON: json.RawMessage(`1`)}}
-	if err := s.conn.Exec(ctx, "ALTER TABLE "+s.db+".input_values MODIFY COLUMN serial FixedString(4)"); err != nil {
+	if err := s.pipe.conn().Exec(ctx, "ALTER TABLE "+s.db+".input_values MODIFY COLUMN serial FixedString(4)"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.InsertValues(ctx, row); failure.KindOf(err) != failure.Permanent {
@@ -23,7 +23,7 @@ func TestFailureKinds(t *testing.T) {
 	if err := s.InsertMessages(ctx, []MessageRow{{Serial: "s", EventID: "x", Payload: []byte(`{}`), Outcome: "ok"}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.conn.Exec(ctx, "DROP TABLE "+s.db+".device_messages"); err != nil {
+	if err := s.pipe.conn().Exec(ctx, "DROP TABLE "+s.db+".device_messages"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.InsertMessages(ctx, []MessageRow{{Serial: "s", EventID: "y", Payload: []byte(`{}`), Outcome: "ok"}}); err == nil || failure.KindOf(err) != failure.Transient {

@@ -48,10 +48,10 @@ func PartitionEnd(id string) (time.Time, bool) {
 // and the keys are of Int64 nanoseconds.
 func (s *Store) partitionEnds(ctx context.Context, table string) (map[string]time.Time, error) {
 	var key string
-	if err := s.conn.QueryRow(ctx, "SELECT partition_key FROM system.tables WHERE database = ? AND name = ?", s.db, table).Scan(&key); err != nil {
+	if err := s.pipe.conn().QueryRow(ctx, "SELECT partition_key FROM system.tables WHERE database = ? AND name = ?", s.db, table).Scan(&key); err != nil {
 		return nil, fmt.Errorf("read the partition key of %s: %w", table, err)
 	}
-	ids, err := collect(ctx, s.conn, "list partitions of "+table, "scan partition",
+	ids, err := collect(ctx, s.pipe, "list partitions of "+table, "scan partition",
 		"SELECT DISTINCT partition_id FROM system.parts WHERE database = ? AND table = ? AND active",
 		[]any{s.db, table}, func(scan func(...any) error) (p string, err error) {
 			err = scan(&p)
@@ -75,7 +75,7 @@ func (s *Store) partitionEnds(ctx context.Context, table string) (map[string]tim
 		zone = ", '" + m[1] + "'"
 	}
 	var secs []uint32
-	if err := s.conn.QueryRow(ctx, "SELECT arrayMap(w -> toUnixTimestamp(toDateTime(w"+zone+")), ?)", walls).Scan(&secs); err != nil {
+	if err := s.pipe.conn().QueryRow(ctx, "SELECT arrayMap(w -> toUnixTimestamp(toDateTime(w"+zone+")), ?)", walls).Scan(&secs); err != nil {
 		return nil, fmt.Errorf("read when the partitions of %s end: %w", table, err)
 	}
 	ends := make(map[string]time.Time, len(named))
@@ -98,7 +98,7 @@ func (s *Store) DropPartitionsBefore(ctx context.Context, table string, cutoff t
 			continue
 		}
 		// id is digits only (PartitionEnd matched it): safe to splice.
-		if err := s.conn.Exec(ctx, "ALTER TABLE "+s.db+"."+table+" DROP PARTITION ID '"+id+"'"); err != nil {
+		if err := s.pipe.conn().Exec(ctx, "ALTER TABLE "+s.db+"."+table+" DROP PARTITION ID '"+id+"'"); err != nil {
 			return dropped, fmt.Errorf("drop partition %s of %s: %w", id, table, err)
 		}
 		dropped++
@@ -112,13 +112,13 @@ func (s *Store) DropPartitionsBefore(ctx context.Context, table string, cutoff t
 // delete; it reports whether it asked.
 func (s *Store) DeleteSeenBefore(ctx context.Context, table string, cutoffNs int64) (bool, error) {
 	var n uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.db+"."+table+" WHERE last_ns < ?", cutoffNs).Scan(&n); err != nil {
+	if err := s.pipe.conn().QueryRow(ctx, "SELECT count() FROM "+s.db+"."+table+" WHERE last_ns < ?", cutoffNs).Scan(&n); err != nil {
 		return false, fmt.Errorf("count expired rows of %s: %w", table, err)
 	}
 	if n == 0 {
 		return false, nil
 	}
-	if err := s.conn.Exec(ctx, "ALTER TABLE "+s.db+"."+table+" DELETE WHERE last_ns < ?", cutoffNs); err != nil {
+	if err := s.pipe.conn().Exec(ctx, "ALTER TABLE "+s.db+"."+table+" DELETE WHERE last_ns < ?", cutoffNs); err != nil {
 		return false, fmt.Errorf("delete expired rows of %s: %w", table, err)
 	}
 	return true, nil

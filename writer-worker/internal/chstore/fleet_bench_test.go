@@ -17,12 +17,12 @@ func BenchmarkFleetOfTenThousand(b *testing.B) {
 	const devices, hours = 10_000, 720
 	now := time.Now()
 	hour := now.Unix() / 3600 * 3600
-	if err := s.conn.Exec(ctx, "INSERT INTO "+s.db+".device_stats_hourly (serial, hour, kind, requests, readings) "+
+	if err := s.pipe.conn().Exec(ctx, "INSERT INTO "+s.db+".device_stats_hourly (serial, hour, kind, requests, readings) "+
 		"SELECT concat('dev-', toString(number % ?)), toInt64(? - intDiv(number, ?) * 3600), 'stored', 360, 360 FROM system.numbers LIMIT ?",
 		devices, hour-3*3600, devices, devices*hours); err != nil {
 		b.Fatal(err)
 	}
-	if err := s.conn.Exec(ctx, "INSERT INTO "+s.db+".device_seen (serial, last_ns, kind) "+
+	if err := s.pipe.conn().Exec(ctx, "INSERT INTO "+s.db+".device_seen (serial, last_ns, kind) "+
 		"SELECT concat('dev-', toString(number)), toInt64(? - if(number % 10 = 0, 7200, 60) * 1000000000), 'stored' FROM system.numbers LIMIT ?",
 		now.UnixNano(), devices); err != nil {
 		b.Fatal(err)

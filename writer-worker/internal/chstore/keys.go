@@ -26,7 +26,7 @@ func (s *Store) KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) ([
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	return collect(ctx, s.conn, "look up event keys", "scan event key",
+	return collect(ctx, s.pipe, "look up event keys", "scan event key",
 		"SELECT event_id, ts_ns, outcome FROM "+s.db+".event_keys WHERE event_id IN ? AND ts_ns >= ?",
 		[]any{set(ids), sinceNs}, func(scan func(...any) error) (k KeyRow, err error) {
 			var code uint8
@@ -40,7 +40,7 @@ func (s *Store) KeyOutcomes(ctx context.Context, ids []string, sinceNs int64) ([
 // at or after sinceNs, as the rows stream in (writer-worker's filter of
 // keys seen is filled from them at start).
 func (s *Store) EachKey(ctx context.Context, sinceNs int64, fn func(id string, tsNs int64)) error {
-	return scanRows(ctx, s.conn, "read event keys", "scan event key",
+	return scanRows(ctx, s.pipe, "read event keys", "scan event key",
 		"SELECT event_id, ts_ns FROM "+s.db+".event_keys WHERE ts_ns >= ?", []any{sinceNs},
 		func(scan func(...any) error) error {
 			var id string

@@ -19,7 +19,7 @@ func (s *Store) RecordedPeriods(ctx context.Context) (map[string]time.Duration, 
 		kind, source  string
 		period, setNs int64
 	}
-	rows, err := collect(ctx, s.conn, "read the recorded retention periods", "scan a retention period",
+	rows, err := collect(ctx, s.pipe, "read the recorded retention periods", "scan a retention period",
 		"SELECT kind, source, period_ns, set_ns FROM "+s.db+".retention_periods", nil,
 		func(scan func(...any) error) (r row, err error) {
 			err = scan(&r.kind, &r.source, &r.period, &r.setNs)

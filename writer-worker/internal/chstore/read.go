@@ -21,7 +21,7 @@ func (s *Store) Messages(ctx context.Context, serial string, limit, budget int, 
 	if beforeNs <= 0 {
 		beforeNs = math.MaxInt64
 	}
-	rows, err := s.reads.Query(ctx, "SELECT event_id, ts_ns, length(payload) FROM "+s.db+".device_messages WHERE serial = ? AND ts_ns < ? ORDER BY ts_ns DESC, event_id LIMIT 1 BY event_id LIMIT ?",
+	rows, err := s.reads.conn().Query(ctx, "SELECT event_id, ts_ns, length(payload) FROM "+s.db+".device_messages WHERE serial = ? AND ts_ns < ? ORDER BY ts_ns DESC, event_id LIMIT 1 BY event_id LIMIT ?",
 		serial, beforeNs, limit+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("query messages: %w", err)

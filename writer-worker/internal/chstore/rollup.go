@@ -104,7 +104,7 @@ func (s *Store) RollupChunk(ctx context.Context, c Chunk, sinceMinute, versionNs
 	var n uint64
 	var e0, e1, i0, i1 string
 	marked, m := c.marked(s.db, sinceMinute)
-	if err := s.conn.QueryRow(ctx, "SELECT min(minute), max(minute), count(), min(entity), max(entity), min(input), max(input) "+marked, m...).
+	if err := s.pipe.conn().QueryRow(ctx, "SELECT min(minute), max(minute), count(), min(entity), max(entity), min(input), max(input) "+marked, m...).
 		Scan(&lo, &hi, &n, &e0, &e1, &i0, &i1); err != nil {
 		return fmt.Errorf("read rollup marks: %w", classify(err))
 	}
@@ -146,7 +146,7 @@ func (s *Store) fold(ctx context.Context, t Tier, from, v string, args []any, ve
 	}
 	q := "INSERT INTO " + s.db + "." + t.Table + " (" + tierColumns + ") SELECT entity, input, " + bucket + " AS b, " + agg +
 		", " + strconv.FormatInt(versionNs, 10) + " FROM (" + from + ") GROUP BY entity, input, b"
-	if err := s.conn.Exec(ctx, q, args...); err != nil {
+	if err := s.pipe.conn().Exec(ctx, q, args...); err != nil {
 		return fmt.Errorf("roll up %s: %w", t.Table, classify(err))
 	}
 	return nil
@@ -156,7 +156,7 @@ func (s *Store) fold(ctx context.Context, t Tier, from, v string, args []any, ve
 // time at a time, calling each after every day: the first rollup of a
 // deployment that has readings from before marks were made.
 func (s *Store) RollupAll(ctx context.Context, versionNs int64, each func() error) error {
-	days, err := collect(ctx, s.conn, "list days of readings", "scan day",
+	days, err := collect(ctx, s.pipe, "list days of readings", "scan day",
 		"SELECT DISTINCT toInt64(intDiv(ts_ns, 86400000000000)) AS d FROM "+s.db+".input_values ORDER BY d", nil,
 		func(scan func(...any) error) (d int64, err error) {
 			err = scan(&d)

@@ -104,7 +104,7 @@ func TestRollupEqualsRaw(t *testing.T) {
 	if n != 23010 {
 		t.Fatalf("the series counts %d readings, want 23010 (the 500 duplicates once)", n)
 	}
-	if err := s.conn.Exec(ctx, "OPTIMIZE TABLE "+s.db+".input_values FINAL"); err != nil {
+	if err := s.pipe.conn().Exec(ctx, "OPTIMIZE TABLE "+s.db+".input_values FINAL"); err != nil {
 		t.Fatal(err)
 	}
 	steps := []int64{60e3, 5 * 60e3, 3600e3, 3 * 3600e3, 86400e3, 90e3, 45e3}

@@ -58,7 +58,7 @@ func (s *Store) NextChunk(ctx context.Context, cur Cursor, hiNs, spanNs, sinceMi
 	} else {
 		var first int64
 		var n uint64
-		if err := s.conn.QueryRow(ctx, "SELECT min(marked_ns), count() FROM "+s.db+".rollup_dirty WHERE marked_ns > ? AND marked_ns <= ? AND minute >= ?",
+		if err := s.pipe.conn().QueryRow(ctx, "SELECT min(marked_ns), count() FROM "+s.db+".rollup_dirty WHERE marked_ns > ? AND marked_ns <= ? AND minute >= ?",
 			cur.DoneNs, hiNs, sinceMinute).Scan(&first, &n); err != nil {
 			return Chunk{}, fmt.Errorf("read rollup marks: %w", classify(err))
 		}
@@ -69,7 +69,7 @@ func (s *Store) NextChunk(ctx context.Context, cur Cursor, hiNs, spanNs, sinceMi
 		c.ToNs = min(hiNs, first+spanNs-1)
 	}
 	where, args := c.marked(s.db, sinceMinute)
-	keys, err := collect(ctx, s.conn, "read rollup marks", "scan rollup mark",
+	keys, err := collect(ctx, s.pipe, "read rollup marks", "scan rollup mark",
 		"SELECT entity, input, minute "+where+" GROUP BY entity, input, minute ORDER BY entity, input, minute LIMIT "+strconv.Itoa(maxMinutes+1),
 		args, func(scan func(...any) error) (k MarkKey, err error) {
 			err = scan(&k.Entity, &k.Input, &k.Minute)

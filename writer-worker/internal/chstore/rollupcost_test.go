@@ -53,7 +53,7 @@ func BenchmarkRollupCost(b *testing.B) {
 							"uniqExactState(cityHash64(event_id, device_input)) AS readings, countState(%[5]s) AS numbers, minState(%[5]s) AS min_value, " +
 							"maxState(%[5]s) AS max_value, sumState(%[5]s) AS sum_value, argMaxState(value_json, ts_ns) AS last FROM %[1]s.input_values GROUP BY entity, input, bucket",
 					} {
-						if err := s.conn.Exec(ctx, fmt.Sprintf(q, s.db, t.Table, t.Step*1e9, t.Step, "multiIf(value_json = 'true', 1., value_json = 'false', 0., toFloat64OrNull(value_json))")); err != nil {
+						if err := s.pipe.conn().Exec(ctx, fmt.Sprintf(q, s.db, t.Table, t.Step*1e9, t.Step, "multiIf(value_json = 'true', 1., value_json = 'false', 0., toFloat64OrNull(value_json))")); err != nil {
 							b.Fatal(err)
 						}
 					}

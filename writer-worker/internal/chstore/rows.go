@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/devicehub/eventservice/pkg/failure"
 )
@@ -51,8 +50,10 @@ func set(vs []string) clickhouse.GroupSet {
 // that row's Scan. failed and scanned begin the errors of the query and of
 // a row ("query values", "scan value"); the answer's own error is returned
 // as it is.
-func scanRows(ctx context.Context, conn driver.Conn, failed, scanned, q string, args []any, row func(scan func(dest ...any) error) error) error {
+func scanRows(ctx context.Context, r *replicas, failed, scanned, q string, args []any, row func(scan func(dest ...any) error) error) error {
+	conn := r.conn()
 	rows, err := conn.Query(ctx, q, args...)
+	r.observe(conn, err)
 	if err != nil {
 		return fmt.Errorf("%s: %w", failed, err)
 	}
@@ -62,11 +63,13 @@ func scanRows(ctx context.Context, conn driver.Conn, failed, scanned, q string, 
 			return fmt.Errorf("%s: %w", scanned, err)
 		}
 	}
-	return rows.Err()
+	err = rows.Err()
+	r.observe(conn, err)
+	return err
 }
 
 // collect is scanRows for answers of one T per row, which row makes.
-func collect[T any](ctx context.Context, conn driver.Conn, failed, scanned, q string, args []any, row func(scan func(...any) error) (T, error)) ([]T, error) {
+func collect[T any](ctx context.Context, conn *replicas, failed, scanned, q string, args []any, row func(scan func(...any) error) (T, error)) ([]T, error) {
 	var out []T
 	err := scanRows(ctx, conn, failed, scanned, q, args, func(scan func(...any) error) error {
 		v, err := row(scan)
@@ -83,7 +86,9 @@ func (s *Store) insert(ctx context.Context, table, columns string, n, width int,
 		return nil
 	}
 	ctx = lingering(ctx)
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.db+"."+table+" ("+columns+")")
+	conn := s.pipe.conn()
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+s.db+"."+table+" ("+columns+")")
+	s.pipe.observe(conn, err)
 	if err != nil {
 		return fmt.Errorf("prepare %s insert: %w", table, classify(err))
 	}
@@ -98,6 +103,7 @@ func (s *Store) insert(ctx context.Context, table, columns string, n, width int,
 		}
 	}
 	if err := b.Send(); err != nil {
+		s.pipe.observe(conn, err)
 		return fmt.Errorf("insert %s: %w", table, classify(err))
 	}
 	return nil
@@ -211,7 +217,7 @@ func (p Presence) String() string { return [...]string{"absent", "stored", "unse
 func (s *Store) StoredEvents(ctx context.Context, entities []string, ids []string, minNs, maxNs int64) (map[string]Presence, error) {
 	found := make(map[string]Presence)
 	lookup := func(ctx context.Context, p Presence) error {
-		return scanRows(ctx, s.conn, "look up stored events", "scan stored event",
+		return scanRows(ctx, s.pipe, "look up stored events", "scan stored event",
 			"SELECT DISTINCT event_id FROM "+s.db+".input_values WHERE entity IN ? AND ts_ns >= ? AND ts_ns <= ? AND event_id IN ?",
 			[]any{set(entities), minNs, maxNs, set(ids)}, func(scan func(...any) error) error {
 				var id string

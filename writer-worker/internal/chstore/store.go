@@ -17,8 +17,8 @@ import (
 // Store holds the connection pools: one for the pipeline (inserts, its
 // own checks), one for the workspace reads.
 type Store struct {
-	conn  driver.Conn
-	reads driver.Conn
+	pipe  *replicas
+	reads *replicas
 	db    string
 	cfg   Config
 	// rolled is where the rollups end (SetRolledUp): 0, none are read.
@@ -32,18 +32,18 @@ func Open(cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
-	conn, err := open(cfg, cfg.User, cfg.Password)
+	pipe, err := openReplicas(cfg, cfg.User, cfg.Password)
 	if err != nil {
 		return nil, err
 	}
-	reads := conn
+	reads := pipe
 	if cfg.ReadUser != "" {
-		if reads, err = open(cfg, cfg.ReadUser, cfg.ReadPassword); err != nil {
-			_ = conn.Close()
+		if reads, err = openReplicas(cfg, cfg.ReadUser, cfg.ReadPassword); err != nil {
+			pipe.close()
 			return nil, err
 		}
 	}
-	return &Store{conn: conn, reads: reads, db: cfg.Database, cfg: cfg}, nil
+	return &Store{pipe: pipe, reads: reads, db: cfg.Database, cfg: cfg}, nil
 }
 
 func open(cfg Config, user, password string) (driver.Conn, error) {
@@ -94,7 +94,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return s.migrateReplicas(ctx)
 	}
 	for _, stmt := range schema.Statements(s.db) {
-		if err := s.conn.Exec(ctx, stmt); err != nil {
+		if err := s.pipe.conn().Exec(ctx, stmt); err != nil {
 			return fmt.Errorf("apply schema: %w", err)
 		}
 	}
@@ -137,7 +137,7 @@ func (s *Store) migrateReplicas(ctx context.Context) error {
 	}
 	return s.OnEachServer(ctx, func(st *Store, _ string) error {
 		for _, stmt := range stmts {
-			if err := st.conn.Exec(ctx, stmt); err != nil {
+			if err := st.pipe.conn().Exec(ctx, stmt); err != nil {
 				return fmt.Errorf("apply the replicated schema: %w", err)
 			}
 		}
@@ -147,7 +147,10 @@ func (s *Store) migrateReplicas(ctx context.Context) error {
 
 // Ping checks that ClickHouse answers.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.conn.Ping(ctx); err != nil {
+	c := s.pipe.conn()
+	err := c.Ping(ctx)
+	s.pipe.observe(c, err)
+	if err != nil {
 		return fmt.Errorf("clickhouse ping: %w", err)
 	}
 	return nil
@@ -156,10 +159,15 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes the pool.
 func (s *Store) Close() error {
 	if s.cfg.ReadUser != "" {
-		_ = s.reads.Close()
+		s.reads.close()
 	}
-	return s.conn.Close()
+	s.pipe.close()
+	return nil
 }
 
-// Conn exposes the pool to tests of this program that check rows directly.
-func (s *Store) Conn() driver.Conn { return s.conn }
+// Conn exposes the current replica's pool to tests of this program that
+// check rows directly.
+func (s *Store) Conn() driver.Conn { return s.pipe.conn() }
+
+// Failovers counts the moves from one replica to the next.
+func (s *Store) Failovers() uint64 { return s.pipe.moves.Load() }

@@ -77,14 +77,14 @@ func TestValuesRoundTripInArrivalOrder(t *testing.T) {
 	// The numeric projection: numbers and booleans, nothing for objects.
 	var sum float64
 	var n uint64
-	if err := s.conn.QueryRow(ctx, "SELECT sum(value_num), count(value_num) FROM "+s.db+".input_values WHERE entity = 'boiler' AND input = 'temp'").Scan(&sum, &n); err != nil {
+	if err := s.pipe.conn().QueryRow(ctx, "SELECT sum(value_num), count(value_num) FROM "+s.db+".input_values WHERE entity = 'boiler' AND input = 'temp'").Scan(&sum, &n); err != nil {
 		t.Fatal(err)
 	}
 	if sum != 22.5 || n != 2 {
 		t.Fatalf("sum(value_num) = %v over %d rows, want 22.5 over 2", sum, n)
 	}
 	var kinds string
-	if err := s.conn.QueryRow(ctx, "SELECT arrayStringConcat(groupArray(toString(value_type)), ',') FROM (SELECT value_type FROM "+s.db+".input_values WHERE entity = 'boiler' ORDER BY ts_ns)").Scan(&kinds); err != nil {
+	if err := s.pipe.conn().QueryRow(ctx, "SELECT arrayStringConcat(groupArray(toString(value_type)), ',') FROM (SELECT value_type FROM "+s.db+".input_values WHERE entity = 'boiler' ORDER BY ts_ns)").Scan(&kinds); err != nil {
 		t.Fatal(err)
 	}
 	if kinds != "number,bool,object,string" {
@@ -181,7 +181,7 @@ func TestReadsAreReadOnly(t *testing.T) {
 	s := openTest(t)
 	ctx := context.Background()
 	settings := map[string]string{}
-	rows, err := s.reads.Query(ctx, "SELECT name, value FROM system.settings WHERE name IN ('readonly', 'max_execution_time', 'max_memory_usage')")
+	rows, err := s.reads.conn().Query(ctx, "SELECT name, value FROM system.settings WHERE name IN ('readonly', 'max_execution_time', 'max_memory_usage')")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestReadsAreReadOnly(t *testing.T) {
 	if settings["readonly"] != "2" || settings["max_execution_time"] != "10" || settings["max_memory_usage"] != "1000000000" {
 		t.Fatalf("reader's settings %v, want readonly 2, max_execution_time 10, max_memory_usage 1e9", settings)
 	}
-	err = s.reads.Exec(ctx, "CREATE TABLE "+s.db+".intruder (x UInt8) ENGINE = Memory")
+	err = s.reads.conn().Exec(ctx, "CREATE TABLE "+s.db+".intruder (x UInt8) ENGINE = Memory")
 	if err == nil || !strings.Contains(err.Error(), "readonly") {
 		t.Fatalf("the reader created a table: %v", err)
 	}
@@ -279,7 +279,7 @@ func TestUpgradesThePreviousReleasesSchema(t *testing.T) {
 	t.Cleanup(func() { _ = prev.Close() })
 	ctx := context.Background()
 	for _, stmt := range schema.Release(string(old), db) {
-		if err := prev.conn.Exec(ctx, stmt); err != nil {
+		if err := prev.pipe.conn().Exec(ctx, stmt); err != nil {
 			t.Fatalf("the 1.0.0 schema: %v", err)
 		}
 	}
@@ -287,7 +287,7 @@ func TestUpgradesThePreviousReleasesSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	columns := func(s *Store) []string {
-		rows, err := s.conn.Query(ctx, "SELECT table, name, type, default_kind, default_expression FROM system.columns WHERE database = ? ORDER BY table, name", s.db)
+		rows, err := s.pipe.conn().Query(ctx, "SELECT table, name, type, default_kind, default_expression FROM system.columns WHERE database = ? ORDER BY table, name", s.db)
 		if err != nil {
 			t.Fatal(err)
 		}
