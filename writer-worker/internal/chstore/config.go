@@ -18,8 +18,8 @@ import (
 type Config struct {
 	// URL is clickhouse://user@host:port[,host:port...]/database[?secure=true]
 	// [&tls_ca=FILE][&tls_cert=FILE&tls_key=FILE][&insert_quorum=n]: one
-	// address, or the replicas of one shard (connections go to the first
-	// that answers, and to the next when it fails), TLS, and an insert
+	// address, or the replicas of one shard (the first is used until it
+	// cannot serve, then the next: see replicas), TLS, and an insert
 	// quorum other than the default.
 	URL      string
 	Password string
