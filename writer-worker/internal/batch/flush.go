@@ -127,9 +127,11 @@ const redeliveryAge = 2 * time.Second
 // decode reads the batch's envelopes; one that cannot be read, or that has
 // been delivered too often, goes to the dead letters here. Events to check
 // (dedupe.Item.Check) are those redelivered, seen twice by the mapper,
-// replayed, or older than redeliveryAge at now.
+// replayed, or older than redeliveryAge at now; or received more than
+// redeliveryAge after now: by an ingest-api copy whose clock is ahead of
+// this one's (a clock stepped, or drifting), so its age cannot be told.
 func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe.Item) {
-	old := now.Add(-redeliveryAge).UnixNano()
+	old, ahead := now.Add(-redeliveryAge).UnixNano(), now.Add(redeliveryAge).UnixNano()
 	var items []dedupe.Item
 	srcs := make([]source, 0, len(msgs))
 	for _, jm := range msgs {
@@ -149,7 +151,7 @@ func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe
 		for _, ev := range evs {
 			ev.Replay = ev.Replay || replay
 			src.items = append(src.items, len(items))
-			check := delivered > 1 || ev.MaybeStored || ev.Replay || ev.ReceivedNs < old
+			check := delivered > 1 || ev.MaybeStored || ev.Replay || ev.ReceivedNs < old || ev.ReceivedNs > ahead
 			items = append(items, dedupe.Item{Event: ev, Check: check, Claimed: claimed})
 		}
 		srcs = append(srcs, src)

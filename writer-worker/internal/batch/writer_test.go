@@ -194,23 +194,33 @@ func TestWriterChecksAnOldEventOnItsFirstDelivery(t *testing.T) {
 	if err := r.store.InsertValues(ctx, valueRows([]dedupe.Item{{Event: old}}, []int{0})); err != nil {
 		t.Fatal(err)
 	}
+	// Received by a copy whose clock runs a minute ahead of this one's:
+	// its age cannot be told, so it is checked too.
+	ahead := mapped("ev-ahead", outcome.Stored, `7`)
+	ahead.ReceivedNs = time.Now().Add(time.Minute).UnixNano()
+	if err := r.store.InsertValues(ctx, valueRows([]dedupe.Item{{Event: ahead}}, []int{0})); err != nil {
+		t.Fatal(err)
+	}
 	young := mapped("ev-young", outcome.Stored, `9`)
 	replies, err := r.nc.SubscribeSync("test.old")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.run(t, testCfg)
-	r.publish(t, "env-old", withReply(old, "test.old"), withReply(young, "test.old"))
+	r.publish(t, "env-old", withReply(old, "test.old"), withReply(ahead, "test.old"), withReply(young, "test.old"))
 	m, err := replies.NextMsg(5 * time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	reps, err := event.DecodeReplies(m.Data)
-	if err != nil || len(reps) != 2 || reps[0].Code != outcome.Stored || reps[1].Code != outcome.Stored {
-		t.Fatalf("replies = %+v, %v (want both stored)", reps, err)
+	if err != nil || len(reps) != 3 || reps[0].Code != outcome.Stored || reps[1].Code != outcome.Stored || reps[2].Code != outcome.Stored {
+		t.Fatalf("replies = %+v, %v (want all three stored)", reps, err)
 	}
 	if n := r.count(t, "input_values", old.ID); n != 1 {
 		t.Errorf("an old event stored before has %d rows, want 1", n)
+	}
+	if n := r.count(t, "input_values", ahead.ID); n != 1 {
+		t.Errorf("an event from a clock ahead, stored before, has %d rows, want 1", n)
 	}
 	if n := r.count(t, "input_values", young.ID); n != 1 {
 		t.Errorf("a young event has %d rows, want 1", n)
