@@ -172,10 +172,10 @@ func (tw *twins) latencies() string {
 // load is the twins' figures in the form reconcile's verdict takes: a
 // reading succeeded when either copy answered it stored.
 func (tw *twins) load() *load {
-	l := &load{sent: tw.sent, retries: tw.retries, succeeded: map[int]bool{}, statuses: tw.statuses}
+	l := &load{sent: tw.sent, retries: tw.retries, succeeded: map[int]time.Time{}, statuses: tw.statuses}
 	for i, st := range tw.stored {
 		if st[0] || st[1] {
-			l.succeeded[i] = true
+			l.succeeded[i] = time.Now()
 		}
 	}
 	return l

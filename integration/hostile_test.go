@@ -92,7 +92,7 @@ type try struct {
 }
 
 func (f *fleet) run(ctx context.Context, base string, rate int, first int) {
-	f.succeeded, f.statuses = map[int]bool{}, map[string]int{}
+	f.succeeded, f.statuses = map[int]time.Time{}, map[string]int{}
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxConnsPerHost: 256}}
 	defer client.CloseIdleConnections()
 	interval, start := f.interval, f.start
@@ -133,7 +133,7 @@ func (f *fleet) run(ctx context.Context, base string, rate int, first int) {
 			f.sent++
 			f.statuses[key]++
 			if ok {
-				f.succeeded[v] = true
+				f.succeeded[v] = time.Now()
 			}
 			f.mu.Unlock()
 			f.mu2.Lock()

@@ -18,6 +18,7 @@ type disk struct {
 	mnt    string // where it is mounted
 	uid    int
 	commit string // ProcCluster.DiskCommit
+	opts   string // more mount options ("sync")
 }
 
 // newDisk makes a disk of 16 GiB (sparse: JetStream reserves room for
@@ -46,6 +47,9 @@ func (d *disk) mount() {
 	opts := "loop"
 	if d.commit != "" {
 		opts += ",commit=" + d.commit
+	}
+	if d.opts != "" {
+		opts += "," + d.opts
 	}
 	run(d.t, "mount", "-o", opts, d.img, d.mnt)
 	if err := os.Chown(d.mnt, d.uid, d.uid); err != nil {
@@ -87,6 +91,33 @@ func dirBytes(dir string) int64 {
 	})
 	return n
 }
+
+// Disk is a disk of its own for a server this package does not start (a
+// test's own ClickHouse): its files at Dir, on a file system mounted with
+// ext4's defaults and opts ("sync": every write and directory change
+// reaches the device before it returns).
+type Disk struct {
+	Dir string
+	d   *disk
+}
+
+// NewDisk makes a Disk mounted at a fresh directory (root only: the test
+// is skipped otherwise), unmounted when the test ends.
+func NewDisk(t testing.TB, opts string) *Disk {
+	t.Helper()
+	mnt := t.TempDir()
+	d := newDisk(t, t.TempDir(), mnt, 0, "")
+	if opts != "" {
+		d.unmount()
+		d.opts = opts
+		d.mount()
+	}
+	return &Disk{Dir: mnt, d: d}
+}
+
+// PowerLoss keeps what the device holds and drops what the file system
+// held in memory only. Every process writing to it must be dead.
+func (d *Disk) PowerLoss() { d.d.powerLoss() }
 
 // PowerOff kills the nodes' processes at once and then drops what their
 // disks held in memory only, as when machines lose power

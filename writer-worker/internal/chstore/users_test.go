@@ -46,6 +46,38 @@ func TestShippedClickHouseUsersAreNotOpenToAnyNetwork(t *testing.T) {
 	}
 }
 
+// Compose's server fsyncs every insert before acknowledging it: the
+// writer answers stored once ClickHouse acknowledged, and without the
+// fsync a power cut loses the inserts of the last ~30 s
+// (integration.TestPartitionClickHouseLosesPower).
+func TestComposeClickHouseSyncsInserts(t *testing.T) {
+	b, err := os.ReadFile("../../../deploy/clickhouse/durability.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		XMLName   xml.Name
+		MergeTree struct {
+			AfterInsert   string `xml:"fsync_after_insert"`
+			PartDirectory string `xml:"fsync_part_directory"`
+		} `xml:"merge_tree"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("durability.xml: %v", err)
+	}
+	if doc.XMLName.Local != "clickhouse" || doc.MergeTree.AfterInsert != "1" || doc.MergeTree.PartDirectory != "1" {
+		t.Errorf("durability.xml: root %q, fsync_after_insert %q, fsync_part_directory %q; want clickhouse, 1, 1",
+			doc.XMLName.Local, doc.MergeTree.AfterInsert, doc.MergeTree.PartDirectory)
+	}
+	compose, err := os.ReadFile("../../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(compose), "deploy/clickhouse/durability.xml:/etc/clickhouse-server/config.d/") {
+		t.Error("docker-compose.yml does not mount deploy/clickhouse/durability.xml into the server's config.d")
+	}
+}
+
 // networks are the <ip> entries of user in a users file.
 func networks(t *testing.T, file, user string) []string {
 	t.Helper()
