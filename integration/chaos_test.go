@@ -53,9 +53,10 @@ type load struct {
 	succeeded map[int]time.Time // when each value was answered stored
 	statuses  map[string]int
 	answers   []answered // every request's end, in order
-	// mayLoseFrom: values answered stored from then on may be missing (a
-	// fault the shipped settings do not survive, counted); zero: none.
-	mayLoseFrom time.Time
+	// mayLoseFrom, mayLoseTo: values answered stored between them may be
+	// missing (a fault the shipped settings do not survive, counted);
+	// zero: none.
+	mayLoseFrom, mayLoseTo time.Time
 }
 
 // answered is when a request ended, and whether it was answered stored.
@@ -170,7 +171,7 @@ func verdict(t *testing.T, fault string, l *load, counts map[int]uint64) {
 	var oldest time.Time // of the values lost as allowed
 	var which []string   // the first few values wrong, for the investigation
 	for v, at := range l.succeeded {
-		if counts[v] == 0 && !l.mayLoseFrom.IsZero() && !at.Before(l.mayLoseFrom) {
+		if counts[v] == 0 && !l.mayLoseFrom.IsZero() && !at.Before(l.mayLoseFrom) && at.Before(l.mayLoseTo) {
 			if lost++; oldest.IsZero() || at.Before(oldest) {
 				oldest = at
 			}
@@ -196,8 +197,8 @@ func verdict(t *testing.T, fault string, l *load, counts map[int]uint64) {
 	fmt.Printf("chaos fault=%s sent=%d keyed_retries=%d successes=%d stored=%d missing=%d duplicates=%d\n",
 		fault, l.sent, l.retries, len(l.succeeded), len(counts), missing, dups)
 	if !l.mayLoseFrom.IsZero() {
-		fmt.Printf("chaos fault=%s answered stored from %s on and missing (allowed by the settings): %d, the oldest answered at %s\n",
-			fault, l.mayLoseFrom.Format(time.TimeOnly), lost, oldest.Format("15:04:05.000"))
+		fmt.Printf("chaos fault=%s answered stored from %s to %s and missing (allowed by the settings): %d, the oldest answered at %s\n",
+			fault, l.mayLoseFrom.Format(time.TimeOnly), l.mayLoseTo.Format(time.TimeOnly), lost, oldest.Format("15:04:05.000"))
 	}
 	if missing != 0 || dups != 0 {
 		t.Fatalf("%s: %d values answered stored are missing, %d values stored twice: %s", fault, missing, dups, strings.Join(which, "; "))

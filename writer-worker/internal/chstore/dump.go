@@ -123,7 +123,9 @@ func (s *Store) LoadBlock(ctx context.Context, table string, b Block) error {
 	if b.Rows == 0 {
 		return nil
 	}
-	batch, err := s.pipe.conn().PrepareBatch(lingering(ctx), "INSERT INTO "+s.db+"."+table+" ("+strings.Join(b.Names, ", ")+")")
+	conn := s.pipe.conn()
+	batch, err := conn.PrepareBatch(lingering(ctx), "INSERT INTO "+s.db+"."+table+" ("+strings.Join(b.Names, ", ")+")")
+	s.pipe.observe(conn, err)
 	if err != nil {
 		return fmt.Errorf("prepare %s insert: %w", table, classify(err))
 	}
@@ -143,6 +145,7 @@ func (s *Store) LoadBlock(ctx context.Context, table string, b Block) error {
 		}
 	}
 	if err := batch.Send(); err != nil {
+		s.pipe.observe(conn, err)
 		return fmt.Errorf("insert %s: %w", table, classify(err))
 	}
 	return nil

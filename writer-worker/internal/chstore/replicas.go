@@ -31,6 +31,9 @@ type replicas struct {
 // the driver does with one pool, so that a replica that is down costs no
 // failed call.
 func openReplicas(cfg Config, user, password string) (*replicas, error) {
+	if len(cfg.addrs) == 0 {
+		return nil, errors.New("CLICKHOUSE_URL names no address")
+	}
 	r := &replicas{}
 	for i := range cfg.addrs {
 		one := cfg

@@ -52,3 +52,14 @@ func TestReplicasMoveOnOnlyFromAReplicaThatCannotServe(t *testing.T) {
 		t.Fatalf("a single server moved: %d moves", one.moves.Load())
 	}
 }
+
+func TestReplicasNeedAnAddress(t *testing.T) {
+	cfg := Config{URL: "clickhouse://u@,/db"}
+	if err := cfg.Parse(); err != nil {
+		return // refused before any pool: as good
+	}
+	if r, err := openReplicas(cfg, "u", ""); err == nil {
+		r.close()
+		t.Fatal("a URL without an address opened pools")
+	}
+}

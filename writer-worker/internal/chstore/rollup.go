@@ -146,7 +146,10 @@ func (s *Store) fold(ctx context.Context, t Tier, from, v string, args []any, ve
 	}
 	q := "INSERT INTO " + s.db + "." + t.Table + " (" + tierColumns + ") SELECT entity, input, " + bucket + " AS b, " + agg +
 		", " + strconv.FormatInt(versionNs, 10) + " FROM (" + from + ") GROUP BY entity, input, b"
-	if err := s.pipe.conn().Exec(ctx, q, args...); err != nil {
+	conn := s.pipe.conn()
+	err := conn.Exec(ctx, q, args...)
+	s.pipe.observe(conn, err)
+	if err != nil {
 		return fmt.Errorf("roll up %s: %w", t.Table, classify(err))
 	}
 	return nil

@@ -169,5 +169,12 @@ func (s *Store) Close() error {
 // check rows directly.
 func (s *Store) Conn() driver.Conn { return s.pipe.conn() }
 
-// Failovers counts the moves from one replica to the next.
-func (s *Store) Failovers() uint64 { return s.pipe.moves.Load() }
+// Failovers counts the moves from one replica to the next, of the
+// pipeline's pools and of the workspace reads' when they are apart.
+func (s *Store) Failovers() uint64 {
+	n := s.pipe.moves.Load()
+	if s.reads != s.pipe {
+		n += s.reads.moves.Load()
+	}
+	return n
+}
