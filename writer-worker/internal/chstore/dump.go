@@ -5,6 +5,8 @@ import (
 	"encoding/gob"
 	"fmt"
 	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Block is rows of a table, column by column (a backup's unit): each of
@@ -123,32 +125,31 @@ func (s *Store) LoadBlock(ctx context.Context, table string, b Block) error {
 	if b.Rows == 0 {
 		return nil
 	}
-	conn := s.pipe.conn()
-	batch, err := conn.PrepareBatch(lingering(ctx), "INSERT INTO "+s.db+"."+table+" ("+strings.Join(b.Names, ", ")+")")
-	s.pipe.observe(conn, err)
-	if err != nil {
-		return fmt.Errorf("prepare %s insert: %w", table, classify(err))
-	}
-	defer func() { _ = batch.Abort() }()
-	for i, col := range b.Columns {
-		if nf, ok := col.(NullFloats); ok {
-			vs := make([]*float64, len(nf.V))
-			for k := range nf.V {
-				if !nf.Null[k] {
-					vs[k] = &nf.V[k]
+	return s.pipe.use(func(conn driver.Conn) error {
+		batch, err := conn.PrepareBatch(lingering(ctx), "INSERT INTO "+s.db+"."+table+" ("+strings.Join(b.Names, ", ")+")")
+		if err != nil {
+			return fmt.Errorf("prepare %s insert: %w", table, classify(err))
+		}
+		defer func() { _ = batch.Abort() }()
+		for i, col := range b.Columns {
+			if nf, ok := col.(NullFloats); ok {
+				vs := make([]*float64, len(nf.V))
+				for k := range nf.V {
+					if !nf.Null[k] {
+						vs[k] = &nf.V[k]
+					}
 				}
+				col = vs
 			}
-			col = vs
+			if err := batch.Column(i).Append(col); err != nil {
+				return fmt.Errorf("append column %s to %s: %w", b.Names[i], table, err)
+			}
 		}
-		if err := batch.Column(i).Append(col); err != nil {
-			return fmt.Errorf("append column %s to %s: %w", b.Names[i], table, err)
+		if err := batch.Send(); err != nil {
+			return fmt.Errorf("insert %s: %w", table, classify(err))
 		}
-	}
-	if err := batch.Send(); err != nil {
-		s.pipe.observe(conn, err)
-		return fmt.Errorf("insert %s: %w", table, classify(err))
-	}
-	return nil
+		return nil
+	})
 }
 
 // Rows is how many rows table holds.

@@ -66,6 +66,16 @@ func (r *replicas) observe(c driver.Conn, err error) {
 	}
 }
 
+// use runs f on the current replica's pool and moves on from that replica
+// when f's error says it cannot serve. Every query of the store goes
+// through here.
+func (r *replicas) use(f func(c driver.Conn) error) error {
+	c := r.conn()
+	err := f(c)
+	r.observe(c, err)
+	return err
+}
+
 func (r *replicas) close() {
 	for _, c := range r.pools {
 		_ = c.Close()

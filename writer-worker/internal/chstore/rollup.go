@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Reading times are after 1970 (ingest-api bounds them), so buckets are
@@ -146,9 +148,7 @@ func (s *Store) fold(ctx context.Context, t Tier, from, v string, args []any, ve
 	}
 	q := "INSERT INTO " + s.db + "." + t.Table + " (" + tierColumns + ") SELECT entity, input, " + bucket + " AS b, " + agg +
 		", " + strconv.FormatInt(versionNs, 10) + " FROM (" + from + ") GROUP BY entity, input, b"
-	conn := s.pipe.conn()
-	err := conn.Exec(ctx, q, args...)
-	s.pipe.observe(conn, err)
+	err := s.pipe.use(func(c driver.Conn) error { return c.Exec(ctx, q, args...) })
 	if err != nil {
 		return fmt.Errorf("roll up %s: %w", t.Table, classify(err))
 	}

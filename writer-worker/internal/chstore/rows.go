@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/devicehub/eventservice/pkg/failure"
 )
@@ -51,21 +52,19 @@ func set(vs []string) clickhouse.GroupSet {
 // a row ("query values", "scan value"); the answer's own error is returned
 // as it is.
 func scanRows(ctx context.Context, r *replicas, failed, scanned, q string, args []any, row func(scan func(dest ...any) error) error) error {
-	conn := r.conn()
-	rows, err := conn.Query(ctx, q, args...)
-	r.observe(conn, err)
-	if err != nil {
-		return fmt.Errorf("%s: %w", failed, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows.Scan); err != nil {
-			return fmt.Errorf("%s: %w", scanned, err)
+	return r.use(func(conn driver.Conn) error {
+		rows, err := conn.Query(ctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("%s: %w", failed, err)
 		}
-	}
-	err = rows.Err()
-	r.observe(conn, err)
-	return err
+		defer rows.Close()
+		for rows.Next() {
+			if err := row(rows.Scan); err != nil {
+				return fmt.Errorf("%s: %w", scanned, err)
+			}
+		}
+		return rows.Err()
+	})
 }
 
 // collect is scanRows for answers of one T per row, which row makes.
@@ -86,27 +85,26 @@ func (s *Store) insert(ctx context.Context, table, columns string, n, width int,
 		return nil
 	}
 	ctx = lingering(ctx)
-	conn := s.pipe.conn()
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+s.db+"."+table+" ("+columns+")")
-	s.pipe.observe(conn, err)
-	if err != nil {
-		return fmt.Errorf("prepare %s insert: %w", table, classify(err))
-	}
-	defer func() { _ = b.Abort() }()
-	args := make([]any, width)
-	for i := range n {
-		fill(i, args)
-		if err := b.Append(args...); err != nil {
-			// The driver could not convert a value for the table's
-			// columns: the same data fails every time.
-			return fmt.Errorf("append to %s: %w", table, failure.AsPermanent(err))
+	return s.pipe.use(func(conn driver.Conn) error {
+		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+s.db+"."+table+" ("+columns+")")
+		if err != nil {
+			return fmt.Errorf("prepare %s insert: %w", table, classify(err))
 		}
-	}
-	if err := b.Send(); err != nil {
-		s.pipe.observe(conn, err)
-		return fmt.Errorf("insert %s: %w", table, classify(err))
-	}
-	return nil
+		defer func() { _ = b.Abort() }()
+		args := make([]any, width)
+		for i := range n {
+			fill(i, args)
+			if err := b.Append(args...); err != nil {
+				// The driver could not convert a value for the table's
+				// columns: the same data fails every time.
+				return fmt.Errorf("append to %s: %w", table, failure.AsPermanent(err))
+			}
+		}
+		if err := b.Send(); err != nil {
+			return fmt.Errorf("insert %s: %w", table, classify(err))
+		}
+		return nil
+	})
 }
 
 // lingering returns a context with ctx's values and deadline that is not

@@ -147,10 +147,7 @@ func (s *Store) migrateReplicas(ctx context.Context) error {
 
 // Ping checks that ClickHouse answers.
 func (s *Store) Ping(ctx context.Context) error {
-	c := s.pipe.conn()
-	err := c.Ping(ctx)
-	s.pipe.observe(c, err)
-	if err != nil {
+	if err := s.pipe.use(func(c driver.Conn) error { return c.Ping(ctx) }); err != nil {
 		return fmt.Errorf("clickhouse ping: %w", err)
 	}
 	return nil
