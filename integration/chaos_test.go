@@ -59,10 +59,12 @@ type load struct {
 	mayLoseFrom, mayLoseTo time.Time
 }
 
-// answered is when a request ended, and whether it was answered stored.
+// answered is when a request ended, how long it took, and whether it was
+// answered stored.
 type answered struct {
-	at time.Time
-	ok bool
+	at   time.Time
+	took time.Duration
+	ok   bool
 }
 
 // run posts from conc clients until ctx ends. Even clients send each value
@@ -88,7 +90,9 @@ func (l *load) run(ctx context.Context, bases []string, conc int) {
 				if keyed {
 					req.Header.Set("Idempotency-Key", fmt.Sprintf("chaos-key-%d", v))
 				}
+				start := time.Now()
 				resp, err := client.Do(req)
+				took := time.Since(start)
 				key := "conn_error"
 				ok := false
 				if err == nil {
@@ -107,7 +111,7 @@ func (l *load) run(ctx context.Context, bases []string, conc int) {
 				l.sent++
 				l.statuses[key]++
 				now := time.Now()
-				l.answers = append(l.answers, answered{at: now, ok: ok})
+				l.answers = append(l.answers, answered{at: now, took: took, ok: ok})
 				if ok {
 					l.succeeded[v] = now
 				} else if keyed {

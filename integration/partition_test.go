@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,11 +70,59 @@ func TestPartitionPacketLoss(t *testing.T) {
 		}})
 }
 
+// Every route between two nodes and every program's connection to a node
+// takes 200 ms more each way, for 15 s: a WAN's or a congested network's
+// latency, as netem would add it (testenv.Link: this kernel has no netem).
+func TestPartitionDelay(t *testing.T) {
+	natsFault(t, natsFaultCase{name: "nats-delay-200ms", d: 15 * time.Second, links: true,
+		fault: func(_ *testenv.Firewall, nodes []*testenv.NATSProc, _ *testenv.NATSProc) func() {
+			setDelay(nodes, 200*time.Millisecond)
+			return func() {
+				n := setDelay(nodes, 0)
+				t.Logf("the links delayed %d chunks", n)
+				if n == 0 {
+					t.Errorf("the links delayed nothing: the fault was not done")
+				}
+			}
+		}})
+}
+
+// A fifth of the packets between every two members of the cluster, the
+// nodes and every program copy, are lost at random, each way, and what
+// gets through takes 200 ms more each way, for 15 s.
+func TestPartitionLossAndDelay(t *testing.T) {
+	natsFault(t, natsFaultCase{name: "nats-loss-20-delay-200ms", d: 15 * time.Second, links: true, firewall: true, parties: programCopies,
+		fault: func(fw *testenv.Firewall, nodes []*testenv.NATSProc, _ *testenv.NATSProc) func() {
+			fw.Loss(20)
+			setDelay(nodes, 200*time.Millisecond)
+			healFirewall := healAndCount(t, fw)
+			return func() {
+				healFirewall()
+				t.Logf("the links delayed %d chunks", setDelay(nodes, 0))
+			}
+		}})
+}
+
+// programCopies are the program copies of twoCopiesStack.
+var programCopies = []string{"writer-worker", "writer-worker.2", "mapper-worker", "mapper-worker.2", "ingest-api", "ingest-api.2"}
+
+// setDelay sets the one-way delay of every link of nodes and returns how
+// many chunks they delayed so far.
+func setDelay(nodes []*testenv.NATSProc, d time.Duration) (delayed int64) {
+	for _, n := range nodes {
+		for _, l := range n.Links() {
+			l.SetDelay(d)
+			delayed += l.Delayed()
+		}
+	}
+	return delayed
+}
+
 // The second ingest-api copy is cut from every NATS node, both ways, for
 // 15 s while it holds requests (the fleet posts to both copies in turn);
 // its clients and the device port stay reachable.
 func TestPartitionIngestCutFromNATS(t *testing.T) {
-	natsFault(t, natsFaultCase{name: "ingest-api-cut-from-nats", d: 15 * time.Second, firewall: true, cutIngest: true,
+	natsFault(t, natsFaultCase{name: "ingest-api-cut-from-nats", d: 15 * time.Second, firewall: true, parties: []string{"ingest-api.2"},
 		fault: func(fw *testenv.Firewall, nodes []*testenv.NATSProc, _ *testenv.NATSProc) func() {
 			for _, n := range nodes {
 				fw.Cut("ingest-api.2", n.Name())
@@ -188,9 +237,10 @@ type natsFaultCase struct {
 	disks    bool   // each node's data on a disk of its own
 	commit   string // the disks' journal commit interval, s ("": ext4's default)
 	sync     string // the nodes' sync_interval ("": the server's default)
-	// cutIngest: the second ingest-api copy runs as a user of its own, a
-	// party of the firewall named "ingest-api.2".
-	cutIngest bool
+	links    bool   // the routes and the programs' connections cross a testenv.Link
+	// parties: these program copies ("ingest-api.2") run as users of their
+	// own, parties of the firewall named as the copies.
+	parties []string
 	// registry: the console provisions devices during the load; every
 	// write answered 200 must be in the registry after it.
 	registry bool
@@ -211,7 +261,7 @@ type natsFaultCase struct {
 // second) are printed, and a recovery beyond 30 s fails.
 func natsFault(t *testing.T, c natsFaultCase) {
 	partitionRun(t)
-	cluster := testenv.ProcCluster{Nodes: 3, SyncInterval: c.sync, Disks: c.disks, DiskCommit: c.commit}
+	cluster := testenv.ProcCluster{Nodes: 3, SyncInterval: c.sync, Disks: c.disks, DiskCommit: c.commit, Links: c.links}
 	if c.at == 0 {
 		c.at = 5 * time.Second
 	}
@@ -220,10 +270,12 @@ func natsFault(t *testing.T, c natsFaultCase) {
 	}
 	nodes := testenv.NATSProcesses(t, cluster)
 	var users map[string]int
-	if c.cutIngest {
-		uid := cluster.Firewall.NewUID()
-		cluster.Firewall.Add("ingest-api.2", uid)
-		users = map[string]int{"ingest-api.2": uid}
+	if len(c.parties) > 0 {
+		users = map[string]int{}
+	}
+	for _, name := range c.parties {
+		users[name] = cluster.Firewall.NewUID()
+		cluster.Firewall.Add(name, users[name])
 	}
 	s, urls := natsProcessStack(t, nodes, users)
 	var from, to time.Time
@@ -272,7 +324,8 @@ func natsFault(t *testing.T, c natsFaultCase) {
 		registryKept(t, s, c.name, <-written, since)
 	}
 	during, recovered, secs := availability(l, from, to)
-	fmt.Printf("partition fault=%s for=%s leader=%s successor=%s stored_during=%.3f recovered_after_s=%d\n", c.name, c.d, leader, successor, during, recovered)
+	fmt.Printf("partition fault=%s for=%s leader=%s successor=%s stored_during=%.3f recovered_after_s=%d stored_p50_before_ms=%d stored_p50_during_ms=%d\n",
+		c.name, c.d, leader, successor, during, recovered, storedMedian(l, time.Time{}, from).Milliseconds(), storedMedian(l, from, to).Milliseconds())
 	if recovered < 0 || recovered > 30 {
 		t.Fatalf("the fleet's answers were not stored again (>= 99.9%% a second) within 30 s of the heal: %d s; each second after it (requests, stored): %v", recovered, secs)
 	}
@@ -385,15 +438,16 @@ func askStream(url, stream string) *jetstream.StreamInfo {
 	return st.CachedInfo()
 }
 
-// natsProcessStack runs two copies of every program against nodes, with
-// R3 streams, and provisions the chaos fleet.
+// natsProcessStack runs two copies of every program against nodes (their
+// links, if they have them), with R3 streams, and provisions the chaos
+// fleet. It returns the nodes' own client addresses for the test's checks.
 func natsProcessStack(t *testing.T, nodes []*testenv.NATSProc, users map[string]int) (*stack, string) {
 	t.Helper()
-	var urls []string
+	var linked, direct []string
 	for _, n := range nodes {
-		urls = append(urls, n.ClientURL())
+		linked, direct = append(linked, n.LinkedURL()), append(direct, n.ClientURL())
 	}
-	return twoCopiesStack(t, urls, users), strings.Join(urls, ",")
+	return twoCopiesStack(t, linked, users), strings.Join(direct, ",")
 }
 
 // twoCopiesStack runs two copies of every program against the NATS
@@ -405,10 +459,10 @@ func twoCopiesStack(t *testing.T, urls []string, users map[string]int) *stack {
 	s.users = users
 	second := freeAddr(t)
 	s.bases = append(s.bases, "http://"+second)
-	for _, p := range []string{"writer-worker", "writer-worker.2", "mapper-worker", "mapper-worker.2", "ingest-api"} {
+	for _, p := range programCopies[:5] {
 		s.start(p)
 	}
-	s.start("ingest-api.2", "HTTP_ADDR="+second)
+	s.start(programCopies[5], "HTTP_ADDR="+second)
 	s.waitReady()
 	// Every copy of every program is ready (a worker copy: it pulls from
 	// its consumer), however slowly a busy machine starts them.
@@ -434,6 +488,22 @@ func streamLeader(t *testing.T, urls, stream string) string {
 		t.Fatalf("%s is not R3 with a leader: %+v", stream, cl)
 	}
 	return cl.Leader
+}
+
+// storedMedian is the median time a request took among those answered
+// stored that ended from from until to.
+func storedMedian(l *load, from, to time.Time) time.Duration {
+	var took []time.Duration
+	for _, a := range l.answers {
+		if a.ok && !a.at.Before(from) && a.at.Before(to) {
+			took = append(took, a.took)
+		}
+	}
+	if len(took) == 0 {
+		return 0
+	}
+	slices.Sort(took)
+	return took[len(took)/2]
 }
 
 // availability is the share of requests that ended from from to to

@@ -19,8 +19,10 @@ import (
 // own) and the ports it listens on: what a party sends to another is its
 // packets to the other's ports (connections it opened) and its packets on
 // connections the other opened (conntrack marks each connection with the
-// user that opened it). The kernel here has no netem, so delay cannot be
-// added this way; loss can. It needs root and nft (`make partition`
+// user that opened it). A party's ports may include those of a Link in
+// front of it: what the link sends back from them on another party's
+// connections is the party's. The kernel here has no netem, so delay
+// cannot be added this way (a Link adds it); loss can. It needs root and nft (`make partition`
 // installs nftables).
 type Firewall struct {
 	t       testing.TB
@@ -162,6 +164,9 @@ func (f *Firewall) rules() string {
 			fmt.Fprintf(&b, "  meta skuid %d tcp dport { %s } %scounter drop\n", from.uid, joinInts(to.ports), extra)
 		}
 		fmt.Fprintf(&b, "  meta skuid %d ct mark %d %scounter drop\n", from.uid, to.uid, extra)
+		if len(from.ports) > 0 { // a link in front of from's ports answering to's connections
+			fmt.Fprintf(&b, "  meta skuid != %d ct mark %d tcp sport { %s } %scounter drop\n", from.uid, to.uid, joinInts(from.ports), extra)
+		}
 	}
 	for _, from := range names {
 		for _, to := range names {

@@ -16,13 +16,15 @@ func TestFirewallRules(t *testing.T) {
 		"meta skuid 102 ct state new ct mark set 102\n",
 		"meta skuid 101 tcp dport { 4223 } counter drop\n", // a's connections to b
 		"meta skuid 101 ct mark 102 counter drop\n",        // a's packets on b's connections
+		// a link in front of a's ports, on b's connections
+		"meta skuid != 101 ct mark 102 tcp sport { 4222, 6222 } counter drop\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("rules lack %q:\n%s", want, got)
 		}
 	}
-	if n := strings.Count(got, "drop"); n != 2 {
-		t.Errorf("%d drop rules, want 2 (a to b only):\n%s", n, got)
+	if n := strings.Count(got, "drop"); n != 3 {
+		t.Errorf("%d drop rules, want 3 (a to b only):\n%s", n, got)
 	}
 	f.loss = 20
 	got = f.rules()
@@ -33,9 +35,10 @@ func TestFirewallRules(t *testing.T) {
 	if strings.Contains(got, "meta skuid 101 tcp dport { 4223 } numgen") {
 		t.Errorf("a cut pair also got a loss rule:\n%s", got)
 	}
-	// The cut's 2, then 2 for each of the five other pairs, less one for
-	// each pair towards c (no ports: only c's connections can be matched).
-	if n := strings.Count(got, "drop"); n != 2+5*2-2 {
-		t.Errorf("%d drop rules, want 10:\n%s", n, got)
+	// The cut's 3, then 3 for b to a; 2 for each pair with c: towards c
+	// (no ports) only c's connections can be matched, and from c no link
+	// answers.
+	if n := strings.Count(got, "drop"); n != 3+3+4*2 {
+		t.Errorf("%d drop rules, want 14:\n%s", n, got)
 	}
 }

@@ -2,17 +2,12 @@ package testenv
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,10 +28,12 @@ type NATSProc struct {
 	dir     string // its config and data
 	uid     int    // the user it runs as (0: the test's own)
 	disk    *disk  // its data's own file system (nil: the test's)
-	bin     string
-	cmd     *exec.Cmd
-	exited  chan struct{}
-	stopped bool
+	// links in front of its client and cluster ports (nil: none)
+	clientLink, routeLink *Link
+	bin                   string
+	cmd                   *exec.Cmd
+	exited                chan struct{}
+	stopped               bool
 }
 
 var natsBinary struct {
@@ -86,6 +83,11 @@ type ProcCluster struct {
 	// DiskCommit is how often, in seconds, the disks' file systems commit
 	// their journals ("": ext4's default, 5).
 	DiskCommit string
+	// Links: every route between two nodes and every program's connection
+	// (LinkedURL) crosses a Link, so that the test can delay them. The
+	// nodes then tell neither each other nor their clients any other
+	// address (cluster advertise, no_advertise).
+	Links bool
 }
 
 // NATSProcesses starts a JetStream cluster of processes on loopback as c
@@ -100,10 +102,16 @@ func NATSProcesses(t testing.TB, c ProcCluster) []*NATSProc {
 		t.Fatal(err)
 	}
 	ports, routes := make([]int, n), make([]string, n)
-	clusterPorts := make([]int, n)
+	clusterPorts, advertise := make([]int, n), make([]string, n)
+	links := make([][2]*Link, n) // client, route
 	for i := range n {
 		ports[i], clusterPorts[i] = FreePort(t), FreePort(t)
 		routes[i] = fmt.Sprintf("nats-route://127.0.0.1:%d", clusterPorts[i])
+		if c.Links {
+			links[i] = [2]*Link{NewLink(t, fmt.Sprintf("127.0.0.1:%d", ports[i])), NewLink(t, fmt.Sprintf("127.0.0.1:%d", clusterPorts[i]))}
+			routes[i] = "nats-route://" + links[i][1].Addr()
+			advertise[i] = fmt.Sprintf("advertise: %q, no_advertise: true, ", links[i][1].Addr())
+		}
 	}
 	syncLine := ""
 	if syncInterval != "" {
@@ -111,10 +119,15 @@ func NATSProcesses(t testing.TB, c ProcCluster) []*NATSProc {
 	}
 	nodes := make([]*NATSProc, n)
 	for i := range n {
-		p := &NATSProc{t: t, name: fmt.Sprintf("n%d", i+1), port: ports[i], monitor: FreePort(t), dir: t.TempDir(), bin: bin}
+		p := &NATSProc{t: t, name: fmt.Sprintf("n%d", i+1), port: ports[i], monitor: FreePort(t), dir: t.TempDir(), bin: bin,
+			clientLink: links[i][0], routeLink: links[i][1]}
 		if fw != nil {
 			p.uid, p.dir = fw.NewUID(), ownDir(t, "testenv-"+p.name+"-")
-			fw.Add(p.name, p.uid, ports[i], clusterPorts[i])
+			own := []int{ports[i], clusterPorts[i]}
+			for _, l := range p.Links() {
+				own = append(own, l.Port())
+			}
+			fw.Add(p.name, p.uid, own...)
 		}
 		if c.Disks {
 			p.disk = newDisk(t, p.dir, filepath.Join(p.dir, "data"), p.uid, c.DiskCommit)
@@ -125,9 +138,9 @@ http: 127.0.0.1:%d
 max_payload: 8MB
 jetstream { store_dir: %q
   %s }
-cluster { name: events, listen: 127.0.0.1:%d, routes: [%s] }
+cluster { name: events, listen: 127.0.0.1:%d, %sroutes: [%s] }
 include auth.conf
-`, p.name, p.port, p.monitor, filepath.Join(p.dir, "data"), syncLine, clusterPorts[i], strings.Join(routes, ", "))
+`, p.name, p.port, p.monitor, filepath.Join(p.dir, "data"), syncLine, clusterPorts[i], advertise[i], strings.Join(routes, ", "))
 		for name, b := range map[string][]byte{"nats.conf": []byte(conf), "auth.conf": auth} {
 			if err := os.WriteFile(filepath.Join(p.dir, name), b, 0o600); err != nil {
 				t.Fatal(err)
@@ -158,112 +171,6 @@ func moduleDir(t testing.TB) string {
 	return filepath.Dir(strings.TrimSpace(string(out)))
 }
 
-// Start starts the node's process (again, on its data).
-func (p *NATSProc) Start() {
-	p.t.Helper()
-	cmd := exec.Command(p.bin, "-c", filepath.Join(p.dir, "nats.conf"))
-	cmd.Env = append(os.Environ(), "NATS_INGEST_PASSWORD="+NATSPassword("ingest-api"), "NATS_MAPPER_PASSWORD="+NATSPassword("mapper-worker"),
-		"NATS_WRITER_PASSWORD="+NATSPassword("writer-worker"), "NATS_OPERATOR_PASSWORD="+NATSPassword("operator"))
-	log, err := os.OpenFile(filepath.Join(p.dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = log, log
-	// A node outlives no test run, paused or not.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if p.uid != 0 {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.uid)}
-	}
-	if err := cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	p.cmd, p.exited, p.stopped = cmd, make(chan struct{}), false
-	go func() { _ = cmd.Wait(); log.Close(); close(p.exited) }()
-}
-
-// waitListening waits until the node takes connections.
-func (p *NATSProc) waitListening() {
-	p.t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", p.port), time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		select {
-		case <-p.exited:
-			b, _ := os.ReadFile(filepath.Join(p.dir, "server.log"))
-			p.t.Fatalf("nats node %s exited: %s", p.name, b)
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("nats node %s not listening: %v", p.name, err)
-		}
-	}
-}
-
-// Name is the node's server name (as stream info names leaders).
-func (p *NATSProc) Name() string { return p.name }
-
-// ClientURL is the node's client address.
-func (p *NATSProc) ClientURL() string { return fmt.Sprintf("nats://127.0.0.1:%d", p.port) }
-
-// Clients names the client connections the node holds now, by the names
-// the programs gave them (nil: the node did not answer within a second).
-func (p *NATSProc) Clients() []string {
-	c := http.Client{Timeout: time.Second}
-	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/connz?limit=1024", p.monitor))
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	var connz struct {
-		Connections []struct {
-			Name string `json:"name"`
-		} `json:"connections"`
-	}
-	if json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&connz) != nil {
-		return nil
-	}
-	names := []string{}
-	for _, c := range connz.Connections {
-		names = append(names, c.Name)
-	}
-	return names
-}
-
-// Pause stops the process where it is (SIGSTOP): its sockets stay open and
-// nothing answers, as in a long stall.
-func (p *NATSProc) Pause() { p.signal(syscall.SIGSTOP) }
-
-// Resume lets a paused process go on (SIGCONT).
-func (p *NATSProc) Resume() { p.signal(syscall.SIGCONT) }
-
-func (p *NATSProc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("nats node %s: %v", p.name, err)
-	}
-}
-
-// Stop ends the process (resumed first, then SIGTERM; SIGKILL after 10 s).
-func (p *NATSProc) Stop() {
-	if p.cmd == nil || p.stopped {
-		return
-	}
-	p.stopped = true
-	_ = p.cmd.Process.Signal(syscall.SIGCONT)
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-	case <-time.After(10 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-	}
-}
-
-// waitReplicated waits until an n-replica stream can be created through
-// url: a meta leader alone is not enough, the first requests after the
 // election can go unanswered.
 func waitReplicated(t testing.TB, url string, n int) {
 	t.Helper()
