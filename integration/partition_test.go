@@ -61,7 +61,8 @@ func TestPartitionStreamLeaderCannotSend(t *testing.T) {
 }
 
 // A fifth of the packets between every two NATS nodes are lost, each way,
-// for 15 s. (Delay cannot be added: this kernel has no netem.)
+// for 15 s (with delay, and between the programs and the nodes too:
+// TestPartitionLossAndDelay).
 func TestPartitionPacketLoss(t *testing.T) {
 	natsFault(t, natsFaultCase{name: "nats-packet-loss-20", d: 15 * time.Second, firewall: true,
 		fault: func(fw *testenv.Firewall, _ []*testenv.NATSProc, _ *testenv.NATSProc) func() {

@@ -22,6 +22,7 @@ type ClickHouseCluster struct {
 	script string   // deploy/clickhouse/cluster.sh
 	Addrs  []string // native protocol address of each replica
 	env    []string // the users ZooKeeper and the replicas run as, if parties of a firewall
+	disks  []*disk  // each replica's data's own file system, if on disks
 }
 
 // ReplicatedClickHouse starts ZooKeeper and n replicas (Debian's zookeeper
@@ -29,7 +30,7 @@ type ClickHouseCluster struct {
 // them, never skip.
 func ReplicatedClickHouse(t testing.TB, n int) *ClickHouseCluster {
 	t.Helper()
-	return startCluster(t, make([]int, n), nil)
+	return startCluster(t, make([]int, n), nil, false)
 }
 
 // ReplicatedClickHouseBehind is ReplicatedClickHouse with ZooKeeper and
@@ -38,7 +39,15 @@ func ReplicatedClickHouse(t testing.TB, n int) *ClickHouseCluster {
 // of Addrs).
 func ReplicatedClickHouseBehind(t testing.TB, n int, fw *Firewall) *ClickHouseCluster {
 	t.Helper()
-	return startCluster(t, make([]int, n), fw)
+	return startCluster(t, make([]int, n), fw, false)
+}
+
+// ReplicatedClickHouseOnDisks is ReplicatedClickHouseBehind with each
+// replica's data on a file system of its own (ext4's defaults), so that a
+// replica can lose power (PowerLoss).
+func ReplicatedClickHouseOnDisks(t testing.TB, n int, fw *Firewall) *ClickHouseCluster {
+	t.Helper()
+	return startCluster(t, make([]int, n), fw, true)
 }
 
 // ShardedClickHouse starts ZooKeeper and n servers, each a shard of its own
@@ -49,12 +58,13 @@ func ShardedClickHouse(t testing.TB, n int) *ClickHouseCluster {
 	for i := range shards {
 		shards[i] = i
 	}
-	return startCluster(t, shards, nil)
+	return startCluster(t, shards, nil, false)
 }
 
 // startCluster starts a server per entry of shards, in that shard
-// (0-based), each a party of fw if given.
-func startCluster(t testing.TB, shards []int, fw *Firewall) *ClickHouseCluster {
+// (0-based), each a party of fw if given, each on a disk of its own if
+// disks.
+func startCluster(t testing.TB, shards []int, fw *Firewall, disks bool) *ClickHouseCluster {
 	t.Helper()
 	gomod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
@@ -65,7 +75,7 @@ func startCluster(t testing.TB, shards []int, fw *Firewall) *ClickHouseCluster {
 	// server binds it (go test runs packages at once): then start again on
 	// fresh ports, in a fresh directory.
 	for attempt := 1; ; attempt++ {
-		c.dir, c.Addrs, c.env = t.TempDir(), nil, nil
+		c.dir, c.Addrs, c.env, c.disks = t.TempDir(), nil, nil, nil
 		zk := FreePort(t)
 		args := []string{"start", c.dir, fmt.Sprint(zk)}
 		if fw != nil { // the users' processes must reach their directories
@@ -82,10 +92,14 @@ func startCluster(t testing.TB, shards []int, fw *Firewall) *ClickHouseCluster {
 			tcp, http, inter := FreePort(t), FreePort(t), FreePort(t)
 			args = append(args, fmt.Sprintf("%d,%d,%d,%d", tcp, http, inter, shard+1))
 			c.Addrs = append(c.Addrs, fmt.Sprintf("127.0.0.1:%d", tcp))
+			uid := 0
 			if fw != nil {
-				uid := fw.NewUID()
+				uid = fw.NewUID()
 				fw.Add(fmt.Sprintf("clickhouse.%d", i+1), uid, tcp, http, inter)
 				c.env = append(c.env, fmt.Sprintf("RUN_AS_R%d=%d", i+1, uid))
+			}
+			if disks {
+				c.disks = append(c.disks, newDisk(t, t.TempDir(), filepath.Join(c.dir, fmt.Sprintf("r%d", i+1), "data"), uid, ""))
 			}
 		}
 		dir := c.dir
@@ -206,6 +220,19 @@ func (c *ClickHouseCluster) KillReplica(i int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	_ = os.Remove(pidFile)
+}
+
+// PowerLoss kills replica i (0-based) and drops what its file system held
+// in memory only, as when its machine loses power
+// (ReplicatedClickHouseOnDisks); StartReplica brings it back on what is
+// left.
+func (c *ClickHouseCluster) PowerLoss(i int) {
+	c.t.Helper()
+	if i >= len(c.disks) {
+		c.t.Fatalf("replica %d has no disk of its own to lose power on", i+1)
+	}
+	c.KillReplica(i)
+	c.disks[i].powerLoss()
 }
 
 // LogLines returns up to max lines of replica i's (0-based) server log that

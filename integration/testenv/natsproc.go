@@ -153,7 +153,13 @@ include auth.conf
 	}
 	for _, p := range nodes {
 		p.Start()
-		t.Cleanup(p.Stop)
+		t.Cleanup(func() {
+			p.Stop()
+			if dir := os.Getenv("STACK_LOGS"); dir != "" { // kept whole, as the programs' logs
+				b, _ := os.ReadFile(filepath.Join(p.dir, "server.log"))
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-nats-%s.log", strings.ReplaceAll(t.Name(), "/", "_"), p.name)), b, 0o644)
+			}
+		})
 	}
 	for _, p := range nodes {
 		p.waitListening()
