@@ -78,13 +78,7 @@ func TestPartitionDelay(t *testing.T) {
 	natsFault(t, natsFaultCase{name: "nats-delay-200ms", d: 15 * time.Second, links: true,
 		fault: func(_ *testenv.Firewall, nodes []*testenv.NATSProc, _ *testenv.NATSProc) func() {
 			setDelay(nodes, 200*time.Millisecond)
-			return func() {
-				n := setDelay(nodes, 0)
-				t.Logf("the links delayed %d chunks", n)
-				if n == 0 {
-					t.Errorf("the links delayed nothing: the fault was not done")
-				}
-			}
+			return func() { healDelayAndCount(t, nodes) }
 		}})
 }
 
@@ -99,13 +93,23 @@ func TestPartitionLossAndDelay(t *testing.T) {
 			healFirewall := healAndCount(t, fw)
 			return func() {
 				healFirewall()
-				t.Logf("the links delayed %d chunks", setDelay(nodes, 0))
+				healDelayAndCount(t, nodes)
 			}
 		}})
 }
 
 // programCopies are the program copies of twoCopiesStack.
 var programCopies = []string{"writer-worker", "writer-worker.2", "mapper-worker", "mapper-worker.2", "ingest-api", "ingest-api.2"}
+
+// healDelayAndCount takes the links' delay away and fails the test if
+// they delayed nothing.
+func healDelayAndCount(t *testing.T, nodes []*testenv.NATSProc) {
+	n := setDelay(nodes, 0)
+	t.Logf("the links delayed %d chunks", n)
+	if n == 0 {
+		t.Errorf("the links delayed nothing: the fault was not done")
+	}
+}
 
 // setDelay sets the one-way delay of every link of nodes and returns how
 // many chunks they delayed so far.
@@ -270,10 +274,7 @@ func natsFault(t *testing.T, c natsFaultCase) {
 		cluster.Firewall = testenv.NewFirewall(t)
 	}
 	nodes := testenv.NATSProcesses(t, cluster)
-	var users map[string]int
-	if len(c.parties) > 0 {
-		users = map[string]int{}
-	}
+	users := map[string]int{}
 	for _, name := range c.parties {
 		users[name] = cluster.Firewall.NewUID()
 		cluster.Firewall.Add(name, users[name])

@@ -1,7 +1,6 @@
 package testenv
 
 import (
-	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -152,6 +151,3 @@ func (l *Link) close() {
 	l.ln.Close()
 	l.wg.Wait()
 }
-
-// String names the link for logs.
-func (l *Link) String() string { return fmt.Sprintf("link %s -> %s", l.Addr(), l.target) }

@@ -67,8 +67,10 @@ func (r *replicas) observe(c driver.Conn, err error) {
 }
 
 // use runs f on the current replica's pool and moves on from that replica
-// when f's error says it cannot serve. Every query of the store goes
-// through here.
+// when f's error says it cannot serve. The reads, inserts, restores,
+// rollups and Ping go through here; the schema statements, retention's
+// sweep, the rollup catch-up's scan and Rows take the current pool
+// directly (pipe.conn) and never move the store on.
 func (r *replicas) use(f func(c driver.Conn) error) error {
 	c := r.conn()
 	err := f(c)
