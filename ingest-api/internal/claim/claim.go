@@ -48,62 +48,38 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names) (*Claims
 // Claim is a claim taken: its sequence in the claims stream.
 type Claim struct{ seq uint64 }
 
-// Taking is a claim asked for, whose answer is awaited.
-type Taking struct {
-	fut jetstream.PubAckFuture
-	err error
-}
-
-// Take asks for the claim on id, holding tag (the attempt's own mark, so
-// that Resolve can tell it; "": none), without waiting for the answer: a
-// request takes its claim as it arrives, and its answer comes while the
-// request waits for its message.
-func (c *Claims) Take(id, tag string) Taking {
-	msg := &nats.Msg{Subject: c.names.ClaimSubject(id)}
-	if tag != "" {
-		msg.Data = []byte(tag)
-	}
-	fut, err := c.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(0))
-	if err != nil {
-		err = fmt.Errorf("claim: %w", err)
-	}
-	return Taking{fut: fut, err: err}
-}
-
-// Await is the claim taken, or ErrTaken when another attempt holds it, or
-// another error: perhaps taken, perhaps not (ctx ended, the connection was
-// lost), and a retry may wait for the pipeline window.
-func (t Taking) Await(ctx context.Context) (Claim, error) {
-	if t.err != nil {
-		return Claim{}, t.err
-	}
-	select {
-	case ack := <-t.fut.Ok():
-		return Claim{seq: ack.Sequence}, nil
-	case err := <-t.fut.Err():
-		if isTaken(err) {
-			return Claim{}, ErrTaken
-		}
-		return Claim{}, fmt.Errorf("claim: %w", err)
-	case <-ctx.Done():
-		return Claim{}, fmt.Errorf("claim: %w", ctx.Err())
-	}
-}
-
 // TakeAll claims every one of ids in one round trip, each claim holding
-// tags[i] (nil: none): cls[i] is the claim on ids[i] when errs[i] is nil.
+// tags[i] (the attempt's own mark, so that Resolve can tell it; nil: none):
+// cls[i] is the claim on ids[i] when errs[i] is nil.
 func (c *Claims) TakeAll(ctx context.Context, ids, tags []string) (cls []Claim, errs []error) {
 	cls, errs = make([]Claim, len(ids)), make([]error, len(ids))
-	takes := make([]Taking, len(ids))
+	futs := make([]jetstream.PubAckFuture, len(ids))
 	for i, id := range ids {
-		tag := ""
+		msg := &nats.Msg{Subject: c.names.ClaimSubject(id)}
 		if tags != nil {
-			tag = tags[i]
+			msg.Data = []byte(tags[i])
 		}
-		takes[i] = c.Take(id, tag)
+		futs[i], errs[i] = c.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(0))
 	}
-	for i, t := range takes {
-		cls[i], errs[i] = t.Await(ctx)
+	for i, fut := range futs {
+		if errs[i] != nil {
+			errs[i] = fmt.Errorf("claim: %w", errs[i])
+			continue
+		}
+		select {
+		case ack := <-fut.Ok():
+			cls[i] = Claim{seq: ack.Sequence}
+		case err := <-fut.Err():
+			if isTaken(err) {
+				errs[i] = ErrTaken
+			} else {
+				errs[i] = fmt.Errorf("claim: %w", err)
+			}
+		case <-ctx.Done():
+			// Perhaps taken, perhaps not: a retry may wait for the
+			// pipeline window.
+			errs[i] = fmt.Errorf("claim: %w", ctx.Err())
+		}
 	}
 	return cls, errs
 }

@@ -73,7 +73,7 @@ type part struct {
 // in it, the claims to release if it is refused, and its slot.
 type pending struct {
 	fut     jetstream.PubAckFuture
-	claimed time.Time // its earliest claim asked for (keyed)
+	at      time.Time // first published
 	sent    []part
 	held    []claim.Claim
 	release func(time.Duration)
@@ -92,27 +92,12 @@ func newPublisher(subject string, l limits, js jetstream.JetStream, claims *clai
 	return p
 }
 
-// add puts s into the message being filled; a keyed s asks for its claim
-// first, so that the answer comes while s waits for its message.
+// add puts s into the message being filled.
 func (p *publisher) add(s *submission) error {
-	if !s.keyed() {
-		return p.plain.Add(s)
+	if s.keyed() {
+		return p.keyed.Add(s)
 	}
-	s.tag, s.claimedAt = p.resend.id(), time.Now()
-	s.taking = p.claims.Take(s.claim, s.tag)
-	err := p.keyed.Add(s)
-	if err != nil {
-		// Stopping: the claim, if taken, goes, so that the device's
-		// retry is processed anew.
-		ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
-		defer cancel()
-		if cl, cerr := s.taking.Await(ctx); cerr == nil {
-			if rerr := p.claims.Release(ctx, cl); rerr != nil {
-				p.log.Warn("claim not released: retries wait for the pipeline window", zap.Error(rerr))
-			}
-		}
-	}
-	return err
+	return p.plain.Add(s)
 }
 
 // run publishes until ctx ends; then it refuses new submissions, publishes
@@ -145,9 +130,9 @@ func (p *publisher) publishPlain(b *batcher.Batch[*submission], release func(tim
 	p.send(sent, nil, release)
 }
 
-// publishKeyed publishes the events of b's submissions whose claims were
-// taken as one message, from a goroutine of its own (a claim's answer may
-// not have come yet).
+// publishKeyed takes the claims of b's submissions and publishes the events
+// of those it claimed as one message, from a goroutine of its own (the
+// claims take a round trip).
 func (p *publisher) publishKeyed(b *batcher.Batch[*submission], release func(time.Duration)) {
 	p.keyedOut.Add(1)
 	go func() {
@@ -157,25 +142,31 @@ func (p *publisher) publishKeyed(b *batcher.Batch[*submission], release func(tim
 	}()
 }
 
-// claim awaits the claims of subs, tells each submission whose claim was
-// not taken, and returns the events of the others and their claims.
+// claim takes the claims of subs in one round trip, tells each submission
+// whose claim it could not take, and returns the events of the others and
+// their claims.
 func (p *publisher) claim(subs []*submission) ([]part, []claim.Claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
 	defer cancel()
+	ids, tags := make([]string, len(subs)), make([]string, len(subs))
+	for i, s := range subs {
+		ids[i], tags[i] = s.claim, p.resend.id()
+	}
+	start := time.Now()
+	cls, errs := p.claims.TakeAll(ctx, ids, tags)
 	sent := make([]part, 0, len(subs))
 	var held []claim.Claim
-	for _, s := range subs {
-		cl, err := s.taking.Await(ctx)
-		if err != nil {
+	for i, s := range subs {
+		if errs[i] != nil {
 			// A claim perhaps taken (its answer lost) is settled and
 			// the events published under it (resend.go) while the
 			// request waits on.
-			if errors.Is(err, claim.ErrTaken) || refusedForGood(err) || !p.resend.carry(s, s.tag, s.claimedAt) {
-				s.refuse(s.evs, err)
+			if errors.Is(errs[i], claim.ErrTaken) || refusedForGood(errs[i]) || !p.resend.carry(s, tags[i], start) {
+				s.refuse(s.evs, errs[i])
 			}
 			continue
 		}
-		sent, held = append(sent, part{s: s, evs: s.evs}), append(held, cl)
+		sent, held = append(sent, part{s: s, evs: s.evs}), append(held, cls[i])
 	}
 	return sent, held
 }
@@ -189,12 +180,7 @@ func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Dura
 		return
 	}
 	p.observe(n)
-	a := pending{sent: sent, held: held, release: release}
-	for _, pt := range sent {
-		if pt.s.keyed() && (a.claimed.IsZero() || pt.s.claimedAt.Before(a.claimed)) {
-			a.claimed = pt.s.claimedAt
-		}
-	}
+	a := pending{at: time.Now(), sent: sent, held: held, release: release}
 	fut, err := p.js.PublishMsgAsync(msg)
 	if err != nil {
 		p.refused(a, fmt.Errorf("%w: %w", errNotSent, err))
@@ -237,7 +223,7 @@ func (p *publisher) settle() {
 			// A keyed message the stream may hold (no stream answered
 			// during a leader's election, a lost connection) is sent
 			// again; its requests wait on.
-			if len(a.held) == 0 || refusedForGood(err) || !p.resend.start(a) {
+			if len(a.held) == 0 || refusedForGood(err) || !p.resend.start(a, a.at) {
 				p.refused(a, err)
 			}
 		case <-timer.C:
@@ -246,7 +232,7 @@ func (p *publisher) settle() {
 			// lost. A keyed message is sent again until it is known
 			// stored or refused.
 			if len(a.held) > 0 {
-				p.resend.start(a)
+				p.resend.start(a, a.at)
 			}
 		}
 		a.release(0)

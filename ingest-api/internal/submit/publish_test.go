@@ -195,46 +195,7 @@ func TestStopPublishesWhatItHolds(t *testing.T) {
 	}
 }
 
-// A keyed submission asks for its claim as it is added, not when its
-// message goes out, so that the claim's round trip passes while it waits
-// for its message; one added after stopping lets its claim go.
-func TestAKeyedSubmissionClaimsAsItArrives(t *testing.T) {
-	js, read := stream(t)
-	claims := openClaims(t, js)
-	ctx := context.Background()
-	p := newPublisher("ev.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
-	s := sub("k-early", ev("k-early", 1))
-	if err := p.add(s); err != nil {
-		t.Fatal(err)
-	}
-	// Not running: no message can go out, and the claim is taken (asked
-	// for after the submission's, on the same connection).
-	if _, errs := claims.TakeAll(ctx, []string{"k-early"}, nil); !errors.Is(errs[0], claim.ErrTaken) {
-		t.Fatalf("a second claim on a submission's id: %v, want taken", errs[0])
-	}
-	if got := read(0); len(got) != 0 {
-		t.Fatalf("published before running: %v", got)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := p.run(rctx); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := read(1), [][]string{{"k-early", "Events-Claimed=1"}}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("messages %v, want %v", got, want)
-	}
-	if r := refusals(s); r != nil {
-		t.Fatalf("refused: %v", r)
-	}
-	if err := p.add(sub("k-late", ev("k-late", 1))); !errors.Is(err, batcher.ErrClosed) {
-		t.Fatalf("add after stop: %v", err)
-	}
-	if _, errs := claims.TakeAll(ctx, []string{"k-late"}, nil); errs[0] != nil {
-		t.Fatalf("the claim of a submission never published was kept: %v", errs[0])
-	}
-}
-
-// Keyed submissions take their claims, one each,
+// Keyed submissions take their claims, one each and all in one round trip,
 // and gather into messages of their own: a message, and the envelope made
 // of it, is all keyed or all unkeyed. A submission whose claim another
 // attempt holds is told so for all its events and stays out.

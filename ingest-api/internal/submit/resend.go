@@ -70,10 +70,10 @@ func newResender(js jetstream.JetStream, claims *claim.Claims, ackWait time.Dura
 func (r *resender) id() string { return r.prefix + strconv.FormatUint(r.next.Add(1), 36) }
 
 // start publishes a's message again until the stream acks or refuses it;
-// false: no slot is free. It ends within half the window of a's earliest
-// claim.
-func (r *resender) start(a pending) bool {
-	return r.goCarry(a.claimed, len(a.held), func(ctx context.Context) error {
+// false: no slot is free. Its claims were taken up to ackWait before it was
+// first published, first: it ends as early before the deadline.
+func (r *resender) start(a pending, first time.Time) bool {
+	return r.goCarry(first.Add(-r.ackWait), len(a.held), func(ctx context.Context) error {
 		return r.settle(a, r.untilStored(ctx, a.fut.Msg()))
 	})
 }

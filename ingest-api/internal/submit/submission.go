@@ -1,11 +1,6 @@
 package submit
 
-import (
-	"time"
-
-	"github.com/devicehub/eventservice/ingest-api/internal/claim"
-	"github.com/devicehub/eventservice/pkg/event"
-)
+import "github.com/devicehub/eventservice/pkg/event"
 
 // submission is one request's events on their way into the events stream:
 // they travel in one message, shared with the submissions of concurrent
@@ -17,11 +12,6 @@ type submission struct {
 	// for the request, whatever its number of events ("": unkeyed).
 	claim string
 	size  int // the events' event.EnvelopeCost, summed once
-	// A keyed submission's claim, asked for as it was added (its tag is
-	// the attempt's own mark, claim.Resolve).
-	taking    claim.Taking
-	tag       string
-	claimedAt time.Time
 	// refused hears, at most once, that the events did not enter the
 	// stream: claim.ErrTaken when another attempt holds the claim.
 	refused chan refusal
