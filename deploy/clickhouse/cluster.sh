@@ -31,11 +31,21 @@ zk_start() {
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zk/zoo.cfg" >"$dir/zk/out.log" 2>&1 &
   echo $! > "$dir/zk/pid"
   for _ in $(seq 1 300); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
+    if zk_serving "$port"; then return 0; fi
     kill -0 "$(cat "$dir/zk/pid")" 2>/dev/null || { echo "zookeeper exited; see $dir/zk/out.log" >&2; tail -20 "$dir/zk/out.log" >&2; exit 1; }
     sleep 0.1
   done
-  echo "zookeeper did not listen on $port" >&2; exit 1
+  echo "zookeeper did not serve on $port" >&2; exit 1
+}
+
+# zk_serving PORT: ZooKeeper opens its port before it serves, and closes
+# the connections it takes meanwhile without a handshake (a replica that
+# connects then gives up: "Cannot read all data"); its "stat" names the
+# server's mode once it serves.
+zk_serving() {
+  local out
+  out=$( (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf stat >&3 && timeout 2 cat <&3) 2>/dev/null) || true
+  [[ $out == *"Mode: "* ]]
 }
 
 zk_stop() {
