@@ -30,12 +30,14 @@ zk_start() {
   "${as[@]}" java -Xmx256m -Dzookeeper.log.dir="$dir/zk" -cp "/etc/zookeeper/conf:/usr/share/java/zookeeper.jar" \
     org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zk/zoo.cfg" >"$dir/zk/out.log" 2>&1 &
   echo $! > "$dir/zk/pid"
-  for _ in $(seq 1 300); do
+  # Bounded by elapsed time: each look may itself wait up to 2 s.
+  local deadline=$((SECONDS + 60))
+  while [ "$SECONDS" -lt "$deadline" ]; do
     if zk_serving "$port"; then return 0; fi
     kill -0 "$(cat "$dir/zk/pid")" 2>/dev/null || { echo "zookeeper exited; see $dir/zk/out.log" >&2; tail -20 "$dir/zk/out.log" >&2; exit 1; }
     sleep 0.1
   done
-  echo "zookeeper did not serve on $port" >&2; exit 1
+  echo "zookeeper did not serve on $port within 60 s" >&2; exit 1
 }
 
 # zk_serving PORT: ZooKeeper opens its port before it serves, and closes
