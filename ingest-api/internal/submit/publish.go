@@ -223,7 +223,7 @@ func (p *publisher) settle() {
 			// A keyed message the stream may hold (no stream answered
 			// during a leader's election, a lost connection) is sent
 			// again; its requests wait on.
-			if len(a.held) == 0 || refusedForGood(err) || !p.resend.start(a, a.at) {
+			if len(a.held) == 0 || refusedForGood(err) || !p.resend.start(a) {
 				p.refused(a, err)
 			}
 		case <-timer.C:
@@ -232,7 +232,7 @@ func (p *publisher) settle() {
 			// lost. A keyed message is sent again until it is known
 			// stored or refused.
 			if len(a.held) > 0 {
-				p.resend.start(a, a.at)
+				p.resend.start(a)
 			}
 		}
 		a.release(0)

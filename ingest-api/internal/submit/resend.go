@@ -71,9 +71,9 @@ func (r *resender) id() string { return r.prefix + strconv.FormatUint(r.next.Add
 
 // start publishes a's message again until the stream acks or refuses it;
 // false: no slot is free. Its claims were taken up to ackWait before it was
-// first published, first: it ends as early before the deadline.
-func (r *resender) start(a pending, first time.Time) bool {
-	return r.goCarry(first.Add(-r.ackWait), len(a.held), func(ctx context.Context) error {
+// first published (a.at): it ends as early before the deadline.
+func (r *resender) start(a pending) bool {
+	return r.goCarry(a.at.Add(-r.ackWait), len(a.held), func(ctx context.Context) error {
 		return r.settle(a, r.untilStored(ctx, a.fut.Msg()))
 	})
 }

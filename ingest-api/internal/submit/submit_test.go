@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -249,11 +248,7 @@ func BenchmarkSubmit(b *testing.B) {
 				took = append(took, mine...)
 				mu.Unlock()
 			})
-			if len(took) > 0 {
-				slices.Sort(took)
-				b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50_ms")
-				b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99_ms")
-			}
+			testenv.ReportLatency(b, took)
 		})
 	}
 }

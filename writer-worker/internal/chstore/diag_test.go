@@ -3,10 +3,10 @@ package chstore
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/diag"
 	"github.com/devicehub/eventservice/pkg/query"
 )
@@ -58,8 +58,7 @@ func BenchmarkDiagnosticsOfABusyDevice(b *testing.B) {
 			}
 		}
 	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50_ms")
+	testenv.ReportLatency(b, took)
 }
 
 // A device is silent once it sent nothing for five of its usual intervals
