@@ -15,11 +15,20 @@ dir=$root/.run/test-clickhouse
 deploy/clickhouse/server.sh stop "$dir" >/dev/null 2>&1 || true
 rm -rf "$dir"
 deploy/clickhouse/server.sh start "$dir" "$port" "$http"
-trap 'deploy/clickhouse/server.sh stop "$dir"' EXIT
+# If the server died during the run (every later test then fails to
+# connect), say how: its crash report, or the kernel's out-of-memory kill.
+gone() {
+  kill -0 "$(cat "$dir/pid" 2>/dev/null)" 2>/dev/null && return 0
+  echo "the run's ClickHouse server ($dir) is gone; the end of its logs:" >&2
+  grep -h -E "Received signal|####|Segmentation|Terminate|std::exception|Logical error" "$dir"/log/*.log 2>/dev/null | tail -30 >&2 || true
+  tail -5 "$dir/log/stdout.log" >&2 2>/dev/null || true
+  dmesg 2>/dev/null | grep -i -E "out of memory|killed process|oom" | tail -5 >&2 || true
+}
+trap 'gone; deploy/clickhouse/server.sh stop "$dir"' EXIT
 export CLICKHOUSE_TEST_ADDR=127.0.0.1:$port
 go vet ./...
 # The container build, as deploy/Dockerfile does it: static binaries.
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"; deploy/clickhouse/server.sh stop "$dir"' EXIT
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"; gone; deploy/clickhouse/server.sh stop "$dir"' EXIT
 for p in ingest-api mapper-worker writer-worker; do
   CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$tmp/$p" "./$p"
 done
