@@ -171,7 +171,11 @@ func (c *Claims) follow(ctx context.Context) error {
 			fail(errLost)
 		}
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// The ordered consumer makes itself again after a lost consumer,
+		// heartbeat or connection, from the message after the last read
+		// (read reports what it finds missing then); a closed connection
+		// ends it.
+		if errors.Is(err, jetstream.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionClosed) {
 			fail(err)
 		}
 		c.log.Debug("claims log", zap.Error(err))
@@ -189,6 +193,23 @@ func (c *Claims) follow(ctx context.Context) error {
 	}
 	c.f.restart(info.TimeStamp, info.State.LastSeq)
 	close(started)
+	// The stream's last sequence may name a message gone (expired,
+	// deleted): the reading is also caught up when the consumer has
+	// nothing left to deliver.
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		for !c.f.isReady() {
+			select {
+			case <-lctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if ci, err := cons.Info(lctx); err == nil && ci.NumPending == 0 {
+				c.f.caughtUp()
+			}
+		}
+	}()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()

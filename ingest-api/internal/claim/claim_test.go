@@ -219,6 +219,35 @@ func TestAnEntryWrittenAgainKeepsItsDecision(t *testing.T) {
 	}
 }
 
+// A copy starting when every entry has expired (the stream's last sequence
+// names a message gone) is ready once it has read what is left: nothing.
+func TestACopyStartsOnALogWhoseEntriesExpired(t *testing.T) {
+	c, js := open(t, time.Second)
+	if _, err := c.take(context.Background(), "0b8f6f0e-1111-5aaa-8bbb-000000000030"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), bus.DefaultNames.ClaimsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, err := st.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 && info.State.LastSeq > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("entries not expired: %+v", info.State)
+		}
+	}
+	late := copyOn(t, js) // fails unless ready
+	if _, err := late.take(context.Background(), "0b8f6f0e-1111-5aaa-8bbb-000000000030"); err != nil {
+		t.Fatalf("after the window, on a copy started late: %v", err)
+	}
+}
+
 // A claim that cannot be asked for is an error, not "taken".
 func TestNoStreamIsAnError(t *testing.T) {
 	c, js := open(t, time.Minute)

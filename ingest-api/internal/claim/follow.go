@@ -106,16 +106,34 @@ func (f *follower) markReady() {
 	}
 }
 
+// caughtUp marks the first reading caught up: nothing is left to deliver.
+func (f *follower) caughtUp() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readyAt != ^uint64(0) {
+		f.readyAt = 0
+		f.markReady()
+	}
+}
+
+// isReady reports whether ready is closed.
+func (f *follower) isReady() bool {
+	select {
+	case <-f.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // read takes in the message seq, stored at: an entry listing ids, tagged
 // tag (untagged: a claim of 1.0.x, which held), or the release of the
-// entry tag. false: messages before it were lost (deleted, or expired
-// before this reading came to them): read the log again.
+// entry tag. false: it does not follow the last read (messages before it
+// deleted, or expired before this reading came to them; a stream that lost
+// its last messages and numbers new ones again): read the log again.
 func (f *follower) read(seq uint64, at time.Time, ids []string, tag string, release bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if seq <= f.lastSeq {
-		return true
-	}
 	if f.lastSeq != 0 && seq != f.lastSeq+1 {
 		return false
 	}

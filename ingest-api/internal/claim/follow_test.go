@@ -41,9 +41,13 @@ func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
 	if _, ok := f.decision("me-1"); ok || len(f.ids) != 1 {
 		t.Fatalf("after two windows: decision of me-1 kept %v, ids %v", ok, f.ids)
 	}
-	// A message missing between two read is lost: read again.
+	// A message missing between two read is lost, and one numbered again
+	// tells of a stream that lost its last: read again.
 	if f.read(7, t0.Add(201*time.Second), []string{"f"}, "me-5", false) {
 		t.Fatal("a gap in the sequence was not reported")
+	}
+	if f.read(5, t0.Add(201*time.Second), []string{"f"}, "me-5", false) {
+		t.Fatal("a sequence read again was not reported")
 	}
 }
 
