@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Keyed against unkeyed, interleaved (issue 33's procedure): one fresh stack
+# of the tree this script is run from (the stack of `make bench`), then
+# BENCH_PAIRS pairs (default 5) at each of BENCH_PAIR_RATES (2000,4000)
+# open loop, each pair's order alternating, and BENCH_CLOSED_PAIRS (3)
+# closed-loop pairs at 256 connections; 20 s runs, 1,000 devices. Each run's
+# lines go to OUT (bench/out/pairs.txt) under a header naming LABEL (the
+# tree's commit), the pair and the kind. To compare two commits, run it in
+# each tree (`git worktree add ../old <commit>`) one after the other.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+label=${LABEL:-$(git rev-parse --short HEAD)}
+out=${OUT:-$root/bench/out/pairs.txt}
+mkdir -p "$(dirname "$out")"
+make build >/dev/null
+go build -o bin/loadgen ./bench/loadgen
+export RUN_DIR=$root/.run/bench NATS_PORT=14222 CLICKHOUSE_PORT=19200 CLICKHOUSE_HTTP_PORT=18223 INGEST_ADDR=127.0.0.1:18080 \
+  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 WORKSPACE_ADDR=127.0.0.1:18084 \
+  LOG_LEVEL=warn ADMIN_TOKEN=bench-admin-token-$RANDOM$RANDOM
+# ext4's window after deleting the last run's files (bench.sh says why).
+rm -rf "$RUN_DIR"; sync; sleep "${BENCH_SETTLE:-35}"
+. deploy/dev/stack.sh
+start_stack
+lg() {
+  echo "# $label $1" >>"$out"
+  shift
+  bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
+    -devices 1000 -pids "$pids" -out "$out" -duration 20s "$@"
+}
+for i in $(seq 1 "${BENCH_PAIRS:-5}"); do
+  for rate in $(echo "${BENCH_PAIR_RATES:-2000,4000}" | tr , ' '); do
+    if [ $((i % 2)) = 1 ]; then
+      lg "pair $i rate $rate unkeyed" -rates "$rate"; lg "pair $i rate $rate keyed" -rates "$rate" -keyed
+    else
+      lg "pair $i rate $rate keyed" -rates "$rate" -keyed; lg "pair $i rate $rate unkeyed" -rates "$rate"
+    fi
+  done
+done
+for i in $(seq 1 "${BENCH_CLOSED_PAIRS:-3}"); do
+  if [ $((i % 2)) = 1 ]; then
+    lg "closed $i unkeyed" -conc 256; lg "closed $i keyed" -conc 256 -keyed
+  else
+    lg "closed $i keyed" -conc 256 -keyed; lg "closed $i unkeyed" -conc 256
+  fi
+done
