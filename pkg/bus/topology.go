@@ -14,7 +14,7 @@ import (
 
 // The architecture, as NATS sees it (prefix p, streams P_*):
 //
-//	device --HTTP--> ingest-api --p.claims.log-<tag>--> P_CLAIMS (keyed requests: one attempt in the pipeline; every ingest-api copy follows it)
+//	device --HTTP--> ingest-api --p.claims.<id>--> P_CLAIMS      (keyed readings: one attempt in the pipeline)
 //	                 ingest-api --p.events.in----> P_EVENTS      --consumer "mapper"--> mapper-worker
 //	mapper-worker --p.mapped.in----> P_MAPPED    --consumer "writer"--> writer-worker --> ClickHouse
 //	writer-worker --p.reply.<copy>--> ingest-api (the storage outcome the request waits for)
@@ -57,7 +57,7 @@ type Names struct {
 	EventsStream     string // accepted events, consumed by mapper-worker
 	MappedStream     string // envelopes of mapped events, consumed by writer-worker
 	DeadLetterStream string // what the workers gave up on
-	ClaimsStream     string // the claims log: one entry per keyed message in the pipeline
+	ClaimsStream     string // one message per keyed event in the pipeline
 	AuditStream      string // the workspace's audit trail (ingest-api's alone)
 	DiagStream       string // device diagnostics reports, consumed by writer-worker
 	RegistryBucket   string // the device registry
@@ -118,39 +118,8 @@ func CarryClaimed(claimed string, h nats.Header) {
 }
 
 // ClaimSubject is the subject of a keyed request's claim on id (event.ClaimID, a UUID:
-// one subject token), as copies of 1.0.x took it: one message per claim.
+// one subject token).
 func (n Names) ClaimSubject(id string) string { return n.SubjectPrefix + ".claims." + id }
-
-// The claims log (ingest-api/internal/claim): one entry per keyed message,
-// listing the claim ids of its requests, and one per release, each on a
-// subject of its own (the claims stream keeps one message per subject).
-const (
-	claimLogToken     = "log-"
-	claimReleaseToken = "release-"
-)
-
-// ClaimLogSubject is the subject of the claims log's entry tagged tag.
-func (n Names) ClaimLogSubject(tag string) string { return n.ClaimSubject(claimLogToken + tag) }
-
-// ClaimReleaseSubject is the subject of the release of the entry tagged tag.
-func (n Names) ClaimReleaseSubject(tag string) string { return n.ClaimSubject(claimReleaseToken + tag) }
-
-// ClaimEntry reads a message of the claims stream: the claim ids it lists
-// and its tag (a claim of 1.0.x: its one id, no tag), or, release set, the
-// tag of the entry it releases.
-func (n Names) ClaimEntry(subject string, data []byte) (ids []string, tag string, release bool) {
-	tok := strings.TrimPrefix(subject, n.ClaimSubject(""))
-	switch {
-	case strings.HasPrefix(tok, claimReleaseToken):
-		return nil, strings.TrimPrefix(tok, claimReleaseToken), true
-	case strings.HasPrefix(tok, claimLogToken):
-		if len(data) > 0 {
-			ids = strings.Split(string(data), "\n")
-		}
-		return ids, strings.TrimPrefix(tok, claimLogToken), false
-	}
-	return []string{tok}, "", false
-}
 
 // DeadLetterSubject is where the workers publish dead letters.
 func (n Names) DeadLetterSubject() string { return n.SubjectPrefix + ".deadletter" }

@@ -5,6 +5,7 @@ package idem
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -143,14 +144,13 @@ func (s *Seen) offsetSample(d time.Duration) {
 	}
 }
 
-// claimed takes one message of the claims log from the feed of run gen:
-// an entry's ids (a release adds none: an id it frees is looked up).
+// claimed takes one claim from the feed of run gen.
 func (s *Seen) claimed(gen uint64, m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		return
 	}
-	ids, _, _ := s.names.ClaimEntry(m.Subject(), m.Data())
+	id := strings.TrimPrefix(m.Subject(), s.names.ClaimSubject(""))
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,10 +168,8 @@ func (s *Seen) claimed(gen uint64, m jetstream.Msg) {
 		return
 	}
 	s.lastSeq, s.lastAt, s.lastLag = seq, now, offset-s.minOffset
-	for _, id := range ids {
-		s.held = append(s.held, claimSeen{id: id, ts: meta.Timestamp})
-		s.heldIDs[id]++
-	}
+	s.held = append(s.held, claimSeen{id: id, ts: meta.Timestamp})
+	s.heldIDs[id]++
 }
 
 // breakFeed marks the filter incomplete; follow starts again.
