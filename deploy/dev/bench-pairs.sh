@@ -14,14 +14,7 @@ label=${LABEL:-$(git rev-parse --short HEAD)}
 out=${OUT:-$root/bench/out/pairs.txt}
 mkdir -p "$(dirname "$out")"
 make build >/dev/null
-go build -o bin/loadgen ./bench/loadgen
-export RUN_DIR=$root/.run/bench NATS_PORT=14222 CLICKHOUSE_PORT=19200 CLICKHOUSE_HTTP_PORT=18223 INGEST_ADDR=127.0.0.1:18080 \
-  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 WORKSPACE_ADDR=127.0.0.1:18084 \
-  LOG_LEVEL=warn ADMIN_TOKEN=bench-admin-token-$RANDOM$RANDOM
-# ext4's window after deleting the last run's files (bench.sh says why).
-rm -rf "$RUN_DIR"; sync; sleep "${BENCH_SETTLE:-35}"
-. deploy/dev/stack.sh
-start_stack
+. deploy/dev/bench-stack.sh
 lg() {
   echo "# $label $1" >>"$out"
   shift

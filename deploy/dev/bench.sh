@@ -9,25 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
-export RUN_DIR=$root/.run/bench NATS_PORT=${BENCH_NATS_PORT:-14222} CLICKHOUSE_PORT=${BENCH_CLICKHOUSE_PORT:-19200} \
-  CLICKHOUSE_HTTP_PORT=${BENCH_CLICKHOUSE_HTTP_PORT:-18223} INGEST_ADDR=127.0.0.1:${BENCH_INGEST_PORT:-18080} \
-  MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 WORKSPACE_ADDR=127.0.0.1:${BENCH_WORKSPACE_PORT:-18084} \
-  LOG_LEVEL=warn
-export ADMIN_TOKEN=${ADMIN_TOKEN:-bench-admin-token-$RANDOM$RANDOM}
-go build -o bin/loadgen ./bench/loadgen
-mkdir -p bench/out
-if [ -d "$RUN_DIR" ]; then
-  rm -rf "$RUN_DIR"
-  # On ext4 without a journal (these machines' root), a new file skips the
-  # inodes freed in the last ~30 s, scanning past each: ClickHouse creates ~20
-  # files per insert, and the previous run's tens of thousands of deleted
-  # files made its inserts several times dearer (seen in perf as
-  # recently_deleted in ext4_create). Measure after that window.
-  sync
-  sleep "${BENCH_SETTLE:-35}"
-fi
-. deploy/dev/stack.sh
-start_stack
+. deploy/dev/bench-stack.sh
 bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
   -devices "${BENCH_DEVICES:-1000}" -conc "${BENCH_CONC:-16,64,256,1024}" -duration "${BENCH_DURATION:-10s}" \
   -pids "${pids%,}" -out bench/out/results.txt ${BENCH_KEYED:+-keyed}
