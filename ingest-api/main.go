@@ -75,7 +75,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	}
 	defer waiter.Close()
 
-	claims, err := claim.Open(ctx, js, names)
+	claims, err := claim.Open(ctx, js, names, log.With(zap.String("component", "claims")))
 	if err != nil {
 		return err
 	}
@@ -142,6 +142,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 			{Name: "registry", Run: store.Run, Ready: store.Cache().Synced()},
 			{Name: "token key census", Run: census.Run, Ready: census.Ready()},
 			{Name: "admin keys", Run: adminKeys.Run, Ready: adminKeys.Synced()},
+			{Name: "claims log", Run: claims.Run, Ready: claims.Ready()},
 			{Name: "submitter", Run: sub.Run},
 			{Name: "ops", Run: ops.Run},
 			{Name: "readiness", Run: srv.WatchReady},

@@ -29,7 +29,7 @@ func Inbox(program string) string { return "_INBOX." + program }
 // keys and the audit trail, and replays dead letters (for operators, so
 // it may also publish to the mapped stream); the workers
 // consume their own durable consumer, read the registry (the mapper) and
-// answer (writer-worker also follows the claims); both ingest-api and writer-worker write the backfill jobs (one
+// answer (writer-worker also follows the claims log, as ingest-api does); both ingest-api and writer-worker write the backfill jobs (one
 // creates and cancels them, the other runs them). A program creates a
 // missing stream or bucket but may not update, purge or delete one: limits
 // are set once (ensure.go), and an audit trail the audited program could
@@ -71,8 +71,9 @@ func Users(n Names) []User {
 			"$JS.ACK." + stream + "." + consumer + ".>",
 		}
 	}
-	// follow reads a stream through an ordered consumer (writer-worker's
-	// filter of keys seen follows the claims).
+	// follow reads a stream through an ordered consumer (every ingest-api
+	// copy follows the claims log, and writer-worker's filter of keys seen
+	// too).
 	follow := func(stream string) []string {
 		return []string{
 			"$JS.API.CONSUMER.CREATE." + stream + ".>",
@@ -83,10 +84,12 @@ func Users(n Names) []User {
 	}
 	return []User{
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
-			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), writeKV(n.BackfillBucket), writeKV(n.CensusBucket), []string{
+			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), writeKV(n.BackfillBucket), writeKV(n.CensusBucket), follow(n.ClaimsStream), []string{
 				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(), n.DiagSubject(),
-				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream, // a claim whose event never entered
-				// A claim whose answer was lost: is the one standing ours?
+				// Copies of the release before (until 2026-11-28) release a
+				// claim by deleting it and read one whose answer was lost:
+				// kept for a rolling upgrade, to be dropped in the next.
+				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream,
 				"$JS.API.STREAM.MSG.GET." + n.ClaimsStream, "$JS.API.DIRECT.GET." + n.ClaimsStream, "$JS.API.DIRECT.GET." + n.ClaimsStream + ".>",
 				n.AuditSubject(), "$JS.API.STREAM.CREATE." + audit, "$JS.API.STREAM.INFO." + audit,
 				"$JS.API.STREAM.MSG.GET." + audit, "$JS.API.DIRECT.GET." + audit, "$JS.API.DIRECT.GET." + audit + ".>",

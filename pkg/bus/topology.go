@@ -14,7 +14,7 @@ import (
 
 // The architecture, as NATS sees it (prefix p, streams P_*):
 //
-//	device --HTTP--> ingest-api --p.claims.<id>--> P_CLAIMS      (keyed readings: one attempt in the pipeline)
+//	device --HTTP--> ingest-api --p.claims.log-<tag>--> P_CLAIMS (keyed requests: one attempt in the pipeline; every ingest-api copy follows it)
 //	                 ingest-api --p.events.in----> P_EVENTS      --consumer "mapper"--> mapper-worker
 //	mapper-worker --p.mapped.in----> P_MAPPED    --consumer "writer"--> writer-worker --> ClickHouse
 //	writer-worker --p.reply.<copy>--> ingest-api (the storage outcome the request waits for)
@@ -57,7 +57,7 @@ type Names struct {
 	EventsStream     string // accepted events, consumed by mapper-worker
 	MappedStream     string // envelopes of mapped events, consumed by writer-worker
 	DeadLetterStream string // what the workers gave up on
-	ClaimsStream     string // one message per keyed event in the pipeline
+	ClaimsStream     string // the claims log: one entry per keyed message in the pipeline
 	AuditStream      string // the workspace's audit trail (ingest-api's alone)
 	DiagStream       string // device diagnostics reports, consumed by writer-worker
 	RegistryBucket   string // the device registry
@@ -118,8 +118,39 @@ func CarryClaimed(claimed string, h nats.Header) {
 }
 
 // ClaimSubject is the subject of a keyed request's claim on id (event.ClaimID, a UUID:
-// one subject token).
+// one subject token), as copies of 1.0.x took it: one message per claim.
 func (n Names) ClaimSubject(id string) string { return n.SubjectPrefix + ".claims." + id }
+
+// The claims log (ingest-api/internal/claim): one entry per keyed message,
+// listing the claim ids of its requests, and one per release, each on a
+// subject of its own (the claims stream keeps one message per subject).
+const (
+	claimLogToken     = "log-"
+	claimReleaseToken = "release-"
+)
+
+// ClaimLogSubject is the subject of the claims log's entry tagged tag.
+func (n Names) ClaimLogSubject(tag string) string { return n.ClaimSubject(claimLogToken + tag) }
+
+// ClaimReleaseSubject is the subject of the release of the entry tagged tag.
+func (n Names) ClaimReleaseSubject(tag string) string { return n.ClaimSubject(claimReleaseToken + tag) }
+
+// ClaimEntry reads a message of the claims stream: the claim ids it lists
+// and its tag (a claim of 1.0.x: its one id, no tag), or, release set, the
+// tag of the entry it releases and the ids it frees (none listed: all).
+func (n Names) ClaimEntry(subject string, data []byte) (ids []string, tag string, release bool) {
+	tok := strings.TrimPrefix(subject, n.ClaimSubject(""))
+	if len(data) > 0 {
+		ids = strings.Split(string(data), "\n")
+	}
+	switch {
+	case strings.HasPrefix(tok, claimReleaseToken):
+		return ids, strings.TrimPrefix(tok, claimReleaseToken), true
+	case strings.HasPrefix(tok, claimLogToken):
+		return ids, strings.TrimPrefix(tok, claimLogToken), false
+	}
+	return []string{tok}, "", false
+}
 
 // DeadLetterSubject is where the workers publish dead letters.
 func (n Names) DeadLetterSubject() string { return n.SubjectPrefix + ".deadletter" }
@@ -212,11 +243,13 @@ func streamConfigs(cfg Config) []jetstream.StreamConfig {
 	dead := stream(n.DeadLetterStream, n.DeadLetterSubject(),
 		"messages the workers gave up on (permanent failures, delivery limit): list and replay them in the workspace API")
 	dead.Retention, dead.Discard, dead.MaxAge, dead.MaxBytes = jetstream.LimitsPolicy, jetstream.DiscardOld, deadLetterMaxAge, cfg.StreamMaxBytes
-	// A claim lasts the pipeline window; ingest-api deletes it sooner when
-	// its event never entered the pipeline. writer-worker copies follow
-	// the claims (writer-worker/internal/idem, Seen); nothing acks them.
+	// The claims log: an entry lasts the pipeline window; ingest-api
+	// releases it sooner, by a release entry, when its events never
+	// entered the pipeline. Every ingest-api copy and writer-worker copy
+	// follows it (ingest-api/internal/claim; writer-worker/internal/idem,
+	// Seen); nothing acks it.
 	claims := stream(n.ClaimsStream, n.ClaimSubject("*"),
-		"one claim per keyed request in the pipeline: a retry with the same Idempotency-Key waits for the first attempt's outcome")
+		"the claims log: one entry per keyed message in the pipeline; a retry with the same Idempotency-Key waits for the first attempt's outcome")
 	claims.Retention, claims.Discard, claims.MaxAge, claims.MaxMsgsPerSubject = jetstream.LimitsPolicy, jetstream.DiscardOld, PipelineWindow, 1
 	// Diagnostics reports wait for writer-worker; when it is away for long
 	// the oldest go, never a device's request.

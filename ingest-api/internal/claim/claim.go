@@ -1,26 +1,43 @@
 // Package claim keeps one attempt of each keyed request in the pipeline at a
-// time. Before a request sent with an Idempotency-Key is published it takes
-// one claim, on an id derived from the key (event.ClaimID: the reading's
-// event id, or the backlog's): a message on <prefix>.claims.<id> in the
-// claims stream, stored only if that subject holds none. A retry that finds
-// the claim taken waits for the first attempt's outcomes instead of entering
-// the pipeline a second time, on whichever ingest-api copy it arrives.
+// time. Before a keyed message's events are published, its requests' claims
+// (one per request, on an id derived from its key: event.ClaimID) are
+// written as one entry of the claims log: a message on
+// <prefix>.claims.log-<tag> in the claims stream listing the ids. Every
+// ingest-api copy follows the log in the stream's order, and an id belongs
+// to an entry when no other entry that lists it, not released, was stored
+// less than the pipeline window before it: a rule every copy applies alike,
+// whichever copy wrote the entry. A request whose claim another entry holds
+// (a retry while its first attempt is in the pipeline) waits for the first
+// attempt's outcomes instead of entering the pipeline a second time.
 //
-// A claim guards one request's events whatever message carries them, so
-// keyed events share JetStream messages with the events of concurrent
-// requests. It lasts the pipeline window (bus.PipelineWindow, the stream's
-// MaxAge; after it, writer-worker's record of outcomes answers a retry); it
-// is deleted at once when the request's events never entered the events
-// stream, so that the device's retry is processed as a new request.
+// An entry lasts the pipeline window (bus.PipelineWindow, the stream's
+// MaxAge; after it, writer-worker's record of outcomes answers a retry). One
+// whose events never entered the events stream is released at once by a
+// release entry, so that the device's retry is processed as a new request.
+//
+// Until 2026-11-29 each request took a claim of its own, a message on
+// <prefix>.claims.<id>, stored only if that subject held none: one stored
+// message per keyed request, and its cost in NATS (docs/performance.md).
+// The log reads such claims as entries of one id that hold, so a copy of
+// this release respects the claims of a copy of the one before during a
+// rolling upgrade. Those copies release a claim by deleting it: a reading
+// that comes to the gap reads it as holding nothing, one that read the
+// claim before keeps it for the window (its retries wait, answered 503).
 package claim
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
 )
@@ -28,106 +45,118 @@ import (
 // ErrTaken means another attempt with the same id holds the claim.
 var ErrTaken = errors.New("an earlier attempt with this Idempotency-Key is in the pipeline")
 
-// Claims takes and releases claims in the claims stream.
+// Claims writes the claims log and follows it (Run).
 type Claims struct {
-	js     jetstream.JetStream
-	names  bus.Names
-	stream jetstream.Stream
+	js    jetstream.JetStream
+	names bus.Names
+	log   *zap.Logger
+	f     *follower
+	own   string // the prefix of this copy's tags
+	next  atomic.Uint64
+	// reread ends the reading at once (TakeAll found it numbered
+	// again); reverify checks it at once (the consumer made itself
+	// again).
+	reread, reverify chan struct{}
+	rereads          atomic.Uint64 // readings ended, for tests
 }
 
 // Open returns Claims on the stream names.ClaimsStream, which
-// bus.EnsureStreams creates.
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names) (*Claims, error) {
+// bus.EnsureStreams creates. Run follows the log.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, log *zap.Logger) (*Claims, error) {
 	st, err := js.Stream(ctx, names.ClaimsStream)
 	if err != nil {
 		return nil, fmt.Errorf("claims stream %s: %w", names.ClaimsStream, err)
 	}
-	return &Claims{js: js, names: names, stream: st}, nil
+	window := st.CachedInfo().Config.MaxAge
+	if window <= 0 {
+		window = bus.PipelineWindow
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	own := hex.EncodeToString(b[:]) + "-"
+	return &Claims{js: js, names: names, log: log, f: newFollower(window, own), own: own,
+		reread: make(chan struct{}, 1), reverify: make(chan struct{}, 1)}, nil
 }
 
-// Claim is a claim taken: its sequence in the claims stream.
-type Claim struct{ seq uint64 }
+// Tag is a new tag for an entry, unique to this copy's life.
+func (c *Claims) Tag() string { return c.own + strconv.FormatUint(c.next.Add(1), 36) }
 
-// TakeAll claims every one of ids in one round trip, each claim holding
-// tags[i] (the attempt's own mark, so that Resolve can tell it; nil: none):
-// cls[i] is the claim on ids[i] when errs[i] is nil.
-func (c *Claims) TakeAll(ctx context.Context, ids, tags []string) (cls []Claim, errs []error) {
-	cls, errs = make([]Claim, len(ids)), make([]error, len(ids))
-	futs := make([]jetstream.PubAckFuture, len(ids))
-	for i, id := range ids {
-		msg := &nats.Msg{Subject: c.names.ClaimSubject(id)}
-		if tags != nil {
-			msg.Data = []byte(tags[i])
-		}
-		futs[i], errs[i] = c.js.PublishMsgAsync(msg, jetstream.WithExpectLastSequencePerSubject(0))
-	}
-	for i, fut := range futs {
-		if errs[i] != nil {
-			errs[i] = fmt.Errorf("claim: %w", errs[i])
-			continue
-		}
-		select {
-		case ack := <-fut.Ok():
-			cls[i] = Claim{seq: ack.Sequence}
-		case err := <-fut.Err():
-			if isTaken(err) {
-				errs[i] = ErrTaken
-			} else {
-				errs[i] = fmt.Errorf("claim: %w", err)
-			}
-		case <-ctx.Done():
-			// Perhaps taken, perhaps not: a retry may wait for the
-			// pipeline window.
-			errs[i] = fmt.Errorf("claim: %w", ctx.Err())
-		}
-	}
-	return cls, errs
-}
+// Claim is an entry written: its tag.
+type Claim struct{ tag string }
 
-// Resolve settles a claim on id tagged tag whose answer was lost (a
-// stalled stream leader, a lost connection): it takes the claim if nothing
-// holds it, and returns it as well when the claim standing is the one
-// tagged tag (the lost attempt was stored). ErrTaken: another attempt
-// holds it; another error: not known yet, ask again.
-func (c *Claims) Resolve(ctx context.Context, id, tag string) (Claim, error) {
-	subject := c.names.ClaimSubject(id)
-	ack, err := c.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: []byte(tag)}, jetstream.WithExpectLastSequencePerSubject(0))
-	if err == nil {
-		return Claim{seq: ack.Sequence}, nil
+// TakeAll writes one entry tagged tag (this copy's: Tag) listing ids, and
+// returns, once this copy has read it, whether it holds each: held[i] for
+// ids[i]. Writing it again under the same tag (its answer lost) is
+// answered with the entry stored first, so TakeAll also settles an entry
+// whose answer was lost. An error means not known: the entry may be
+// stored.
+//
+// The ids the entry holds unknown to this copy (an earlier entry, from
+// before this copy's reading, may hold them) are released at once: another
+// copy may judge them held by this entry, whose events this copy does not
+// publish.
+func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, []bool, error) {
+	if !strings.HasPrefix(tag, c.own) {
+		return Claim{}, nil, fmt.Errorf("claim: the tag %s is not this copy's", tag)
 	}
-	if !isTaken(err) {
-		return Claim{}, fmt.Errorf("claim: %w", err)
-	}
-	m, err := c.stream.GetLastMsgForSubject(ctx, subject)
+	msg := &nats.Msg{Subject: c.names.ClaimLogSubject(tag), Data: []byte(strings.Join(ids, "\n")),
+		Header: nats.Header{nats.MsgIdHdr: {tag}}}
+	ack, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
-		return Claim{}, fmt.Errorf("claim: %w", err) // gone meanwhile: take it again
+		return Claim{}, nil, fmt.Errorf("claim: %w", err)
 	}
-	if tag != "" && string(m.Data) == tag {
-		return Claim{seq: m.Sequence}, nil
+	if err := c.f.wait(ctx, ack.Sequence); err != nil {
+		return Claim{}, nil, fmt.Errorf("claim: the claims log not read: %w", err)
 	}
-	return Claim{}, ErrTaken
-}
-
-// isTaken reports a refusal because the subject holds a message: code 10071,
-// or 10164 from a replicated stream.
-func isTaken(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) &&
-		(apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
-// Release deletes claims whose events never entered the events stream. A
-// claim that cannot be deleted lasts the pipeline window: until then, retries
-// wait for an outcome that will not come and are answered 503.
-func (c *Claims) Release(ctx context.Context, cls ...Claim) error {
-	var errs []error
-	for _, cl := range cls {
-		if cl.seq == 0 {
-			continue
+	st, ok := c.f.decision(tag)
+	if !ok || len(st) != len(ids) {
+		// This reading passed the entry's sequence without reading it:
+		// the stream numbered its messages again (lost its last ones,
+		// or was made anew). Read it again.
+		c.f.invalidate()
+		select {
+		case c.reread <- struct{}{}:
+		default:
 		}
-		if err := c.stream.DeleteMsg(ctx, cl.seq); err != nil {
-			errs = append(errs, fmt.Errorf("release claim: %w", err))
+		return Claim{}, nil, fmt.Errorf("claim: %w", errRenumbered)
+	}
+	got := make([]bool, len(st))
+	var free []string
+	for i, s := range st {
+		got[i] = s == held
+		if s == unknown {
+			free = append(free, ids[i])
 		}
 	}
-	return errors.Join(errs...)
+	if len(free) > 0 {
+		c.releaseUnknown(ctx, tag, free)
+	}
+	return Claim{tag: tag}, got, nil
+}
+
+// releaseUnknown writes the release of ids from the entry tagged tag. One
+// not written leaves them, for the copies that judge them held by the
+// entry, claimed for the window: their retries wait for an outcome that
+// will not come.
+func (c *Claims) releaseUnknown(ctx context.Context, tag string, ids []string) {
+	msg := &nats.Msg{Subject: c.names.ClaimReleaseSubject(tag), Data: []byte(strings.Join(ids, "\n")),
+		Header: nats.Header{nats.MsgIdHdr: {"unknown-" + tag}}}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		c.log.Warn("claims this copy could not tell not released: retries wait for the pipeline window", zap.Int("requests", len(ids)), zap.Error(err))
+	}
+}
+
+// Release writes the release of cl: its ids are free for the entries after
+// it. A release that cannot be written leaves the claims for the window:
+// until then, retries wait for an outcome that will not come and are
+// answered 503.
+func (c *Claims) Release(ctx context.Context, cl Claim) error {
+	if cl.tag == "" {
+		return nil
+	}
+	msg := &nats.Msg{Subject: c.names.ClaimReleaseSubject(cl.tag), Header: nats.Header{nats.MsgIdHdr: {"release-" + cl.tag}}}
+	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("release claims: %w", err)
+	}
+	return nil
 }

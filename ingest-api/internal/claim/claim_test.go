@@ -8,20 +8,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
 )
 
-// take claims one id.
+// take claims one id in an entry of its own.
 func (c *Claims) take(ctx context.Context, id string) (Claim, error) {
-	cls, errs := c.TakeAll(ctx, []string{id}, nil)
-	return cls[0], errs[0]
+	cl, held, err := c.TakeAll(ctx, []string{id}, c.Tag())
+	if err != nil {
+		return Claim{}, err
+	}
+	if !held[0] {
+		return Claim{}, ErrTaken
+	}
+	return cl, nil
 }
 
-func open(t testing.TB, window time.Duration) (*Claims, jetstream.JetStream) {
+// streams makes the streams, the claims stream's window shortened from
+// bus.PipelineWindow.
+func streams(t testing.TB, window time.Duration) jetstream.JetStream {
 	t.Helper()
 	_, js := testenv.Connect(t)
 	ctx := context.Background()
@@ -29,7 +37,6 @@ func open(t testing.TB, window time.Duration) (*Claims, jetstream.JetStream) {
 		Prefix: bus.DefaultPrefix}); err != nil {
 		t.Fatal(err)
 	}
-	// The window, shortened from bus.PipelineWindow.
 	st, err := js.Stream(ctx, bus.DefaultNames.ClaimsStream)
 	if err != nil {
 		t.Fatal(err)
@@ -39,11 +46,32 @@ func open(t testing.TB, window time.Duration) (*Claims, jetstream.JetStream) {
 	if _, err := js.UpdateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
-	c, err := Open(ctx, js, bus.DefaultNames)
+	return js
+}
+
+// copyOn is one ingest-api copy's Claims, following the log until the
+// test ends.
+func copyOn(t testing.TB, js jetstream.JetStream) *Claims {
+	t.Helper()
+	c, err := Open(context.Background(), js, bus.DefaultNames, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, js
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-c.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claims log was not read")
+	}
+	return c
+}
+
+func open(t testing.TB, window time.Duration) (*Claims, jetstream.JetStream) {
+	js := streams(t, window)
+	return copyOn(t, js), js
 }
 
 // One attempt holds a claim; the others find it taken until it is released
@@ -52,7 +80,7 @@ func TestOneAttemptHoldsTheClaim(t *testing.T) {
 	c, _ := open(t, time.Second)
 	ctx := context.Background()
 	first, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
-	if err != nil || first.seq == 0 {
+	if err != nil || first.tag == "" {
 		t.Fatalf("first take: %+v %v", first, err)
 	}
 	if _, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001"); !errors.Is(err, ErrTaken) {
@@ -64,41 +92,47 @@ func TestOneAttemptHoldsTheClaim(t *testing.T) {
 	if err := c.Release(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	again, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
-	if err != nil {
+	// The second attempt's entry lists the id too, but did not hold it:
+	// it does not lengthen the claim, and the release frees the id.
+	start := time.Now()
+	if _, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001"); err != nil {
 		t.Fatalf("take after release: %v", err)
 	}
 	if err := c.Release(ctx, Claim{}); err != nil {
 		t.Fatalf("releasing no claim: %v", err)
 	}
-	// The window is the stream's MaxAge: then the id is free again.
-	deadline := time.Now().Add(10 * time.Second)
+	// Retries more often than the window (1 s, the stream's MaxAge) find
+	// it taken, and do not hold it longer: it is free a window after the
+	// claim that holds it.
 	for {
-		cl, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
+		_, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000001")
 		if err == nil {
-			if cl.seq <= again.seq {
-				t.Fatalf("sequence %d after %d", cl.seq, again.seq)
-			}
 			break
 		}
-		if !errors.Is(err, ErrTaken) || time.Now().After(deadline) {
-			t.Fatalf("after the window: %v", err)
+		if !errors.Is(err, ErrTaken) || time.Since(start) > 5*time.Second {
+			t.Fatalf("after %v: %v", time.Since(start), err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if d := time.Since(start); d < 900*time.Millisecond {
+		t.Fatalf("free again after %v, within the window", d)
 	}
 }
 
-// Of many concurrent attempts on one id, exactly one takes the claim.
+// Of many concurrent attempts on one id through three copies, exactly one
+// takes the claim; every copy, and one started afterwards, reads the log
+// alike.
 func TestConcurrentAttemptsOneWins(t *testing.T) {
-	c, _ := open(t, time.Minute)
+	c, js := open(t, time.Minute)
+	copies := []*Claims{c, copyOn(t, js), copyOn(t, js)}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	won, taken := 0, 0
-	for range 20 {
+	for i := range 30 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := c.take(context.Background(), "0b8f6f0e-1111-5aaa-8bbb-0000000000ff")
+			_, err := copies[i%3].take(context.Background(), "0b8f6f0e-1111-5aaa-8bbb-0000000000ff")
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -112,8 +146,105 @@ func TestConcurrentAttemptsOneWins(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if won != 1 || taken != 19 {
-		t.Fatalf("%d took the claim and %d found it taken, want 1 and 19", won, taken)
+	if won != 1 || taken != 29 {
+		t.Fatalf("%d took the claim and %d found it taken, want 1 and 29", won, taken)
+	}
+	late := copyOn(t, js)
+	if _, err := late.take(context.Background(), "0b8f6f0e-1111-5aaa-8bbb-0000000000ff"); !errors.Is(err, ErrTaken) {
+		t.Fatalf("a copy started later: %v, want ErrTaken", err)
+	}
+}
+
+// One entry lists a message's requests: each id holds unless an earlier
+// entry, or an earlier place in the same entry, lists it; a claim of 1.0.x
+// (a message of its own on the id's subject) holds too.
+func TestAnEntryHoldsEachOfItsIDsOnce(t *testing.T) {
+	c, js := open(t, time.Minute)
+	ctx := context.Background()
+	old := "0b8f6f0e-1111-5aaa-8bbb-000000000010"
+	if _, err := js.Publish(ctx, bus.DefaultNames.ClaimSubject(old), nil, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000011"); err != nil {
+		t.Fatal(err)
+	}
+	ids := []string{"0b8f6f0e-1111-5aaa-8bbb-000000000012", old, "0b8f6f0e-1111-5aaa-8bbb-000000000011",
+		"0b8f6f0e-1111-5aaa-8bbb-000000000012", "0b8f6f0e-1111-5aaa-8bbb-000000000013"}
+	_, held, err := c.TakeAll(ctx, ids, c.Tag())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, false, false, false, true}
+	for i := range want {
+		if held[i] != want[i] {
+			t.Fatalf("held %v, want %v", held, want)
+		}
+	}
+}
+
+// An entry written again under its tag (its answer lost) is answered as
+// the entry stored first: the same decision, one entry in the stream.
+func TestAnEntryWrittenAgainKeepsItsDecision(t *testing.T) {
+	c, js := open(t, time.Minute)
+	ctx := context.Background()
+	ids := []string{"0b8f6f0e-1111-5aaa-8bbb-000000000020", "0b8f6f0e-1111-5aaa-8bbb-000000000021"}
+	if _, err := c.take(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	tag := c.Tag()
+	for range 3 {
+		_, held, err := c.TakeAll(ctx, ids, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !held[0] || held[1] {
+			t.Fatalf("held %v, want [true false]", held)
+		}
+	}
+	st, err := js.Stream(ctx, bus.DefaultNames.ClaimsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 {
+		t.Fatalf("%d entries in the stream, want 2", info.State.Msgs)
+	}
+	// Another copy's tag is never this copy's to hold.
+	other := copyOn(t, js)
+	if _, _, err := other.TakeAll(ctx, ids, tag); err == nil {
+		t.Fatal("another copy's tag taken as its own")
+	}
+}
+
+// A copy starting when every entry has expired (the stream's last sequence
+// names a message gone) is ready once it has read what is left: nothing.
+func TestACopyStartsOnALogWhoseEntriesExpired(t *testing.T) {
+	c, js := open(t, time.Second)
+	if _, err := c.take(context.Background(), "0b8f6f0e-1111-5aaa-8bbb-000000000030"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), bus.DefaultNames.ClaimsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		info, err := st.Info(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == 0 && info.State.LastSeq > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("entries not expired: %+v", info.State)
+		}
+	}
+	late := copyOn(t, js) // fails unless ready
+	if _, err := late.take(context.Background(), "0b8f6f0e-1111-5aaa-8bbb-000000000030"); err != nil {
+		t.Fatalf("after the window, on a copy started late: %v", err)
 	}
 }
 
@@ -130,7 +261,8 @@ func TestNoStreamIsAnError(t *testing.T) {
 	}
 }
 
-// BenchmarkTake is one claim, taken by one of 64 concurrent callers.
+// BenchmarkTake is one claim in an entry of its own, taken by one of 32
+// concurrent callers.
 func BenchmarkTake(b *testing.B) {
 	c, _ := open(b, time.Minute)
 	var n int64
@@ -149,55 +281,20 @@ func BenchmarkTake(b *testing.B) {
 	})
 }
 
+// BenchmarkTakeBatch50 is 50 claims in one entry, as a keyed message of 50
+// requests takes them.
 func BenchmarkTakeBatch50(b *testing.B) {
 	c, _ := open(b, time.Minute)
 	n := 0
 	for b.Loop() {
-		var futs []jetstream.PubAckFuture
-		for range 50 {
+		ids := make([]string, 50)
+		for i := range ids {
 			n++
-			fut, err := c.js.PublishMsgAsync(&nats.Msg{Subject: c.names.ClaimSubject(fmt.Sprintf("0b8f6f0e-1111-5aaa-8bbb-%012d", n))}, jetstream.WithExpectLastSequencePerSubject(0))
-			if err != nil {
-				b.Fatal(err)
-			}
-			futs = append(futs, fut)
+			ids[i] = fmt.Sprintf("0b8f6f0e-1111-5aaa-8bbb-%012d", n)
 		}
-		for _, f := range futs {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				b.Fatal(err)
-			}
+		if _, _, err := c.TakeAll(context.Background(), ids, c.Tag()); err != nil {
+			b.Fatal(err)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/claim")
-}
-
-// A claim whose answer was lost is resolved by its tag: the claim standing
-// is returned when it is this attempt's, another attempt's is ErrTaken, and
-// a claim nobody holds is taken.
-func TestResolveTellsTheLostAttemptsClaim(t *testing.T) {
-	c, _ := open(t, time.Minute)
-	ctx := context.Background()
-	cls, errs := c.TakeAll(ctx, []string{"lost"}, []string{"tag-a"})
-	if errs[0] != nil {
-		t.Fatal(errs[0])
-	}
-	got, err := c.Resolve(ctx, "lost", "tag-a")
-	if err != nil || got != cls[0] {
-		t.Fatalf("this attempt's standing claim resolved as %+v, %v; want %+v", got, err, cls[0])
-	}
-	if _, err := c.Resolve(ctx, "lost", "tag-b"); !errors.Is(err, ErrTaken) {
-		t.Fatalf("another attempt's claim resolved as %v, want ErrTaken", err)
-	}
-	if _, err := c.Resolve(ctx, "lost", ""); !errors.Is(err, ErrTaken) {
-		t.Fatalf("an untagged resolve of a tagged claim: %v, want ErrTaken", err)
-	}
-	free, err := c.Resolve(ctx, "free", "tag-c")
-	if err != nil || free.seq == 0 {
-		t.Fatalf("a free claim resolved as %+v, %v; want it taken", free, err)
-	}
-	if _, err := c.take(ctx, "free"); !errors.Is(err, ErrTaken) {
-		t.Fatalf("the claim Resolve took is not held: %v", err)
-	}
 }

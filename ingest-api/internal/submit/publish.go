@@ -47,7 +47,8 @@ func NotStored(err error) bool {
 
 // publisher gathers submissions into messages (pkg/batcher, a slot per
 // message awaiting its stream ack) and publishes them; keyed submissions
-// first take their claims, one each, all of a message's in one round trip.
+// first take their claims, one each, all of a message's in one entry of
+// the claims log.
 type publisher struct {
 	subject string
 	ackWait time.Duration
@@ -70,12 +71,13 @@ type part struct {
 }
 
 // pending is a message awaiting its stream ack: its submissions' events
-// in it, the claims to release if it is refused, and its slot.
+// in it, the claims to release if it is refused (nil: unkeyed), and its
+// slot.
 type pending struct {
 	fut     jetstream.PubAckFuture
 	at      time.Time // first published
 	sent    []part
-	held    []claim.Claim
+	held    *claim.Claim
 	release func(time.Duration)
 }
 
@@ -142,39 +144,50 @@ func (p *publisher) publishKeyed(b *batcher.Batch[*submission], release func(tim
 	}()
 }
 
-// claim takes the claims of subs in one round trip, tells each submission
-// whose claim it could not take, and returns the events of the others and
-// their claims.
-func (p *publisher) claim(subs []*submission) ([]part, []claim.Claim) {
+// claim takes the claims of subs in one entry of the claims log, tells
+// each submission whose claim another entry holds, and returns the events
+// of the others and the entry (nil when it holds none).
+func (p *publisher) claim(subs []*submission) ([]part, *claim.Claim) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
 	defer cancel()
-	ids, tags := make([]string, len(subs)), make([]string, len(subs))
+	ids := make([]string, len(subs))
 	for i, s := range subs {
-		ids[i], tags[i] = s.claim, p.resend.id()
+		ids[i] = s.claim
 	}
-	start := time.Now()
-	cls, errs := p.claims.TakeAll(ctx, ids, tags)
-	sent := make([]part, 0, len(subs))
-	var held []claim.Claim
-	for i, s := range subs {
-		if errs[i] != nil {
-			// A claim perhaps taken (its answer lost) is settled and
-			// the events published under it (resend.go) while the
-			// request waits on.
-			if errors.Is(errs[i], claim.ErrTaken) || refusedForGood(errs[i]) || !p.resend.carry(s, tags[i], start) {
-				s.refuse(s.evs, errs[i])
+	tag, start := p.claims.Tag(), time.Now()
+	cl, held, err := p.claims.TakeAll(ctx, ids, tag)
+	if err != nil {
+		// An entry perhaps stored (its answer lost) is settled and the
+		// events it holds published (resend.go) while the requests
+		// wait on.
+		if refusedForGood(err) || !p.resend.carry(subs, tag, start) {
+			for _, s := range subs {
+				s.refuse(s.evs, err)
 			}
+		}
+		return nil, nil
+	}
+	return heldParts(subs, held), &cl
+}
+
+// heldParts tells each of subs whose claim held[i] says another entry
+// holds, and returns the events of the others.
+func heldParts(subs []*submission, held []bool) []part {
+	sent := make([]part, 0, len(subs))
+	for i, s := range subs {
+		if !held[i] {
+			s.refuse(s.evs, claim.ErrTaken)
 			continue
 		}
-		sent, held = append(sent, part{s: s, evs: s.evs}), append(held, cls[i])
+		sent = append(sent, part{s: s, evs: s.evs})
 	}
-	return sent, held
+	return sent
 }
 
 // send publishes the events of sent as one message and hands it to
 // settle; nothing to send gives the slot back at once.
-func (p *publisher) send(sent []part, held []claim.Claim, release func(time.Duration)) {
-	msg, n := p.message(sent, len(held) > 0)
+func (p *publisher) send(sent []part, held *claim.Claim, release func(time.Duration)) {
+	msg, n := p.message(sent, held != nil)
 	if n == 0 {
 		release(0)
 		return
@@ -223,7 +236,7 @@ func (p *publisher) settle() {
 			// A keyed message the stream may hold (no stream answered
 			// during a leader's election, a lost connection) is sent
 			// again; its requests wait on.
-			if len(a.held) == 0 || refusedForGood(err) || !p.resend.start(a) {
+			if a.held == nil || refusedForGood(err) || !p.resend.start(a) {
 				p.refused(a, err)
 			}
 		case <-timer.C:
@@ -231,7 +244,7 @@ func (p *publisher) settle() {
 			// requests' own deadlines decide; the slot must not be
 			// lost. A keyed message is sent again until it is known
 			// stored or refused.
-			if len(a.held) > 0 {
+			if a.held != nil {
 				p.resend.start(a)
 			}
 		}
@@ -244,10 +257,10 @@ func (p *publisher) settle() {
 // was lost with the connection, or that no stream answered, may be
 // stored), so that the devices' retries are processed anew.
 func (p *publisher) refused(a pending, err error) {
-	if len(a.held) > 0 && refusedForGood(err) {
+	if a.held != nil && refusedForGood(err) {
 		ctx, cancel := context.WithTimeout(context.Background(), p.ackWait)
-		if rerr := p.claims.Release(ctx, a.held...); rerr != nil {
-			p.log.Warn("claims not released: retries wait for the pipeline window", zap.Int("requests", len(a.held)), zap.Error(rerr))
+		if rerr := p.claims.Release(ctx, *a.held); rerr != nil {
+			p.log.Warn("claims not released: retries wait for the pipeline window", zap.Int("requests", len(a.sent)), zap.Error(rerr))
 		}
 		cancel()
 	}

@@ -27,9 +27,10 @@ import (
 //   - a message whose ack did not come is published again under its
 //     message id: the events stream keeps one copy of an id for its
 //     duplicate window (bus.PipelineWindow), so it is stored once either way;
-//   - a claim whose answer did not come is settled (claim.Resolve: the
-//     claim standing is this attempt's, by its tag, or it is taken now),
-//     and then the submission's events are published as above.
+//   - a claims log entry whose answer did not come is written again under
+//     its tag (the stream keeps one copy of a tag for its duplicate window:
+//     the answer names the entry stored first), and then the events of the
+//     submissions it holds are published as above.
 //
 // So the claim a lost answer leaves standing gets the outcomes its retries
 // wait for, instead of standing unanswered for the pipeline window. Both
@@ -73,36 +74,40 @@ func (r *resender) id() string { return r.prefix + strconv.FormatUint(r.next.Add
 // false: no slot is free. Its claims were taken up to ackWait before it was
 // first published (a.at): it ends as early before the deadline.
 func (r *resender) start(a pending) bool {
-	return r.goCarry(a.at.Add(-r.ackWait), len(a.held), func(ctx context.Context) error {
+	return r.goCarry(a.at.Add(-r.ackWait), len(a.sent), func(ctx context.Context) error {
 		return r.settle(a, r.untilStored(ctx, a.fut.Msg()))
 	})
 }
 
-// carry settles the claim of s tagged tag, taken first, and publishes s's
-// events under it; false: no slot is free.
-func (r *resender) carry(s *submission, tag string, first time.Time) bool {
-	return r.goCarry(first, 1, func(ctx context.Context) error {
+// carry settles the claims log entry of subs tagged tag, written first,
+// and publishes the events of those it holds; false: no slot is free.
+func (r *resender) carry(subs []*submission, tag string, first time.Time) bool {
+	return r.goCarry(first, len(subs), func(ctx context.Context) error {
+		ids := make([]string, len(subs))
+		for i, s := range subs {
+			ids[i] = s.claim
+		}
 		var cl claim.Claim
+		var held []bool
 		err := retry.Backoff{Initial: 500 * time.Millisecond, Max: 5 * time.Second}.Do(ctx, func(ctx context.Context) error {
 			var err error
 			tctx, cancel := context.WithTimeout(ctx, min(r.ackWait, 5*time.Second))
 			defer cancel()
-			cl, err = r.claims.Resolve(tctx, s.claim, tag)
-			if errors.Is(err, claim.ErrTaken) {
-				return failure.AsPermanent(err)
-			}
+			cl, held, err = r.claims.TakeAll(tctx, ids, tag)
 			return err
 		}, nil)
 		if err != nil {
-			s.refuse(s.evs, err) // ErrTaken: another attempt holds it, its outcome answers
-			if errors.Is(err, claim.ErrTaken) {
-				return nil
+			for _, s := range subs {
+				s.refuse(s.evs, err)
 			}
 			return err
 		}
-		sent := []part{{s: s, evs: s.evs}}
-		msg, _ := r.message(sent, true)
-		return r.settle(pending{sent: sent, held: []claim.Claim{cl}}, r.untilStored(ctx, msg))
+		sent := heldParts(subs, held)
+		msg, n := r.message(sent, true)
+		if n == 0 {
+			return nil
+		}
+		return r.settle(pending{sent: sent, held: &cl}, r.untilStored(ctx, msg))
 	})
 }
 
@@ -165,7 +170,7 @@ func inProcess(err error) bool {
 // does not say otherwise).
 func (r *resender) settle(a pending, err error) error {
 	if err == nil {
-		r.log.Info("keyed events stored after their answer was lost", zap.Int("requests", len(a.held)))
+		r.log.Info("keyed events stored after their answer was lost", zap.Int("requests", len(a.sent)))
 		return nil
 	}
 	for _, pt := range a.sent {

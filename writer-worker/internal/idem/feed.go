@@ -5,7 +5,6 @@ package idem
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -144,13 +143,17 @@ func (s *Seen) offsetSample(d time.Duration) {
 	}
 }
 
-// claimed takes one claim from the feed of run gen.
+// claimed takes one message of the claims log from the feed of run gen:
+// an entry's ids (a release adds none: an id it frees is looked up).
 func (s *Seen) claimed(gen uint64, m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		return
 	}
-	id := strings.TrimPrefix(m.Subject(), s.names.ClaimSubject(""))
+	ids, _, release := s.names.ClaimEntry(m.Subject(), m.Data())
+	if release {
+		ids = nil
+	}
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,8 +171,10 @@ func (s *Seen) claimed(gen uint64, m jetstream.Msg) {
 		return
 	}
 	s.lastSeq, s.lastAt, s.lastLag = seq, now, offset-s.minOffset
-	s.held = append(s.held, claimSeen{id: id, ts: meta.Timestamp})
-	s.heldIDs[id]++
+	for _, id := range ids {
+		s.held = append(s.held, claimSeen{id: id, ts: meta.Timestamp})
+		s.heldIDs[id]++
+	}
 }
 
 // breakFeed marks the filter incomplete; follow starts again.

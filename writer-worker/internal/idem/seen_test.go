@@ -24,7 +24,17 @@ func (k keyRows) EachKey(_ context.Context, sinceNs int64, fn func(string, int64
 	return nil
 }
 
+// claimOf writes an entry of the claims log listing id and another id.
 func claimOf(t *testing.T, js jetstream.JetStream, id string) {
+	t.Helper()
+	if _, err := js.Publish(context.Background(), bus.DefaultNames.ClaimLogSubject("tag-"+id), []byte("beside-"+id+"\n"+id)); err != nil {
+		t.Fatalf("claim %s: %v", id, err)
+	}
+}
+
+// oldClaimOf takes a claim on id as copies of 1.0.x do: a message of its
+// own on the id's subject.
+func oldClaimOf(t *testing.T, js jetstream.JetStream, id string) {
 	t.Helper()
 	if _, err := js.Publish(context.Background(), bus.DefaultNames.ClaimSubject(id), nil, jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
 		t.Fatalf("claim %s: %v", id, err)
@@ -78,7 +88,7 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 	}
 	now := time.Now()
 	rows := keyRows{"settled-earlier": now.Add(-time.Hour), "past-window": now.Add(-25 * time.Hour)}
-	claimOf(t, js, "claimed-before-start")
+	oldClaimOf(t, js, "claimed-before-start")
 	s := runSeen(t, js, rows)
 	eventually(t, "complete", s.Complete)
 	if s.FirstAttempt("settled-earlier") || !s.FirstAttempt("past-window") || !s.FirstAttempt("never-seen") {
@@ -93,6 +103,9 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 		t.Fatal("an event whose claim was just taken is not a first attempt")
 	}
 	eventually(t, "a claim older than hold counts as an earlier attempt", func() bool { return !s.FirstAttempt("fresh") })
+	if s.FirstAttempt("beside-fresh") {
+		t.Fatal("the other id of the claims log entry was not taken in")
+	}
 	eventually(t, "a claim taken before the start counts", func() bool { return !s.FirstAttempt("claimed-before-start") })
 
 	// A feed not known caught up lately answers nothing, until the next

@@ -1,0 +1,266 @@
+package claim
+
+import (
+	"strings"
+	"sync"
+	"time"
+)
+
+// follower is this copy's reading of the claims log: what the entries of
+// the last window say of each id, the releases, and the decisions on this
+// copy's own entries.
+//
+// An entry holds an id when no entry that holds it, and is not released,
+// was stored less than the window before: an entry that did not hold (a
+// retry's) does not lengthen the first attempt's claim. A reading that
+// started at from (the server's time) has every entry stored since from
+// minus the window (the stream keeps the window), so it can tell what an
+// entry stored since from holds; what one stored before holds is unknown,
+// and so is a claim that an unknown entry, not released, would block. An
+// unknown claim is not this copy's to hold: its request waits for an
+// earlier attempt's outcome, and the copy that wrote the entry releases
+// the ids it found unknown (Claims.TakeAll), so that a retry's unknown
+// entry does not keep the next retry unknown too.
+//
+// A message missing from the sequence was deleted (a copy of 1.0.x
+// releasing its claim, an operator) or expired before the reading came to
+// it: it holds nothing.
+type follower struct {
+	window time.Duration
+	own    string // the prefix of this copy's tags
+	ready  chan struct{}
+
+	mu       sync.Mutex
+	gen      uint64    // the reading's: a message of another is not taken in
+	readyAt  uint64    // the log's last sequence at the first start; 0: ready
+	from     time.Time // when this reading started, on the server's clock
+	lastSeq  uint64    // of the last message read
+	lastAt   time.Time // when it was stored
+	ids      map[string]claimOf
+	released map[string]time.Time // releaseKey -> when the release was stored
+	order    []*read              // what was read, oldest first, to drop after the window
+	decided  map[string][]status  // this copy's tags -> what the entry holds of each of its ids
+	mine     []mine               // this copy's entries decided, oldest first
+	waiters  []waiter
+}
+
+// claimOf is what the log says of one id within the window: the last entry
+// that held it (an earlier one within the window was released before this
+// one could hold), and the entries whose hold this reading cannot tell,
+// oldest first.
+type claimOf struct {
+	held    *read
+	unknown []*read
+}
+
+type status uint8
+
+const (
+	held status = iota
+	blocked
+	unknown
+)
+
+// read is a message read: when it was stored, its ids (an entry's, or
+// those its release frees: none, all of them), its tag, whether a release.
+type read struct {
+	at      time.Time
+	ids     []string
+	tag     string
+	release bool
+}
+
+// releaseKey is the key in follower.released of the release of the entry
+// tagged tag, of all its ids (id "") or of one.
+func releaseKey(tag, id string) string { return tag + "\n" + id }
+
+// mine is an entry of this copy's, decided.
+type mine struct {
+	at  time.Time
+	tag string
+}
+
+type waiter struct {
+	seq  uint64
+	done chan struct{}
+}
+
+func newFollower(window time.Duration, own string) *follower {
+	return &follower{window: window, own: own, ready: make(chan struct{}), readyAt: ^uint64(0),
+		ids: map[string]claimOf{}, released: map[string]time.Time{}, decided: map[string][]status{}}
+}
+
+// restart forgets what was read, to read the log again from its start,
+// which the stream holds from from minus the window on; last is the log's
+// last sequence now. It returns the new reading's generation. Decisions on
+// this copy's entries stay: they were answered.
+func (f *follower) restart(from time.Time, last uint64) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	f.from, f.lastSeq, f.lastAt, f.ids, f.released, f.order = from, 0, time.Time{}, map[string]claimOf{}, map[string]time.Time{}, nil
+	if f.readyAt == ^uint64(0) {
+		f.readyAt = last
+		f.markReady()
+	}
+	return f.gen
+}
+
+// read takes in the message seq of reading gen, stored at: an entry
+// listing ids, tagged tag (untagged: a claim of 1.0.x, which held), or the
+// release of the entry tag (of the ids listed; none listed: of all). A
+// message of another reading is dropped. false: the sequence went back (a
+// stream that lost its last messages numbers new ones again): read the log
+// again.
+func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string, release bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if gen != f.gen {
+		return true
+	}
+	if f.lastSeq != 0 && seq <= f.lastSeq {
+		return false
+	}
+	f.lastSeq, f.lastAt = seq, at
+	f.forget(at)
+	r := &read{at: at, ids: ids, tag: tag, release: release}
+	f.order = append(f.order, r)
+	if release {
+		f.release(r)
+	} else {
+		f.entry(r)
+	}
+	n := 0
+	for _, w := range f.waiters {
+		if w.seq <= seq {
+			close(w.done)
+			continue
+		}
+		f.waiters[n] = w
+		n++
+	}
+	f.waiters = f.waiters[:n]
+	f.markReady()
+	return true
+}
+
+// release takes in the release r. f.mu is held.
+func (f *follower) release(r *read) {
+	if len(r.ids) == 0 {
+		f.released[releaseKey(r.tag, "")] = r.at
+	}
+	for _, id := range r.ids {
+		f.released[releaseKey(r.tag, id)] = r.at
+	}
+}
+
+// entry decides what the entry r holds of each of its ids. f.mu is held.
+func (f *follower) entry(r *read) {
+	got := make([]status, len(r.ids))
+	for i, id := range r.ids {
+		c := f.ids[id]
+		st := held
+		if r.tag != "" {
+			st = f.holds(id, c, r.at)
+		}
+		switch st {
+		case held:
+			c.held = r
+		case unknown:
+			c.unknown = append(c.unknown, r)
+		}
+		f.ids[id], got[i] = c, st
+	}
+	if r.tag != "" && strings.HasPrefix(r.tag, f.own) {
+		if _, ok := f.decided[r.tag]; !ok {
+			f.decided[r.tag] = got
+			f.mine = append(f.mine, mine{at: r.at, tag: r.tag})
+		}
+	}
+}
+
+// holds tells what an entry stored at at holds of id, c being what the
+// log says of it. f.mu is held.
+func (f *follower) holds(id string, c claimOf, at time.Time) status {
+	if h := c.held; h != nil && at.Sub(h.at) < f.window && !f.isReleased(h, id) {
+		return blocked
+	}
+	if at.Before(f.from) {
+		return unknown
+	}
+	for _, u := range c.unknown {
+		if at.Sub(u.at) < f.window && !f.isReleased(u, id) {
+			return unknown
+		}
+	}
+	return held
+}
+
+// isReleased reports whether the entry r's hold on id is released. f.mu is
+// held.
+func (f *follower) isReleased(r *read, id string) bool {
+	if r.tag == "" {
+		return false // 1.0.x deleted its claims to release them
+	}
+	_, all := f.released[releaseKey(r.tag, "")]
+	_, one := f.released[releaseKey(r.tag, id)]
+	return all || one
+}
+
+// forget drops what was stored a window or more before now (the stream's
+// time of the newest message): no entry after it can be held by those.
+// f.mu is held.
+func (f *follower) forget(now time.Time) {
+	n := 0
+	for ; n < len(f.order); n++ {
+		r := f.order[n]
+		if now.Sub(r.at) < f.window {
+			break
+		}
+		if r.release {
+			delete(f.released, releaseKey(r.tag, ""))
+			for _, id := range r.ids {
+				delete(f.released, releaseKey(r.tag, id))
+			}
+			continue
+		}
+		for _, id := range r.ids {
+			if c, ok := f.ids[id]; ok {
+				f.expire(id, c, now)
+			}
+		}
+	}
+	f.order = f.order[n:]
+	n = 0
+	for ; n < len(f.mine) && now.Sub(f.mine[n].at) >= f.window; n++ {
+		delete(f.decided, f.mine[n].tag)
+	}
+	f.mine = f.mine[n:]
+}
+
+// expire drops from c, what the log says of id, the entries a window or
+// more before now. f.mu is held.
+func (f *follower) expire(id string, c claimOf, now time.Time) {
+	if c.held != nil && now.Sub(c.held.at) >= f.window {
+		c.held = nil
+	}
+	k := 0
+	for k < len(c.unknown) && now.Sub(c.unknown[k].at) >= f.window {
+		k++
+	}
+	c.unknown = c.unknown[k:]
+	if c.held == nil && len(c.unknown) == 0 {
+		delete(f.ids, id)
+		return
+	}
+	f.ids[id] = c
+}
+
+// decision is what the entry tagged tag, this copy's, holds of each of its
+// ids.
+func (f *follower) decision(tag string) ([]status, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.decided[tag]
+	return st, ok
+}

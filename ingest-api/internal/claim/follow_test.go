@@ -1,0 +1,104 @@
+package claim
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+
+// decided is the decision on the entry tag, failing the test unless it is
+// want.
+func decided(t *testing.T, f *follower, tag string, want ...status) {
+	t.Helper()
+	if got, _ := f.decision(tag); !reflect.DeepEqual(got, want) {
+		t.Fatalf("decision on %s %v, want %v (0 held, 1 blocked, 2 unknown)", tag, got, want)
+	}
+}
+
+// A reading that started late cannot tell what the entries before its start
+// held (their windows reach back past what the stream keeps): a claim they
+// would block is unknown, never held, until a window after the start; what
+// a claim known held blocks stays blocked.
+func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
+	f := newFollower(time.Minute, "me-")
+	gen := f.restart(t0, 0)
+	// Before the start: an entry whose own window the stream no longer
+	// holds (a first attempt perhaps held the id before it).
+	f.read(gen, 1, t0.Add(-30*time.Second), []string{"a", "b"}, "other-1", false)
+	// After it: "a" is unknown while that entry is in its window, "b" too,
+	// "c" is held.
+	f.read(gen, 2, t0.Add(10*time.Second), []string{"a", "c"}, "me-1", false)
+	decided(t, f, "me-1", unknown, held)
+	// An unknown entry not released blocks what follows it in its window
+	// as unknown; a held one blocks.
+	f.read(gen, 3, t0.Add(20*time.Second), []string{"a", "c", "d"}, "me-2", false)
+	decided(t, f, "me-2", unknown, blocked, held)
+	// A window after every unknown entry, "a" is free; "c" a window after
+	// the entry that held it, not after the one it blocked.
+	f.read(gen, 4, t0.Add(80*time.Second), []string{"a", "c"}, "me-3", false)
+	decided(t, f, "me-3", held, held)
+	// Entries a window old are forgotten, decisions with them.
+	f.read(gen, 5, t0.Add(200*time.Second), []string{"e"}, "me-4", false)
+	if _, ok := f.decision("me-1"); ok || len(f.ids) != 1 {
+		t.Fatalf("after two windows: decision of me-1 kept %v, ids %v", ok, f.ids)
+	}
+	// A sequence that goes back tells of a stream numbered again: read
+	// it again.
+	if f.read(gen, 5, t0.Add(201*time.Second), []string{"f"}, "me-5", false) {
+		t.Fatal("a sequence read again was not reported")
+	}
+	// A message of another reading is not taken in.
+	f.read(gen-1, 6, t0.Add(202*time.Second), []string{"f"}, "me-6", false)
+	if _, ok := f.decision("me-6"); ok {
+		t.Fatal("a message of an ended reading was taken in")
+	}
+}
+
+// A release frees the ids of the entry it names for the entries after it,
+// all of them or those it lists; a claim of 1.0.x (untagged) always holds.
+func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
+	f := newFollower(time.Minute, "me-")
+	gen := f.restart(t0, 0)
+	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "", false)
+	f.read(gen, 2, t0.Add(2*time.Second), []string{"b"}, "other-1", false)
+	f.read(gen, 3, t0.Add(3*time.Second), nil, "other-1", true)
+	f.read(gen, 4, t0.Add(4*time.Second), []string{"c", "d"}, "other-2", false)
+	f.read(gen, 5, t0.Add(5*time.Second), []string{"d"}, "other-2", true)
+	f.read(gen, 6, t0.Add(6*time.Second), []string{"a", "b", "c", "d"}, "me-1", false)
+	decided(t, f, "me-1", blocked, held, blocked, held)
+}
+
+// A message missing from the sequence (deleted: 1.0.x released its claims
+// so; expired before the reading came to it) holds nothing: the reading
+// goes on past it.
+func TestAHoleInTheSequenceIsReadPast(t *testing.T) {
+	f := newFollower(time.Minute, "me-")
+	gen := f.restart(t0, 0)
+	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "other-1", false)
+	if !f.read(gen, 3, t0.Add(3*time.Second), []string{"a", "b"}, "me-1", false) {
+		t.Fatal("a hole in the sequence ended the reading")
+	}
+	decided(t, f, "me-1", blocked, held)
+}
+
+// An unknown entry that its copy released does not keep the claim unknown:
+// retries more often than the window, each unknown and released, are free
+// a window after the entry from before the reading, not a window after the
+// last of them.
+func TestReleasedUnknownEntriesDoNotLengthenTheClaim(t *testing.T) {
+	f := newFollower(time.Minute, "me-")
+	gen := f.restart(t0, 0)
+	f.read(gen, 1, t0.Add(-10*time.Second), []string{"a"}, "other-1", false)
+	seq := uint64(2)
+	for i, at := range []time.Duration{10 * time.Second, 30 * time.Second, 45 * time.Second} {
+		tag := "me-" + string(rune('1'+i))
+		f.read(gen, seq, t0.Add(at), []string{"a"}, tag, false)
+		decided(t, f, tag, unknown)
+		f.read(gen, seq+1, t0.Add(at+100*time.Millisecond), []string{"a"}, tag, true)
+		seq += 2
+	}
+	f.read(gen, seq, t0.Add(55*time.Second), []string{"a"}, "me-9", false)
+	decided(t, f, "me-9", held)
+}

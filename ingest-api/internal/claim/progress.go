@@ -1,0 +1,85 @@
+package claim
+
+import (
+	"context"
+	"time"
+)
+
+// How far a reading of the log is: what waits for a message to be read,
+// whether the first reading is ready, and the end of a reading.
+
+// invalidate ends the reading: nothing more of it is taken in, and what
+// waits for a message waits for the next reading.
+func (f *follower) invalidate() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	f.lastSeq = 0
+}
+
+// last is the sequence of the last message read and when it was stored.
+func (f *follower) last() (uint64, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.lastSeq, f.lastAt
+}
+
+// markReady closes ready once the log is read to readyAt. f.mu is held.
+func (f *follower) markReady() {
+	if f.readyAt != 0 && f.lastSeq >= f.readyAt {
+		f.readyAt = 0
+	}
+	if f.readyAt == 0 {
+		select {
+		case <-f.ready:
+		default:
+			close(f.ready)
+		}
+	}
+}
+
+// caughtUp marks the first reading caught up: nothing is left to deliver.
+func (f *follower) caughtUp() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readyAt != ^uint64(0) {
+		f.readyAt = 0
+		f.markReady()
+	}
+}
+
+// isReady reports whether ready is closed.
+func (f *follower) isReady() bool {
+	select {
+	case <-f.ready:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait returns once the message seq has been read, or ctx ends.
+func (f *follower) wait(ctx context.Context, seq uint64) error {
+	f.mu.Lock()
+	if f.lastSeq >= seq {
+		f.mu.Unlock()
+		return nil
+	}
+	w := waiter{seq: seq, done: make(chan struct{})}
+	f.waiters = append(f.waiters, w)
+	f.mu.Unlock()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		f.mu.Lock()
+		for i, o := range f.waiters {
+			if o.done == w.done {
+				f.waiters = append(f.waiters[:i], f.waiters[i+1:]...)
+				break
+			}
+		}
+		f.mu.Unlock()
+		return ctx.Err()
+	}
+}
