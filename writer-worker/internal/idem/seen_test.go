@@ -98,6 +98,10 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 	// Its own claim, younger than hold, does not make an event a repeat;
 	// past hold, the claim stands for an earlier attempt.
 	claimOf(t, js, "fresh")
+	// A release lists the ids it frees: it claims none of them.
+	if _, err := js.Publish(context.Background(), bus.DefaultNames.ClaimReleaseSubject("tag-other"), []byte("only-released")); err != nil {
+		t.Fatal(err)
+	}
 	delivered(t, s, "fresh")
 	if !s.FirstAttempt("fresh") {
 		t.Fatal("an event whose claim was just taken is not a first attempt")
@@ -105,6 +109,9 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 	eventually(t, "a claim older than hold counts as an earlier attempt", func() bool { return !s.FirstAttempt("fresh") })
 	if s.FirstAttempt("beside-fresh") {
 		t.Fatal("the other id of the claims log entry was not taken in")
+	}
+	if !s.FirstAttempt("only-released") {
+		t.Fatal("an id a release lists was taken for a claim")
 	}
 	eventually(t, "a claim taken before the start counts", func() bool { return !s.FirstAttempt("claimed-before-start") })
 
