@@ -39,4 +39,4 @@ chaos:
 
 partition:
 	@mkdir -p .run
-	bash -o pipefail -c 'PARTITION=1 CHAOS_FULL=1 GOTEST_FLAGS="-run Partition -v" deploy/dev/test.sh 2>&1 | tee .run/partition.log | grep --line-buffered -E "^(chaos fault|partition fault|registry fault|--- |ok|FAIL)|^ +[a-z_]+_test\.go:[0-9]+: " | grep --line-buffered -v -E "stack_test\.go:196: |_test\.go:[0-9]+: chaos fault="' || { echo "make partition failed: the whole output is in .run/partition.log"; exit 1; }
+	bash -o pipefail -c 'PARTITION=1 CHAOS_FULL=1 GOTEST_TIMEOUT=80m GOTEST_FLAGS="-run Partition -v" deploy/dev/test.sh 2>&1 | tee .run/partition.log | grep --line-buffered -E "^(chaos fault|partition fault|registry fault|--- |ok|FAIL)|^ +[a-z_]+_test\.go:[0-9]+: " | grep --line-buffered -v -E "stack_test\.go:196: |_test\.go:[0-9]+: chaos fault="' || { echo "make partition failed: the whole output is in .run/partition.log"; exit 1; }
