@@ -86,7 +86,7 @@ func Users(n Names) []User {
 		{Name: "ingest-api", PasswordEnv: "NATS_INGEST_PASSWORD",
 			Publish: slices.Concat(streams, writeKV(n.RegistryBucket), writeKV(n.KeysBucket), writeKV(n.BackfillBucket), writeKV(n.CensusBucket), follow(n.ClaimsStream), []string{
 				n.EventsSubject(), n.ClaimSubject("*"), n.QueryPrefix() + "*", n.RateSubject(), n.DiagSubject(),
-				// Copies of the release before (until 2026-11-28) release a
+				// Copies of the release before (until 2026-11-29) release a
 				// claim by deleting it and read one whose answer was lost:
 				// kept for a rolling upgrade, to be dropped in the next.
 				"$JS.API.STREAM.MSG.DELETE." + n.ClaimsStream,

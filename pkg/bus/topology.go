@@ -127,6 +127,7 @@ func (n Names) ClaimSubject(id string) string { return n.SubjectPrefix + ".claim
 const (
 	claimLogToken     = "log-"
 	claimReleaseToken = "release-"
+	claimFreeToken    = "free-"
 )
 
 // ClaimLogSubject is the subject of the claims log's entry tagged tag.
@@ -134,6 +135,11 @@ func (n Names) ClaimLogSubject(tag string) string { return n.ClaimSubject(claimL
 
 // ClaimReleaseSubject is the subject of the release of the entry tagged tag.
 func (n Names) ClaimReleaseSubject(tag string) string { return n.ClaimSubject(claimReleaseToken + tag) }
+
+// ClaimFreeSubject is the subject of the release of some of the ids of the
+// entry tagged tag: a subject apart from ClaimReleaseSubject's, so that the
+// release of the whole entry does not replace it in the stream.
+func (n Names) ClaimFreeSubject(tag string) string { return n.ClaimSubject(claimFreeToken + tag) }
 
 // ClaimEntry reads a message of the claims stream: the claim ids it lists
 // and its tag (a claim of 1.0.x: its one id, no tag), or, release set, the
@@ -146,6 +152,8 @@ func (n Names) ClaimEntry(subject string, data []byte) (ids []string, tag string
 	switch {
 	case strings.HasPrefix(tok, claimReleaseToken):
 		return ids, strings.TrimPrefix(tok, claimReleaseToken), true
+	case strings.HasPrefix(tok, claimFreeToken):
+		return ids, strings.TrimPrefix(tok, claimFreeToken), true
 	case strings.HasPrefix(tok, claimLogToken):
 		return ids, strings.TrimPrefix(tok, claimLogToken), false
 	}

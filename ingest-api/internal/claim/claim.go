@@ -34,12 +34,14 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/retry"
 )
 
 // ErrTaken means another attempt with the same id holds the claim.
@@ -105,18 +107,26 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, 
 	if err != nil {
 		return Claim{}, nil, fmt.Errorf("claim: %w", err)
 	}
-	if err := c.f.wait(ctx, ack.Sequence); err != nil {
+	gen, err := c.f.wait(ctx, ack.Sequence)
+	if err != nil {
 		return Claim{}, nil, fmt.Errorf("claim: the claims log not read: %w", err)
 	}
 	st, ok := c.f.decision(tag)
-	if !ok || len(st) != len(ids) {
-		// This reading passed the entry's sequence without reading it:
-		// the stream numbered its messages again (lost its last ones,
-		// or was made anew). Read it again.
-		c.f.invalidate()
-		select {
-		case c.reread <- struct{}{}:
-		default:
+	switch {
+	case ok && len(st) == len(ids):
+	case ack.Duplicate:
+		// Written before, and gone (deleted, expired) before this copy
+		// read it: what it held is not known.
+		return Claim{}, nil, fmt.Errorf("claim: the entry tagged %s was not read", tag)
+	default:
+		// The reading passed the entry's sequence without reading it:
+		// the stream numbered its messages again (it lost its last
+		// ones, or was made anew). Read it again.
+		if c.f.invalidate(gen) {
+			select {
+			case c.reread <- struct{}{}:
+			default:
+			}
 		}
 		return Claim{}, nil, fmt.Errorf("claim: %w", errRenumbered)
 	}
@@ -134,17 +144,27 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, 
 	return Claim{tag: tag}, got, nil
 }
 
-// releaseUnknown writes the release of ids from the entry tagged tag. One
-// not written leaves them, for the copies that judge them held by the
-// entry, claimed for the window: their retries wait for an outcome that
-// will not come.
+// releaseUnknown writes the release of ids from the entry tagged tag, on
+// a context of its own (ctx may be nearly spent by the wait for the
+// reading). One not written leaves them, for the copies that judge them
+// held by the entry, claimed for the window: their retries wait for an
+// outcome that will not come.
 func (c *Claims) releaseUnknown(ctx context.Context, tag string, ids []string) {
-	msg := &nats.Msg{Subject: c.names.ClaimReleaseSubject(tag), Data: []byte(strings.Join(ids, "\n")),
-		Header: nats.Header{nats.MsgIdHdr: {"unknown-" + tag}}}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
+	defer cancel()
+	msg := &nats.Msg{Subject: c.names.ClaimFreeSubject(tag), Data: []byte(strings.Join(ids, "\n")),
+		Header: nats.Header{nats.MsgIdHdr: {"free-" + tag}}}
+	err := retry.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}.Do(ctx, func(ctx context.Context) error {
+		_, err := c.js.PublishMsg(ctx, msg)
+		return err
+	}, nil)
+	if err != nil {
 		c.log.Warn("claims this copy could not tell not released: retries wait for the pipeline window", zap.Int("requests", len(ids)), zap.Error(err))
 	}
 }
+
+// releaseWait bounds the release of the claims an entry holds unknown.
+const releaseWait = 5 * time.Second
 
 // Release writes the release of cl: its ids are free for the entries after
 // it. A release that cannot be written leaves the claims for the window:

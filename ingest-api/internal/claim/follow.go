@@ -24,7 +24,9 @@ import (
 //
 // A message missing from the sequence was deleted (a copy of 1.0.x
 // releasing its claim, an operator) or expired before the reading came to
-// it: it holds nothing.
+// it: it holds nothing. A reading that read a claim of 1.0.x before it was
+// deleted keeps it, and takes an entry it blocks for unknown: that entry
+// may hold for a copy that did not read the claim.
 type follower struct {
 	window time.Duration
 	own    string // the prefix of this copy's tags
@@ -41,7 +43,7 @@ type follower struct {
 	order    []*read              // what was read, oldest first, to drop after the window
 	decided  map[string][]status  // this copy's tags -> what the entry holds of each of its ids
 	mine     []mine               // this copy's entries decided, oldest first
-	waiters  []waiter
+	waiters  []*waiter
 }
 
 // claimOf is what the log says of one id within the window: the last entry
@@ -80,8 +82,11 @@ type mine struct {
 	tag string
 }
 
+// waiter waits for the message seq; gen is the reading that read it, set
+// before done is closed.
 type waiter struct {
 	seq  uint64
+	gen  uint64
 	done chan struct{}
 }
 
@@ -115,10 +120,12 @@ func (f *follower) restart(from time.Time, last uint64) uint64 {
 func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string, release bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if gen != f.gen {
-		return true
+	if gen == 0 || gen != f.gen {
+		return true // 0: before the first reading started
 	}
 	if f.lastSeq != 0 && seq <= f.lastSeq {
+		f.gen++ // the reading ends here
+		f.lastSeq = 0
 		return false
 	}
 	f.lastSeq, f.lastAt = seq, at
@@ -133,6 +140,7 @@ func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string,
 	n := 0
 	for _, w := range f.waiters {
 		if w.seq <= seq {
+			w.gen = gen
 			close(w.done)
 			continue
 		}
@@ -163,10 +171,13 @@ func (f *follower) entry(r *read) {
 		if r.tag != "" {
 			st = f.holds(id, c, r.at)
 		}
-		switch st {
-		case held:
+		switch {
+		case st == held:
 			c.held = r
-		case unknown:
+		case st == unknown, st == blocked && c.held.tag == "":
+			// A claim of 1.0.x is released by deleting it, unseen by
+			// a reading that read it before: an entry it blocks may
+			// hold for a copy that did not read the claim.
 			c.unknown = append(c.unknown, r)
 		}
 		f.ids[id], got[i] = c, st

@@ -102,3 +102,41 @@ func TestReleasedUnknownEntriesDoNotLengthenTheClaim(t *testing.T) {
 	f.read(gen, seq, t0.Add(55*time.Second), []string{"a"}, "me-9", false)
 	decided(t, f, "me-9", held)
 }
+
+// A claim of 1.0.x is released by deleting it, which a reading that read
+// it does not see: an entry it blocks may hold for a copy that never read
+// it, so for the reading that did, that entry is unknown, not nothing.
+func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
+	w := time.Minute
+	saw, missed := newFollower(w, "saw-"), newFollower(w, "missed-")
+	gs, gm := saw.restart(t0, 0), missed.restart(t0, 0)
+	saw.read(gs, 1, t0.Add(time.Second), []string{"x"}, "", false) // deleted before missed read it
+	for _, r := range []struct {
+		f   *follower
+		gen uint64
+	}{{saw, gs}, {missed, gm}} {
+		r.f.read(r.gen, 2, t0.Add(5*time.Second), []string{"x"}, "missed-1", false)
+		r.f.read(r.gen, 3, t0.Add(62*time.Second), []string{"x"}, "saw-1", false)
+	}
+	decided(t, missed, "missed-1", held)
+	decided(t, saw, "saw-1", unknown)
+}
+
+// A reading takes in nothing before it starts (generation 0), and nothing
+// after it found the sequence going back.
+func TestAReadingEndsWhereItCannotFollow(t *testing.T) {
+	f := newFollower(time.Minute, "me-")
+	f.read(0, 1, t0, []string{"x"}, "me-1", false)
+	if _, ok := f.decision("me-1"); ok {
+		t.Fatal("a message taken in before the reading started")
+	}
+	gen := f.restart(t0, 0)
+	f.read(gen, 5, t0.Add(time.Second), []string{"a"}, "other-1", false)
+	if f.read(gen, 3, t0.Add(2*time.Second), []string{"b"}, "other-2", false) {
+		t.Fatal("a sequence going back was not reported")
+	}
+	f.read(gen, 6, t0.Add(3*time.Second), []string{"c"}, "me-2", false)
+	if _, ok := f.decision("me-2"); ok || f.current(gen) {
+		t.Fatal("the reading went on after the sequence went back")
+	}
+}

@@ -8,13 +8,25 @@ import (
 // How far a reading of the log is: what waits for a message to be read,
 // whether the first reading is ready, and the end of a reading.
 
-// invalidate ends the reading: nothing more of it is taken in, and what
-// waits for a message waits for the next reading.
-func (f *follower) invalidate() {
+// invalidate ends the reading gen, if it is the current one: nothing
+// more of it is taken in, and what waits for a message waits for the next
+// reading. It reports whether it ended it.
+func (f *follower) invalidate(gen uint64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if gen != f.gen {
+		return false
+	}
 	f.gen++
 	f.lastSeq = 0
+	return true
+}
+
+// current reports whether gen is the current reading.
+func (f *follower) current(gen uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return gen == f.gen
 }
 
 // last is the sequence of the last message read and when it was stored.
@@ -58,28 +70,29 @@ func (f *follower) isReady() bool {
 	}
 }
 
-// wait returns once the message seq has been read, or ctx ends.
-func (f *follower) wait(ctx context.Context, seq uint64) error {
+// wait returns once the message seq has been read, or ctx ends: the
+// reading that read it.
+func (f *follower) wait(ctx context.Context, seq uint64) (uint64, error) {
 	f.mu.Lock()
 	if f.lastSeq >= seq {
-		f.mu.Unlock()
-		return nil
+		defer f.mu.Unlock()
+		return f.gen, nil
 	}
-	w := waiter{seq: seq, done: make(chan struct{})}
+	w := &waiter{seq: seq, done: make(chan struct{})}
 	f.waiters = append(f.waiters, w)
 	f.mu.Unlock()
 	select {
 	case <-w.done:
-		return nil
+		return w.gen, nil
 	case <-ctx.Done():
 		f.mu.Lock()
 		for i, o := range f.waiters {
-			if o.done == w.done {
+			if o == w {
 				f.waiters = append(f.waiters[:i], f.waiters[i+1:]...)
 				break
 			}
 		}
 		f.mu.Unlock()
-		return ctx.Err()
+		return 0, ctx.Err()
 	}
 }

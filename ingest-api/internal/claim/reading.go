@@ -45,6 +45,9 @@ var errRenumbered = errors.New("the claims log was numbered again")
 // again behind it.
 const verifyEvery = time.Second
 
+// verifyWait bounds a check's questions to the server.
+const verifyWait = 5 * time.Second
+
 // follow reads the log from its start (the stream holds the window) until
 // ctx ends or the reading fails.
 func (c *Claims) follow(ctx context.Context) error {
@@ -69,6 +72,7 @@ func (c *Claims) follow(ctx context.Context) error {
 		<-started
 		meta, err := m.Metadata()
 		if err != nil {
+			c.f.invalidate(gen)
 			fail(fmt.Errorf("a message of the claims log unread: %w", err))
 			return
 		}
@@ -103,7 +107,7 @@ func (c *Claims) follow(ctx context.Context) error {
 	}
 	gen = c.f.restart(info.TimeStamp, info.State.LastSeq)
 	close(started)
-	defer c.f.invalidate()
+	defer c.f.invalidate(gen)
 	created := info.Created
 	tick := time.NewTicker(verifyEvery)
 	defer tick.Stop()
@@ -114,7 +118,10 @@ func (c *Claims) follow(ctx context.Context) error {
 		case err := <-failed:
 			return err
 		case <-c.reread:
-			return errRenumbered
+			if !c.f.current(gen) {
+				return errRenumbered // TakeAll ended this reading
+			}
+			continue // an earlier reading's
 		case <-tick.C:
 		case <-c.reverify:
 		}
@@ -133,7 +140,7 @@ func (c *Claims) follow(ctx context.Context) error {
 // the consumer has nothing left to deliver: the stream's last sequence may
 // name a message gone (expired, deleted).
 func (c *Claims) verify(ctx context.Context, st jetstream.Stream, cons jetstream.Consumer, created time.Time) error {
-	vctx, cancel := context.WithTimeout(ctx, verifyEvery)
+	vctx, cancel := context.WithTimeout(ctx, verifyWait)
 	defer cancel()
 	if !c.f.isReady() {
 		if ci, err := cons.Info(vctx); err == nil && ci.NumPending == 0 {

@@ -144,3 +144,30 @@ func TestRetriesOfAnUnknownClaimAreFreeAWindowAfterIt(t *testing.T) {
 	}
 	noRereads(t, first, late)
 }
+
+// The release of the ids an entry holds unknown and the release of the
+// whole entry are two messages that both stay in the stream (it keeps one
+// per subject): the second does not take the first away from the copies
+// that read the log after both.
+func TestBothReleasesOfAnEntryStay(t *testing.T) {
+	c, js := open(t, time.Minute)
+	ctx := context.Background()
+	tag := c.Tag()
+	c.releaseUnknown(ctx, tag, []string{"0b8f6f0e-1111-5aaa-8bbb-000000000070"})
+	if err := c.Release(ctx, Claim{tag: tag}); err != nil {
+		t.Fatal(err)
+	}
+	st := claimsStream(t, js)
+	for _, subject := range []string{bus.DefaultNames.ClaimFreeSubject(tag), bus.DefaultNames.ClaimReleaseSubject(tag)} {
+		if _, err := st.GetLastMsgForSubject(ctx, subject); err != nil {
+			t.Fatalf("%s: %v", subject, err)
+		}
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 2 || info.State.NumDeleted != 0 {
+		t.Fatalf("stream state %+v, want 2 messages, none deleted", info.State)
+	}
+}
