@@ -171,13 +171,17 @@ func (f *follower) entry(r *read) {
 		if r.tag != "" {
 			st = f.holds(id, c, r.at)
 		}
-		switch {
-		case st == held:
-			c.held = r
-		case st == unknown, st == blocked && c.held.tag == "":
+		if st == blocked && c.held.tag == "" {
 			// A claim of 1.0.x is released by deleting it, unseen by
 			// a reading that read it before: an entry it blocks may
-			// hold for a copy that did not read the claim.
+			// hold for a copy that did not read the claim. Its copy
+			// releases it as it releases any it cannot tell.
+			st = unknown
+		}
+		switch st {
+		case held:
+			c.held = r
+		case unknown:
 			c.unknown = append(c.unknown, r)
 		}
 		f.ids[id], got[i] = c, st

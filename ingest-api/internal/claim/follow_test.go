@@ -57,7 +57,8 @@ func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
 }
 
 // A release frees the ids of the entry it names for the entries after it,
-// all of them or those it lists; a claim of 1.0.x (untagged) always holds.
+// all of them or those it lists; a claim of 1.0.x (untagged) always holds
+// (what it blocks is unknown: see below).
 func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
 	gen := f.restart(t0, 0)
@@ -67,7 +68,7 @@ func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
 	f.read(gen, 4, t0.Add(4*time.Second), []string{"c", "d"}, "other-2", false)
 	f.read(gen, 5, t0.Add(5*time.Second), []string{"d"}, "other-2", true)
 	f.read(gen, 6, t0.Add(6*time.Second), []string{"a", "b", "c", "d"}, "me-1", false)
-	decided(t, f, "me-1", blocked, held, blocked, held)
+	decided(t, f, "me-1", unknown, held, blocked, held)
 }
 
 // A message missing from the sequence (deleted: 1.0.x released its claims
@@ -120,6 +121,16 @@ func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 	}
 	decided(t, missed, "missed-1", held)
 	decided(t, saw, "saw-1", unknown)
+	// Its writer releases an entry such a claim blocks, as any it cannot
+	// tell: it does not keep the retries after it unknown.
+	f := newFollower(w, "me-")
+	gen := f.restart(t0, 0)
+	f.read(gen, 1, t0.Add(time.Second), []string{"x"}, "", false)
+	f.read(gen, 2, t0.Add(50*time.Second), []string{"x"}, "me-1", false)
+	decided(t, f, "me-1", unknown)
+	f.read(gen, 3, t0.Add(51*time.Second), []string{"x"}, "me-1", true)
+	f.read(gen, 4, t0.Add(62*time.Second), []string{"x"}, "me-2", false)
+	decided(t, f, "me-2", held)
 }
 
 // A reading takes in nothing before it starts (generation 0), and nothing
