@@ -93,10 +93,10 @@ type Claim struct{ tag string }
 // whose answer was lost. An error means not known: the entry may be
 // stored.
 //
-// The ids the entry holds unknown to this copy (an earlier entry, from
-// before this copy's reading, may hold them) are released at once: another
-// copy may judge them held by this entry, whose events this copy does not
-// publish.
+// The ids the entry does not hold are released at once: one unknown to
+// this copy (an earlier entry, from before this copy's reading, may hold
+// it) may hold for another copy, and one blocked may look unknown to a
+// copy that cannot tell; this copy publishes no events for either.
 func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, []bool, error) {
 	if !strings.HasPrefix(tag, c.own) {
 		return Claim{}, nil, fmt.Errorf("claim: the tag %s is not this copy's", tag)
@@ -119,37 +119,58 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, 
 		// read it: what it held is not known.
 		return Claim{}, nil, fmt.Errorf("claim: the entry tagged %s was not read", tag)
 	default:
-		// The reading passed the entry's sequence without reading it:
-		// the stream numbered its messages again (it lost its last
-		// ones, or was made anew). Read it again.
-		if c.f.invalidate(gen) {
+		// The reading passed the entry's sequence without reading it
+		// (the message there is ours): the stream numbered its messages
+		// again (it lost its last ones, or was made anew). Read it
+		// again. When the message there is another, the entry was lost
+		// with the stream's last messages, and the reading read what
+		// came after.
+		if c.isOurs(ctx, ack.Sequence, tag) && c.f.invalidate(gen) {
 			select {
 			case c.reread <- struct{}{}:
 			default:
 			}
 		}
-		return Claim{}, nil, fmt.Errorf("claim: %w", errRenumbered)
+		return Claim{}, nil, fmt.Errorf("claim: the entry tagged %s not read: %w", tag, errRenumbered)
 	}
 	got := make([]bool, len(st))
-	var free []string
+	holds := map[string]bool{}
 	for i, s := range st {
 		got[i] = s == held
-		if s == unknown {
-			free = append(free, ids[i])
+		if got[i] {
+			holds[ids[i]] = true
+		}
+	}
+	var free []string
+	for i, id := range ids {
+		if !got[i] && !holds[id] {
+			free = append(free, id)
 		}
 	}
 	if len(free) > 0 {
-		c.releaseUnknown(ctx, tag, free)
+		c.free(ctx, tag, free)
 	}
 	return Claim{tag: tag}, got, nil
 }
 
-// releaseUnknown writes the release of ids from the entry tagged tag, on
-// a context of its own (ctx may be nearly spent by the wait for the
-// reading). One not written leaves them, for the copies that judge them
-// held by the entry, claimed for the window: their retries wait for an
-// outcome that will not come.
-func (c *Claims) releaseUnknown(ctx context.Context, tag string, ids []string) {
+// isOurs reports whether the claims stream's message seq is the entry
+// tagged tag.
+func (c *Claims) isOurs(ctx context.Context, seq uint64, tag string) bool {
+	st, err := c.js.Stream(ctx, c.names.ClaimsStream)
+	if err != nil {
+		return false
+	}
+	m, err := st.GetMsg(ctx, seq)
+	return err == nil && m.Header.Get(nats.MsgIdHdr) == tag
+}
+
+// free writes the release of ids from the entry tagged tag: the
+// ids it does not hold (TakeAll). It is written on a context of its own
+// (ctx may be nearly spent by the wait for the reading), within
+// releaseWait. One not written leaves them, for the copies that cannot
+// tell and for those that judge them held by the entry, claimed for the
+// window: their retries wait for an outcome that will not come.
+func (c *Claims) free(ctx context.Context, tag string, ids []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
 	defer cancel()
 	msg := &nats.Msg{Subject: c.names.ClaimFreeSubject(tag), Data: []byte(strings.Join(ids, "\n")),
@@ -163,8 +184,8 @@ func (c *Claims) releaseUnknown(ctx context.Context, tag string, ids []string) {
 	}
 }
 
-// releaseWait bounds the release of the claims an entry holds unknown.
-const releaseWait = 5 * time.Second
+// releaseWait bounds the release of the ids an entry does not hold.
+const releaseWait = 2 * time.Second
 
 // Release writes the release of cl: its ids are free for the entries after
 // it. A release that cannot be written leaves the claims for the window:

@@ -13,14 +13,17 @@ import (
 // An entry holds an id when no entry that holds it, and is not released,
 // was stored less than the window before: an entry that did not hold (a
 // retry's) does not lengthen the first attempt's claim. A reading that
-// started at from (the server's time) has every entry stored since from
-// minus the window (the stream keeps the window), so it can tell what an
-// entry stored since from holds; what one stored before holds is unknown,
-// and so is a claim that an unknown entry, not released, would block. An
-// unknown claim is not this copy's to hold: its request waits for an
-// earlier attempt's outcome, and the copy that wrote the entry releases
-// the ids it found unknown (Claims.TakeAll), so that a retry's unknown
-// entry does not keep the next retry unknown too.
+// caught up at from (the server's time when nothing was left to deliver)
+// was delivered every entry stored since from minus the window before it
+// expired, so it can tell what an entry stored since from holds; what one
+// stored before holds is unknown (the entries its window reaches back to
+// may have expired unread), and so is a claim that an unknown entry, not
+// released, would block. An unknown claim is not this copy's to hold: its
+// request waits for an earlier attempt's outcome. The copy that wrote an
+// entry releases every id it does not hold (Claims.TakeAll): one it
+// cannot tell may hold for a copy that can, and one it holds blocked
+// holds nothing for any copy that can tell, so that releasing it keeps
+// only the copies that cannot tell from taking it for a claim.
 //
 // A message missing from the sequence was deleted (a copy of 1.0.x
 // releasing its claim, an operator) or expired before the reading came to
@@ -34,8 +37,8 @@ type follower struct {
 
 	mu       sync.Mutex
 	gen      uint64    // the reading's: a message of another is not taken in
-	readyAt  uint64    // the log's last sequence at the first start; 0: ready
-	from     time.Time // when this reading started, on the server's clock
+	caught   bool      // the reading caught up, at from
+	from     time.Time // on the server's clock
 	lastSeq  uint64    // of the last message read
 	lastAt   time.Time // when it was stored
 	ids      map[string]claimOf
@@ -91,23 +94,20 @@ type waiter struct {
 }
 
 func newFollower(window time.Duration, own string) *follower {
-	return &follower{window: window, own: own, ready: make(chan struct{}), readyAt: ^uint64(0),
+	return &follower{window: window, own: own, ready: make(chan struct{}),
 		ids: map[string]claimOf{}, released: map[string]time.Time{}, decided: map[string][]status{}}
 }
 
 // restart forgets what was read, to read the log again from its start,
-// which the stream holds from from minus the window on; last is the log's
-// last sequence now. It returns the new reading's generation. Decisions on
-// this copy's entries stay: they were answered.
-func (f *follower) restart(from time.Time, last uint64) uint64 {
+// and returns the new reading's generation. Until it has caught up
+// (caughtUp), what it reads is unknown. Decisions on this copy's entries
+// stay: they were answered.
+func (f *follower) restart() uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gen++
-	f.from, f.lastSeq, f.lastAt, f.ids, f.released, f.order = from, 0, time.Time{}, map[string]claimOf{}, map[string]time.Time{}, nil
-	if f.readyAt == ^uint64(0) {
-		f.readyAt = last
-		f.markReady()
-	}
+	f.caught, f.from, f.lastSeq, f.lastAt = false, time.Time{}, 0, time.Time{}
+	f.ids, f.released, f.order = map[string]claimOf{}, map[string]time.Time{}, nil
 	return f.gen
 }
 
@@ -148,7 +148,6 @@ func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string,
 		n++
 	}
 	f.waiters = f.waiters[:n]
-	f.markReady()
 	return true
 }
 
@@ -200,7 +199,7 @@ func (f *follower) holds(id string, c claimOf, at time.Time) status {
 	if h := c.held; h != nil && at.Sub(h.at) < f.window && !f.isReleased(h, id) {
 		return blocked
 	}
-	if at.Before(f.from) {
+	if !f.caught || at.Before(f.from) {
 		return unknown
 	}
 	for _, u := range c.unknown {

@@ -8,6 +8,13 @@ import (
 
 var t0 = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 
+// start starts a reading of f, caught up at t0.
+func start(f *follower) uint64 {
+	gen := f.restart()
+	f.caughtUp(gen, t0)
+	return gen
+}
+
 // decided is the decision on the entry tag, failing the test unless it is
 // want.
 func decided(t *testing.T, f *follower, tag string, want ...status) {
@@ -23,7 +30,7 @@ func decided(t *testing.T, f *follower, tag string, want ...status) {
 // a claim known held blocks stays blocked.
 func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
-	gen := f.restart(t0, 0)
+	gen := start(f)
 	// Before the start: an entry whose own window the stream no longer
 	// holds (a first attempt perhaps held the id before it).
 	f.read(gen, 1, t0.Add(-30*time.Second), []string{"a", "b"}, "other-1", false)
@@ -61,7 +68,7 @@ func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
 // (what it blocks is unknown: see below).
 func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
-	gen := f.restart(t0, 0)
+	gen := start(f)
 	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "", false)
 	f.read(gen, 2, t0.Add(2*time.Second), []string{"b"}, "other-1", false)
 	f.read(gen, 3, t0.Add(3*time.Second), nil, "other-1", true)
@@ -76,7 +83,7 @@ func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
 // goes on past it.
 func TestAHoleInTheSequenceIsReadPast(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
-	gen := f.restart(t0, 0)
+	gen := start(f)
 	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "other-1", false)
 	if !f.read(gen, 3, t0.Add(3*time.Second), []string{"a", "b"}, "me-1", false) {
 		t.Fatal("a hole in the sequence ended the reading")
@@ -90,7 +97,7 @@ func TestAHoleInTheSequenceIsReadPast(t *testing.T) {
 // last of them.
 func TestReleasedUnknownEntriesDoNotLengthenTheClaim(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
-	gen := f.restart(t0, 0)
+	gen := start(f)
 	f.read(gen, 1, t0.Add(-10*time.Second), []string{"a"}, "other-1", false)
 	seq := uint64(2)
 	for i, at := range []time.Duration{10 * time.Second, 30 * time.Second, 45 * time.Second} {
@@ -110,7 +117,7 @@ func TestReleasedUnknownEntriesDoNotLengthenTheClaim(t *testing.T) {
 func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 	w := time.Minute
 	saw, missed := newFollower(w, "saw-"), newFollower(w, "missed-")
-	gs, gm := saw.restart(t0, 0), missed.restart(t0, 0)
+	gs, gm := start(saw), start(missed)
 	saw.read(gs, 1, t0.Add(time.Second), []string{"x"}, "", false) // deleted before missed read it
 	for _, r := range []struct {
 		f   *follower
@@ -124,7 +131,7 @@ func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 	// Its writer releases an entry such a claim blocks, as any it cannot
 	// tell: it does not keep the retries after it unknown.
 	f := newFollower(w, "me-")
-	gen := f.restart(t0, 0)
+	gen := start(f)
 	f.read(gen, 1, t0.Add(time.Second), []string{"x"}, "", false)
 	f.read(gen, 2, t0.Add(50*time.Second), []string{"x"}, "me-1", false)
 	decided(t, f, "me-1", unknown)
@@ -141,7 +148,7 @@ func TestAReadingEndsWhereItCannotFollow(t *testing.T) {
 	if _, ok := f.decision("me-1"); ok {
 		t.Fatal("a message taken in before the reading started")
 	}
-	gen := f.restart(t0, 0)
+	gen := start(f)
 	f.read(gen, 5, t0.Add(time.Second), []string{"a"}, "other-1", false)
 	if f.read(gen, 3, t0.Add(2*time.Second), []string{"b"}, "other-2", false) {
 		t.Fatal("a sequence going back was not reported")
@@ -150,4 +157,43 @@ func TestAReadingEndsWhereItCannotFollow(t *testing.T) {
 	if _, ok := f.decision("me-2"); ok || f.current(gen) {
 		t.Fatal("the reading went on after the sequence went back")
 	}
+}
+
+// Until a reading has caught up (nothing left to deliver), what an entry
+// holds is unknown, whenever it was stored: the entries its window reaches
+// back to may expire before the reading comes to them.
+func TestAReadingCannotTellUntilItCaughtUp(t *testing.T) {
+	f := newFollower(time.Minute, "me-")
+	gen := f.restart()
+	f.read(gen, 1, t0.Add(time.Second), []string{"x"}, "me-1", false)
+	decided(t, f, "me-1", unknown)
+	f.caughtUp(gen, t0.Add(2*time.Second))
+	if f.behind(gen, t0.Add(31*time.Second)) != 30*time.Second {
+		t.Fatalf("behind %v, want 30s", f.behind(gen, t0.Add(31*time.Second)))
+	}
+	f.read(gen, 2, t0.Add(3*time.Second), []string{"x", "y"}, "me-2", false)
+	decided(t, f, "me-2", unknown, held)
+	select {
+	case <-f.ready:
+	default:
+		t.Fatal("not ready after the first reading caught up")
+	}
+}
+
+// Retries written by copies that can tell, blocked there and released by
+// their writer, do not keep a claim unknown for a copy that cannot tell:
+// it is free for it a window after the entry it cannot tell.
+func TestBlockedEntriesReleasedDoNotKeepAClaimUnknown(t *testing.T) {
+	f := newFollower(time.Minute, "me-")
+	gen := start(f)
+	f.read(gen, 1, t0.Add(-10*time.Second), []string{"x"}, "other-1", false)
+	seq := uint64(2)
+	for at := 5 * time.Second; at < 50*time.Second; at += 10 * time.Second {
+		tag := "other-" + at.String()
+		f.read(gen, seq, t0.Add(at), []string{"x"}, tag, false)
+		f.read(gen, seq+1, t0.Add(at+time.Millisecond), []string{"x"}, tag, true)
+		seq += 2
+	}
+	f.read(gen, seq, t0.Add(51*time.Second), []string{"x"}, "me-1", false)
+	decided(t, f, "me-1", held)
 }

@@ -98,19 +98,17 @@ func (c *Claims) follow(ctx context.Context) error {
 		return err
 	}
 	defer cc.Stop()
-	// The consumer exists: the stream holds for it every entry stored a
-	// window before the server's time now.
 	info, err := st.Info(ctx)
 	if err != nil {
 		close(started)
 		return err
 	}
-	gen = c.f.restart(info.TimeStamp, info.State.LastSeq)
+	gen = c.f.restart()
 	close(started)
 	defer c.f.invalidate(gen)
 	created := info.Created
-	tick := time.NewTicker(verifyEvery)
-	defer tick.Stop()
+	check := time.NewTimer(catchUpEvery)
+	defer check.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -122,49 +120,74 @@ func (c *Claims) follow(ctx context.Context) error {
 				return errRenumbered // TakeAll ended this reading
 			}
 			continue // an earlier reading's
-		case <-tick.C:
+		case <-check.C:
 		case <-c.reverify:
 		}
-		if err := c.verify(ctx, st, cons, created); err != nil {
+		caught, err := c.verify(ctx, gen, st, cons, created)
+		if err != nil {
 			return err
+		}
+		check.Reset(catchUpEvery)
+		if caught {
+			check.Reset(verifyEvery)
 		}
 	}
 }
 
-// verify checks that the stream read is still the one this reading
-// started on, numbered as read: not made anew, its last sequence not
-// behind the reading's, the message at the reading's last sequence the one
-// read (a stream that lost its last messages to a power loss numbers new
-// ones again; the ordered consumer would resume after its last and skip
-// them). Until the first reading is ready it also marks it caught up when
-// the consumer has nothing left to deliver: the stream's last sequence may
-// name a message gone (expired, deleted).
-func (c *Claims) verify(ctx context.Context, st jetstream.Stream, cons jetstream.Consumer, created time.Time) error {
+// catchUpEvery is how often a reading asks whether it caught up.
+const catchUpEvery = 100 * time.Millisecond
+
+// errBehind: the reading fell behind by half the window, and messages may
+// expire before it reads them.
+var errBehind = errors.New("the reading of the claims log fell behind")
+
+// verify checks the reading gen. Until it has caught up, it asks whether
+// the consumer has anything left to deliver: when not, the reading caught
+// up as of the stream's time then. Once caught up, it checks that the
+// stream is still the one the reading started on, numbered as read: not
+// made anew, its last sequence not behind the reading's, the message at
+// the reading's last sequence the one read (a stream that lost its last
+// messages to a power loss numbers new ones again; the ordered consumer
+// would resume after its last and skip them); and that the reading is not
+// half a window behind the stream (what it has not read yet may expire).
+func (c *Claims) verify(ctx context.Context, gen uint64, st jetstream.Stream, cons jetstream.Consumer, created time.Time) (caught bool, err error) {
 	vctx, cancel := context.WithTimeout(ctx, verifyWait)
 	defer cancel()
-	if !c.f.isReady() {
-		if ci, err := cons.Info(vctx); err == nil && ci.NumPending == 0 {
-			c.f.caughtUp()
+	pending := -1
+	if !c.f.isCaught(gen) {
+		ci, err := cons.Info(vctx)
+		if err != nil {
+			return false, nil // not known now; asked again
 		}
+		pending = int(min(ci.NumPending, 1))
 	}
 	seq, at := c.f.last()
 	info, err := st.Info(vctx)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("%w: %w", errRenumbered, err)
+		return false, fmt.Errorf("%w: %w", errRenumbered, err)
 	case err != nil:
-		return nil // not known now; asked again
+		return false, nil
 	case !info.Created.Equal(created) || info.State.LastSeq < seq:
-		return errRenumbered
+		return false, errRenumbered
+	case pending == 0:
+		// Asked after the consumer: its time is no earlier than when
+		// nothing was left.
+		c.f.caughtUp(gen, info.TimeStamp)
+		return true, nil
+	case pending > 0:
+		return false, nil
+	case c.f.behind(gen, info.TimeStamp) > c.f.window/2 && info.State.LastSeq > seq:
+		return true, errBehind
 	case seq == 0 || seq < info.State.FirstSeq:
-		return nil
+		return true, nil
 	}
 	m, err := st.GetMsg(vctx, seq)
 	if err != nil {
-		return nil // deleted, or not known now
+		return true, nil // deleted, or not known now
 	}
 	if m.Time.UnixNano() != at.UnixNano() {
-		return errRenumbered
+		return true, errRenumbered
 	}
-	return nil
+	return true, nil
 }

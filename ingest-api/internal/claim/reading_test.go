@@ -153,7 +153,7 @@ func TestBothReleasesOfAnEntryStay(t *testing.T) {
 	c, js := open(t, time.Minute)
 	ctx := context.Background()
 	tag := c.Tag()
-	c.releaseUnknown(ctx, tag, []string{"0b8f6f0e-1111-5aaa-8bbb-000000000070"})
+	c.free(ctx, tag, []string{"0b8f6f0e-1111-5aaa-8bbb-000000000070"})
 	if err := c.Release(ctx, Claim{tag: tag}); err != nil {
 		t.Fatal(err)
 	}
