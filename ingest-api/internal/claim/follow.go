@@ -13,23 +13,28 @@ import (
 // An entry holds an id when no entry that holds it, and is not released,
 // was stored less than the window before: an entry that did not hold (a
 // retry's) does not lengthen the first attempt's claim. A reading that
-// caught up at from (the server's time when nothing was left to deliver)
-// was delivered every entry stored since from minus the window before it
-// expired, so it can tell what an entry stored since from holds; what one
-// stored before holds is unknown (the entries its window reaches back to
-// may have expired unread), and so is a claim that an unknown entry, not
-// released, would block. An unknown claim is not this copy's to hold: its
-// request waits for an earlier attempt's outcome. The copy that wrote an
-// entry releases every id it does not hold (Claims.TakeAll): one it
-// cannot tell may hold for a copy that can, and one it holds blocked
-// holds nothing for any copy that can tell, so that releasing it keeps
-// only the copies that cannot tell from taking it for a claim.
+// started at from (the server's time, once its consumer existed) is
+// delivered every entry stored since from minus the window, so it can tell
+// what an entry stored since from holds; what one stored before holds is
+// unknown, and so is a claim that an unknown entry, not released, would
+// block. An unknown claim is not this copy's to hold: its request waits for
+// an earlier attempt's outcome. The copy that wrote an entry releases
+// every id it does not hold (Claims.TakeAll): one it cannot tell may hold
+// for a copy that can, and one it holds blocked holds nothing for any copy
+// that can tell; releasing it keeps the copies that cannot tell from
+// taking it for a claim.
 //
 // A message missing from the sequence was deleted (a copy of 1.0.x
-// releasing its claim, an operator) or expired before the reading came to
-// it: it holds nothing. A reading that read a claim of 1.0.x before it was
-// deleted keeps it, and takes an entry it blocks for unknown: that entry
-// may hold for a copy that did not read the claim.
+// releasing its claim, an operator), or expired before the reading came
+// to it (a reading slow at its start; the ordered consumer dropping what
+// it had buffered when it makes itself again). The reading asks the
+// stream: when its first message comes after the gap, the missing ones
+// may have expired, and may have held what the entries after them claim,
+// so every entry stored until a window after the message following the
+// gap is unknown (from moves there). Otherwise they were deleted: they hold
+// nothing. A reading that read a claim of 1.0.x before it was deleted keeps
+// it, and takes an entry it blocks for unknown: that entry may hold for a
+// copy that did not read the claim.
 type follower struct {
 	window time.Duration
 	own    string // the prefix of this copy's tags
@@ -37,8 +42,8 @@ type follower struct {
 
 	mu       sync.Mutex
 	gen      uint64    // the reading's: a message of another is not taken in
-	caught   bool      // the reading caught up, at from
-	from     time.Time // on the server's clock
+	readyAt  uint64    // the log's last sequence at the first start; 0: ready
+	from     time.Time // entries stored before it are unknown (server's clock)
 	lastSeq  uint64    // of the last message read
 	lastAt   time.Time // when it was stored
 	ids      map[string]claimOf
@@ -94,39 +99,46 @@ type waiter struct {
 }
 
 func newFollower(window time.Duration, own string) *follower {
-	return &follower{window: window, own: own, ready: make(chan struct{}),
+	return &follower{window: window, own: own, ready: make(chan struct{}), readyAt: ^uint64(0),
 		ids: map[string]claimOf{}, released: map[string]time.Time{}, decided: map[string][]status{}}
 }
 
-// restart forgets what was read, to read the log again from its start,
-// and returns the new reading's generation. Until it has caught up
-// (caughtUp), what it reads is unknown. Decisions on this copy's entries
-// stay: they were answered.
-func (f *follower) restart() uint64 {
+// restart forgets what was read, to read the log again from first, the
+// stream's first sequence once the reading's consumer existed, at from;
+// last is its last sequence then. It returns the new reading's
+// generation. Decisions on this copy's entries stay: they were answered.
+func (f *follower) restart(from time.Time, first, last uint64) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gen++
-	f.caught, f.from, f.lastSeq, f.lastAt = false, time.Time{}, 0, time.Time{}
+	f.from, f.lastSeq, f.lastAt = from, max(first, 1)-1, time.Time{}
 	f.ids, f.released, f.order = map[string]claimOf{}, map[string]time.Time{}, nil
+	if f.readyAt == ^uint64(0) {
+		f.readyAt = last
+		f.markReady()
+	}
 	return f.gen
 }
 
 // read takes in the message seq of reading gen, stored at: an entry
 // listing ids, tagged tag (untagged: a claim of 1.0.x, which held), or the
-// release of the entry tag (of the ids listed; none listed: of all). A
-// message of another reading is dropped. false: the sequence went back (a
-// stream that lost its last messages numbers new ones again): read the log
-// again.
-func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string, release bool) bool {
+// release of the entry tag (of the ids listed; none listed: of all).
+// expired: messages before it, missing, may have expired unread. A message
+// of another reading is dropped. false: the sequence went back (a stream
+// that lost its last messages numbers new ones again): read the log again.
+func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string, release, expired bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if gen == 0 || gen != f.gen {
 		return true // 0: before the first reading started
 	}
-	if f.lastSeq != 0 && seq <= f.lastSeq {
+	if seq <= f.lastSeq {
 		f.gen++ // the reading ends here
 		f.lastSeq = 0
 		return false
+	}
+	if until := at.Add(f.window); expired && until.After(f.from) {
+		f.from = until
 	}
 	f.lastSeq, f.lastAt = seq, at
 	f.forget(at)
@@ -148,6 +160,7 @@ func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string,
 		n++
 	}
 	f.waiters = f.waiters[:n]
+	f.markReady()
 	return true
 }
 
@@ -199,7 +212,7 @@ func (f *follower) holds(id string, c claimOf, at time.Time) status {
 	if h := c.held; h != nil && at.Sub(h.at) < f.window && !f.isReleased(h, id) {
 		return blocked
 	}
-	if !f.caught || at.Before(f.from) {
+	if at.Before(f.from) {
 		return unknown
 	}
 	for _, u := range c.unknown {

@@ -6,8 +6,8 @@ import (
 )
 
 // How far a reading of the log is: what waits for a message to be read,
-// whether it caught up (the first one: the copy is ready), how far behind
-// it is, and the end of a reading.
+// whether the first one caught up (the copy is ready), and the end of a
+// reading.
 
 // invalidate ends the reading gen, if it is the current one: nothing
 // more of it is taken in, and what waits for a message waits for the next
@@ -37,40 +37,40 @@ func (f *follower) last() (uint64, time.Time) {
 	return f.lastSeq, f.lastAt
 }
 
-// caughtUp marks the reading gen caught up at from (the server's time
-// when nothing was left to deliver to it); the first one makes the copy
-// ready.
-func (f *follower) caughtUp(gen uint64, from time.Time) {
+// next is the sequence the reading gen reads next, if it is the current
+// one.
+func (f *follower) next(gen uint64) (uint64, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if gen != f.gen || f.caught {
-		return
+	return f.lastSeq + 1, gen == f.gen && gen != 0
+}
+
+// markReady closes ready once the first reading has read to readyAt. f.mu
+// is held.
+func (f *follower) markReady() {
+	if f.readyAt != 0 && f.lastSeq >= f.readyAt {
+		f.readyAt = 0
 	}
-	f.caught, f.from = true, from
-	select {
-	case <-f.ready:
-	default:
-		close(f.ready)
+	if f.readyAt == 0 {
+		select {
+		case <-f.ready:
+		default:
+			close(f.ready)
+		}
 	}
 }
 
-// isCaught reports whether the reading gen caught up.
-func (f *follower) isCaught(gen uint64) bool {
+// caughtUp marks the first reading, gen, caught up when it has read up to
+// delivered, the last message delivered to it, and nothing is left to
+// deliver (the stream's last sequence at its start may name a message
+// gone).
+func (f *follower) caughtUp(gen, delivered uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return gen == f.gen && f.caught
-}
-
-// behind reports how far behind the server's time now the reading gen is
-// (the age of the last message it read), if it has caught up and read
-// any.
-func (f *follower) behind(gen uint64, now time.Time) time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if gen != f.gen || !f.caught || f.lastSeq == 0 {
-		return 0
+	if gen == f.gen && f.readyAt != ^uint64(0) && f.lastSeq >= delivered {
+		f.readyAt = 0
+		f.markReady()
 	}
-	return now.Sub(f.lastAt)
 }
 
 // isReady reports whether ready is closed.

@@ -76,15 +76,22 @@ func (c *Claims) follow(ctx context.Context) error {
 			fail(fmt.Errorf("a message of the claims log unread: %w", err))
 			return
 		}
+		seq := meta.Sequence.Stream
+		next, ok := c.f.next(gen)
+		if !ok {
+			return // another reading's
+		}
+		expired := seq > next && c.firstAfter(ctx, st, next)
 		ids, tag, release := c.names.ClaimEntry(m.Subject(), m.Data())
-		if !c.f.read(gen, meta.Sequence.Stream, meta.Timestamp, ids, tag, release) {
+		if !c.f.read(gen, seq, meta.Timestamp, ids, tag, release, expired) {
 			fail(errRenumbered)
 		}
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		// The ordered consumer makes itself again after a lost consumer,
-		// heartbeat or connection, from the message after the last read;
-		// a closed connection ends it. Whether the stream was numbered
-		// again meanwhile is checked at once.
+		// heartbeat or connection, from the message after the last one it
+		// handed over (what it had buffered may have expired since: a gap,
+		// which read is told of); a closed connection ends it. Whether the
+		// stream was numbered again is checked at once when it says so.
 		if errors.Is(err, jetstream.ErrConnectionClosed) || errors.Is(err, nats.ErrConnectionClosed) {
 			fail(err)
 		}
@@ -98,12 +105,14 @@ func (c *Claims) follow(ctx context.Context) error {
 		return err
 	}
 	defer cc.Stop()
+	// The consumer exists: the stream holds for it every entry stored a
+	// window before the server's time now, from its first sequence now.
 	info, err := st.Info(ctx)
 	if err != nil {
 		close(started)
 		return err
 	}
-	gen = c.f.restart()
+	gen = c.f.restart(info.TimeStamp, info.State.FirstSeq, info.State.LastSeq)
 	close(started)
 	defer c.f.invalidate(gen)
 	created := info.Created
@@ -123,71 +132,63 @@ func (c *Claims) follow(ctx context.Context) error {
 		case <-check.C:
 		case <-c.reverify:
 		}
-		caught, err := c.verify(ctx, gen, st, cons, created)
-		if err != nil {
+		if err := c.verify(ctx, gen, st, cons, created); err != nil {
 			return err
 		}
-		check.Reset(catchUpEvery)
-		if caught {
-			check.Reset(verifyEvery)
+		check.Reset(verifyEvery)
+		if !c.f.isReady() {
+			check.Reset(catchUpEvery)
 		}
 	}
 }
 
-// catchUpEvery is how often a reading asks whether it caught up.
+// catchUpEvery is how often the first reading asks whether it caught up.
 const catchUpEvery = 100 * time.Millisecond
 
-// errBehind: the reading fell behind by half the window, and messages may
-// expire before it reads them.
-var errBehind = errors.New("the reading of the claims log fell behind")
+// firstAfter reports whether the stream's first message comes after seq,
+// so that messages from seq on that a reading did not get may have expired
+// (not known: may have).
+func (c *Claims) firstAfter(ctx context.Context, st jetstream.Stream, seq uint64) bool {
+	ctx, cancel := context.WithTimeout(ctx, verifyWait)
+	defer cancel()
+	info, err := st.Info(ctx)
+	return err != nil || info.State.FirstSeq > seq
+}
 
-// verify checks the reading gen. Until it has caught up, it asks whether
-// the consumer has anything left to deliver: when not, the reading caught
-// up as of the stream's time then. Once caught up, it checks that the
-// stream is still the one the reading started on, numbered as read: not
-// made anew, its last sequence not behind the reading's, the message at
-// the reading's last sequence the one read (a stream that lost its last
-// messages to a power loss numbers new ones again; the ordered consumer
-// would resume after its last and skip them); and that the reading is not
-// half a window behind the stream (what it has not read yet may expire).
-func (c *Claims) verify(ctx context.Context, gen uint64, st jetstream.Stream, cons jetstream.Consumer, created time.Time) (caught bool, err error) {
+// verify checks that the stream read is still the one the reading gen
+// started on, numbered as read: not made anew, its last sequence not
+// behind the reading's, the message at the reading's last sequence the one
+// read (a stream that lost its last messages to a power loss numbers new
+// ones again; the ordered consumer would resume after its last and skip
+// them). Until the copy is ready it also marks the first reading caught up
+// when it has read everything delivered and nothing is left to deliver
+// (the stream's last sequence at its start may name a message gone).
+func (c *Claims) verify(ctx context.Context, gen uint64, st jetstream.Stream, cons jetstream.Consumer, created time.Time) error {
 	vctx, cancel := context.WithTimeout(ctx, verifyWait)
 	defer cancel()
-	pending := -1
-	if !c.f.isCaught(gen) {
-		ci, err := cons.Info(vctx)
-		if err != nil {
-			return false, nil // not known now; asked again
+	if !c.f.isReady() {
+		if ci, err := cons.Info(vctx); err == nil && ci.NumPending == 0 {
+			c.f.caughtUp(gen, ci.Delivered.Stream)
 		}
-		pending = int(min(ci.NumPending, 1))
 	}
 	seq, at := c.f.last()
 	info, err := st.Info(vctx)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return false, fmt.Errorf("%w: %w", errRenumbered, err)
+		return fmt.Errorf("%w: %w", errRenumbered, err)
 	case err != nil:
-		return false, nil
+		return nil // not known now; asked again
 	case !info.Created.Equal(created) || info.State.LastSeq < seq:
-		return false, errRenumbered
-	case pending == 0:
-		// Asked after the consumer: its time is no earlier than when
-		// nothing was left.
-		c.f.caughtUp(gen, info.TimeStamp)
-		return true, nil
-	case pending > 0:
-		return false, nil
-	case c.f.behind(gen, info.TimeStamp) > c.f.window/2 && info.State.LastSeq > seq:
-		return true, errBehind
-	case seq == 0 || seq < info.State.FirstSeq:
-		return true, nil
+		return errRenumbered
+	case at.IsZero() || seq < info.State.FirstSeq:
+		return nil // nothing read yet, or expired since
 	}
 	m, err := st.GetMsg(vctx, seq)
 	if err != nil {
-		return true, nil // deleted, or not known now
+		return nil // deleted, or not known now
 	}
 	if m.Time.UnixNano() != at.UnixNano() {
-		return true, errRenumbered
+		return errRenumbered
 	}
-	return true, nil
+	return nil
 }
