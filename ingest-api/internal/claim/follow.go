@@ -27,14 +27,17 @@ import (
 // A message missing from the sequence was deleted (a copy of 1.0.x
 // releasing its claim, an operator), or expired before the reading came
 // to it (a reading slow at its start; the ordered consumer dropping what
-// it had buffered when it makes itself again). The reading asks the
-// stream: when its first message comes after the gap, the missing ones
-// may have expired, and may have held what the entries after them claim,
-// so every entry stored until a window after the message following the
-// gap is unknown (from moves there). Otherwise they were deleted: they hold
-// nothing. A reading that read a claim of 1.0.x before it was deleted keeps
-// it, and takes an entry it blocks for unknown: that entry may hold for a
-// copy that did not read the claim.
+// it had buffered when it makes itself again). Expiry is not replicated
+// (each replica expires on its own clock), so the leader cannot say which:
+// when the message read before the gap is younger than the window by more
+// than the servers' clocks may differ (skewMargin), nothing after it can
+// have expired, and the missing ones were deleted: they hold nothing.
+// Otherwise they may have expired unread, and may have held what the
+// entries after them claim, so every claim is unknown until a window after
+// the message following the gap, and no earlier than skewMargin after the
+// server's time then. A reading that read a claim of 1.0.x before it was
+// deleted keeps it, and takes an entry it blocks for unknown: that entry
+// may hold for a copy that did not read the claim.
 type follower struct {
 	window time.Duration
 	own    string // the prefix of this copy's tags
@@ -123,22 +126,26 @@ func (f *follower) restart(from time.Time, first, last uint64) uint64 {
 // read takes in the message seq of reading gen, stored at: an entry
 // listing ids, tagged tag (untagged: a claim of 1.0.x, which held), or the
 // release of the entry tag (of the ids listed; none listed: of all).
-// expired: messages before it, missing, may have expired unread. A message
+// unknownUntil: messages missing before it may have expired unread, and
+// claims are unknown until then (zero: none missing, or deleted). A message
 // of another reading is dropped. false: the sequence went back (a stream
 // that lost its last messages numbers new ones again): read the log again.
-func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string, release, expired bool) bool {
+// Before it has read anything, a reading takes in a message before the
+// first sequence it was told of (a replica whose expiry runs behind the
+// leader's).
+func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string, release bool, unknownUntil time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if gen == 0 || gen != f.gen {
 		return true // 0: before the first reading started
 	}
-	if seq <= f.lastSeq {
+	if seq <= f.lastSeq && !f.lastAt.IsZero() {
 		f.gen++ // the reading ends here
 		f.lastSeq = 0
 		return false
 	}
-	if until := at.Add(f.window); expired && until.After(f.from) {
-		f.from = until
+	if unknownUntil.After(f.from) {
+		f.from = unknownUntil
 	}
 	f.lastSeq, f.lastAt = seq, at
 	f.forget(at)

@@ -31,31 +31,31 @@ func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
 	gen := start(f)
 	// Before the start: an entry whose own window the stream no longer
 	// holds (a first attempt perhaps held the id before it).
-	f.read(gen, 1, t0.Add(-30*time.Second), []string{"a", "b"}, "other-1", false, false)
+	f.read(gen, 1, t0.Add(-30*time.Second), []string{"a", "b"}, "other-1", false, time.Time{})
 	// After it: "a" is unknown while that entry is in its window, "b" too,
 	// "c" is held.
-	f.read(gen, 2, t0.Add(10*time.Second), []string{"a", "c"}, "me-1", false, false)
+	f.read(gen, 2, t0.Add(10*time.Second), []string{"a", "c"}, "me-1", false, time.Time{})
 	decided(t, f, "me-1", unknown, held)
 	// An unknown entry not released blocks what follows it in its window
 	// as unknown; a held one blocks.
-	f.read(gen, 3, t0.Add(20*time.Second), []string{"a", "c", "d"}, "me-2", false, false)
+	f.read(gen, 3, t0.Add(20*time.Second), []string{"a", "c", "d"}, "me-2", false, time.Time{})
 	decided(t, f, "me-2", unknown, blocked, held)
 	// A window after every unknown entry, "a" is free; "c" a window after
 	// the entry that held it, not after the one it blocked.
-	f.read(gen, 4, t0.Add(80*time.Second), []string{"a", "c"}, "me-3", false, false)
+	f.read(gen, 4, t0.Add(80*time.Second), []string{"a", "c"}, "me-3", false, time.Time{})
 	decided(t, f, "me-3", held, held)
 	// Entries a window old are forgotten, decisions with them.
-	f.read(gen, 5, t0.Add(200*time.Second), []string{"e"}, "me-4", false, false)
+	f.read(gen, 5, t0.Add(200*time.Second), []string{"e"}, "me-4", false, time.Time{})
 	if _, ok := f.decision("me-1"); ok || len(f.ids) != 1 {
 		t.Fatalf("after two windows: decision of me-1 kept %v, ids %v", ok, f.ids)
 	}
 	// A sequence that goes back tells of a stream numbered again: read
 	// it again.
-	if f.read(gen, 5, t0.Add(201*time.Second), []string{"f"}, "me-5", false, false) {
+	if f.read(gen, 5, t0.Add(201*time.Second), []string{"f"}, "me-5", false, time.Time{}) {
 		t.Fatal("a sequence read again was not reported")
 	}
 	// A message of another reading is not taken in.
-	f.read(gen-1, 6, t0.Add(202*time.Second), []string{"f"}, "me-6", false, false)
+	f.read(gen-1, 6, t0.Add(202*time.Second), []string{"f"}, "me-6", false, time.Time{})
 	if _, ok := f.decision("me-6"); ok {
 		t.Fatal("a message of an ended reading was taken in")
 	}
@@ -67,12 +67,12 @@ func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
 func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
 	gen := start(f)
-	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "", false, false)
-	f.read(gen, 2, t0.Add(2*time.Second), []string{"b"}, "other-1", false, false)
-	f.read(gen, 3, t0.Add(3*time.Second), nil, "other-1", true, false)
-	f.read(gen, 4, t0.Add(4*time.Second), []string{"c", "d"}, "other-2", false, false)
-	f.read(gen, 5, t0.Add(5*time.Second), []string{"d"}, "other-2", true, false)
-	f.read(gen, 6, t0.Add(6*time.Second), []string{"a", "b", "c", "d"}, "me-1", false, false)
+	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "", false, time.Time{})
+	f.read(gen, 2, t0.Add(2*time.Second), []string{"b"}, "other-1", false, time.Time{})
+	f.read(gen, 3, t0.Add(3*time.Second), nil, "other-1", true, time.Time{})
+	f.read(gen, 4, t0.Add(4*time.Second), []string{"c", "d"}, "other-2", false, time.Time{})
+	f.read(gen, 5, t0.Add(5*time.Second), []string{"d"}, "other-2", true, time.Time{})
+	f.read(gen, 6, t0.Add(6*time.Second), []string{"a", "b", "c", "d"}, "me-1", false, time.Time{})
 	decided(t, f, "me-1", unknown, held, blocked, held)
 }
 
@@ -82,8 +82,8 @@ func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
 func TestAHoleInTheSequenceIsReadPast(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
 	gen := start(f)
-	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "other-1", false, false)
-	if !f.read(gen, 3, t0.Add(3*time.Second), []string{"a", "b"}, "me-1", false, false) {
+	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "other-1", false, time.Time{})
+	if !f.read(gen, 3, t0.Add(3*time.Second), []string{"a", "b"}, "me-1", false, time.Time{}) {
 		t.Fatal("a hole in the sequence ended the reading")
 	}
 	decided(t, f, "me-1", blocked, held)
@@ -96,16 +96,16 @@ func TestAHoleInTheSequenceIsReadPast(t *testing.T) {
 func TestReleasedUnknownEntriesDoNotLengthenTheClaim(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
 	gen := start(f)
-	f.read(gen, 1, t0.Add(-10*time.Second), []string{"a"}, "other-1", false, false)
+	f.read(gen, 1, t0.Add(-10*time.Second), []string{"a"}, "other-1", false, time.Time{})
 	seq := uint64(2)
 	for i, at := range []time.Duration{10 * time.Second, 30 * time.Second, 45 * time.Second} {
 		tag := "me-" + string(rune('1'+i))
-		f.read(gen, seq, t0.Add(at), []string{"a"}, tag, false, false)
+		f.read(gen, seq, t0.Add(at), []string{"a"}, tag, false, time.Time{})
 		decided(t, f, tag, unknown)
-		f.read(gen, seq+1, t0.Add(at+100*time.Millisecond), []string{"a"}, tag, true, false)
+		f.read(gen, seq+1, t0.Add(at+100*time.Millisecond), []string{"a"}, tag, true, time.Time{})
 		seq += 2
 	}
-	f.read(gen, seq, t0.Add(55*time.Second), []string{"a"}, "me-9", false, false)
+	f.read(gen, seq, t0.Add(55*time.Second), []string{"a"}, "me-9", false, time.Time{})
 	decided(t, f, "me-9", held)
 }
 
@@ -116,13 +116,13 @@ func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 	w := time.Minute
 	saw, missed := newFollower(w, "saw-"), newFollower(w, "missed-")
 	gs, gm := start(saw), start(missed)
-	saw.read(gs, 1, t0.Add(time.Second), []string{"x"}, "", false, false) // deleted before missed read it
+	saw.read(gs, 1, t0.Add(time.Second), []string{"x"}, "", false, time.Time{}) // deleted before missed read it
 	for _, r := range []struct {
 		f   *follower
 		gen uint64
 	}{{saw, gs}, {missed, gm}} {
-		r.f.read(r.gen, 2, t0.Add(5*time.Second), []string{"x"}, "missed-1", false, false)
-		r.f.read(r.gen, 3, t0.Add(62*time.Second), []string{"x"}, "saw-1", false, false)
+		r.f.read(r.gen, 2, t0.Add(5*time.Second), []string{"x"}, "missed-1", false, time.Time{})
+		r.f.read(r.gen, 3, t0.Add(62*time.Second), []string{"x"}, "saw-1", false, time.Time{})
 	}
 	decided(t, missed, "missed-1", held)
 	decided(t, saw, "saw-1", unknown)
@@ -130,11 +130,11 @@ func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 	// tell: it does not keep the retries after it unknown.
 	f := newFollower(w, "me-")
 	gen := start(f)
-	f.read(gen, 1, t0.Add(time.Second), []string{"x"}, "", false, false)
-	f.read(gen, 2, t0.Add(50*time.Second), []string{"x"}, "me-1", false, false)
+	f.read(gen, 1, t0.Add(time.Second), []string{"x"}, "", false, time.Time{})
+	f.read(gen, 2, t0.Add(50*time.Second), []string{"x"}, "me-1", false, time.Time{})
 	decided(t, f, "me-1", unknown)
-	f.read(gen, 3, t0.Add(51*time.Second), []string{"x"}, "me-1", true, false)
-	f.read(gen, 4, t0.Add(62*time.Second), []string{"x"}, "me-2", false, false)
+	f.read(gen, 3, t0.Add(51*time.Second), []string{"x"}, "me-1", true, time.Time{})
+	f.read(gen, 4, t0.Add(62*time.Second), []string{"x"}, "me-2", false, time.Time{})
 	decided(t, f, "me-2", held)
 }
 
@@ -142,16 +142,16 @@ func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 // after it found the sequence going back.
 func TestAReadingEndsWhereItCannotFollow(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
-	f.read(0, 1, t0, []string{"x"}, "me-1", false, false)
+	f.read(0, 1, t0, []string{"x"}, "me-1", false, time.Time{})
 	if _, ok := f.decision("me-1"); ok {
 		t.Fatal("a message taken in before the reading started")
 	}
 	gen := start(f)
-	f.read(gen, 5, t0.Add(time.Second), []string{"a"}, "other-1", false, false)
-	if f.read(gen, 3, t0.Add(2*time.Second), []string{"b"}, "other-2", false, false) {
+	f.read(gen, 5, t0.Add(time.Second), []string{"a"}, "other-1", false, time.Time{})
+	if f.read(gen, 3, t0.Add(2*time.Second), []string{"b"}, "other-2", false, time.Time{}) {
 		t.Fatal("a sequence going back was not reported")
 	}
-	f.read(gen, 6, t0.Add(3*time.Second), []string{"c"}, "me-2", false, false)
+	f.read(gen, 6, t0.Add(3*time.Second), []string{"c"}, "me-2", false, time.Time{})
 	if _, ok := f.decision("me-2"); ok || f.current(gen) {
 		t.Fatal("the reading went on after the sequence went back")
 	}
@@ -165,18 +165,21 @@ func TestAReadingEndsWhereItCannotFollow(t *testing.T) {
 func TestAGapThatMayHaveExpiredMakesTheWindowUnknown(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
 	gen := f.restart(t0, 5, 6)
-	if next, ok := f.next(gen); next != 5 || !ok {
+	if next, _, ok := f.next(gen); next != 5 || !ok {
 		t.Fatalf("next %d %v, want 5 true", next, ok)
 	}
-	f.read(gen, 6, t0.Add(time.Second), []string{"x"}, "other-1", false, true)
+	if !f.read(gen, 4, t0.Add(-time.Second), []string{"w"}, "other-0", false, time.Time{}) {
+		t.Fatal("a reading that read nothing yet refused a message before the first sequence it was told of")
+	}
+	f.read(gen, 6, t0.Add(time.Second), []string{"x"}, "other-1", false, t0.Add(61*time.Second))
 	select {
 	case <-f.ready:
 	default:
 		t.Fatal("not ready after reading to the last sequence at the start")
 	}
-	f.read(gen, 7, t0.Add(2*time.Second), []string{"y"}, "me-1", false, false)
+	f.read(gen, 7, t0.Add(2*time.Second), []string{"y"}, "me-1", false, time.Time{})
 	decided(t, f, "me-1", unknown)
-	f.read(gen, 8, t0.Add(62*time.Second), []string{"y", "z"}, "me-2", false, false)
+	f.read(gen, 8, t0.Add(62*time.Second), []string{"y", "z"}, "me-2", false, time.Time{})
 	decided(t, f, "me-2", held, held)
 }
 
@@ -186,14 +189,14 @@ func TestAGapThatMayHaveExpiredMakesTheWindowUnknown(t *testing.T) {
 func TestBlockedEntriesReleasedDoNotKeepAClaimUnknown(t *testing.T) {
 	f := newFollower(time.Minute, "me-")
 	gen := start(f)
-	f.read(gen, 1, t0.Add(-10*time.Second), []string{"x"}, "other-1", false, false)
+	f.read(gen, 1, t0.Add(-10*time.Second), []string{"x"}, "other-1", false, time.Time{})
 	seq := uint64(2)
 	for at := 5 * time.Second; at < 50*time.Second; at += 10 * time.Second {
 		tag := "other-" + at.String()
-		f.read(gen, seq, t0.Add(at), []string{"x"}, tag, false, false)
-		f.read(gen, seq+1, t0.Add(at+time.Millisecond), []string{"x"}, tag, true, false)
+		f.read(gen, seq, t0.Add(at), []string{"x"}, tag, false, time.Time{})
+		f.read(gen, seq+1, t0.Add(at+time.Millisecond), []string{"x"}, tag, true, time.Time{})
 		seq += 2
 	}
-	f.read(gen, seq, t0.Add(51*time.Second), []string{"x"}, "me-1", false, false)
+	f.read(gen, seq, t0.Add(51*time.Second), []string{"x"}, "me-1", false, time.Time{})
 	decided(t, f, "me-1", held)
 }

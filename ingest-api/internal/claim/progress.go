@@ -37,12 +37,12 @@ func (f *follower) last() (uint64, time.Time) {
 	return f.lastSeq, f.lastAt
 }
 
-// next is the sequence the reading gen reads next, if it is the current
-// one.
-func (f *follower) next(gen uint64) (uint64, bool) {
+// next is the sequence the reading gen reads next and when the last one
+// read was stored (zero: none yet), if it is the current reading.
+func (f *follower) next(gen uint64) (uint64, time.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.lastSeq + 1, gen == f.gen && gen != 0
+	return f.lastSeq + 1, f.lastAt, gen == f.gen && gen != 0
 }
 
 // markReady closes ready once the first reading has read to readyAt. f.mu

@@ -77,13 +77,20 @@ func (c *Claims) follow(ctx context.Context) error {
 			return
 		}
 		seq := meta.Sequence.Stream
-		next, ok := c.f.next(gen)
+		next, lastAt, ok := c.f.next(gen)
 		if !ok {
 			return // another reading's
 		}
-		expired := seq > next && c.firstAfter(ctx, st, next)
+		var until time.Time
+		if seq > next {
+			if until, err = c.unknownAfterGap(ctx, st, lastAt, meta.Timestamp); err != nil {
+				c.f.invalidate(gen)
+				fail(fmt.Errorf("a gap in the claims log not told: %w", err))
+				return
+			}
+		}
 		ids, tag, release := c.names.ClaimEntry(m.Subject(), m.Data())
-		if !c.f.read(gen, seq, meta.Timestamp, ids, tag, release, expired) {
+		if !c.f.read(gen, seq, meta.Timestamp, ids, tag, release, until) {
 			fail(errRenumbered)
 		}
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
@@ -145,14 +152,33 @@ func (c *Claims) follow(ctx context.Context) error {
 // catchUpEvery is how often the first reading asks whether it caught up.
 const catchUpEvery = 100 * time.Millisecond
 
-// firstAfter reports whether the stream's first message comes after seq,
-// so that messages from seq on that a reading did not get may have expired
-// (not known: may have).
-func (c *Claims) firstAfter(ctx context.Context, st jetstream.Stream, seq uint64) bool {
+// skewMargin bounds how far the NATS servers' clocks (and their expiry
+// timers) may differ.
+const skewMargin = 10 * time.Second
+
+// unknownAfterGap is, for messages missing between one read, stored at
+// lastAt (zero: none read yet), and one stored at at, until when claims
+// are unknown: zero when they cannot have expired (see follower).
+func (c *Claims) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastAt, at time.Time) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, verifyWait)
 	defer cancel()
 	info, err := st.Info(ctx)
-	return err != nil || info.State.FirstSeq > seq
+	if err != nil {
+		return time.Time{}, err
+	}
+	now := info.TimeStamp
+	if !lastAt.IsZero() && lastAt.Add(c.f.window).After(now.Add(skewMargin)) {
+		return time.Time{}, nil
+	}
+	return later(at.Add(c.f.window), now.Add(skewMargin)), nil
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // verify checks that the stream read is still the one the reading gen
