@@ -75,6 +75,30 @@ func (b Backoff) Do(ctx context.Context, op func(ctx context.Context) error, fai
 	}
 }
 
+// Loop runs op until ctx ends, again after each return, waiting Delay(n)
+// before the next run: n counts the returns since a run last lasted longer
+// than Max (one that ran well a while starts the back-off over). failed,
+// if not nil, hears of each return before the wait. It is for work that
+// runs as long as its program (a feed followed), not for one operation.
+func (b Backoff) Loop(ctx context.Context, op func(ctx context.Context) error, failed func(err error)) {
+	for n := 1; ; n++ {
+		start := time.Now()
+		err := op(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(start) > b.Max {
+			n = 1
+		}
+		if failed != nil {
+			failed(err)
+		}
+		if !Sleep(ctx, b.Delay(n)) {
+			return
+		}
+	}
+}
+
 // Sleep waits d or until ctx ends, and reports whether it waited d.
 func Sleep(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {

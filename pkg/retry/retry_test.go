@@ -107,3 +107,29 @@ func TestDoHonoursThrottlingAndDeadlines(t *testing.T) {
 		t.Errorf("ended context: %v after %d calls", err, calls)
 	}
 }
+
+// Loop runs op again after each return, backing off while runs are short
+// and starting over after one that lasted longer than Max, until ctx ends.
+func TestLoopRunsUntilTheContextEnds(t *testing.T) {
+	b := Backoff{Initial: 20 * time.Millisecond, Max: 40 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	runs, heard := 0, 0
+	b.Loop(ctx, func(ctx context.Context) error {
+		runs++
+		if runs == 3 {
+			time.Sleep(50 * time.Millisecond) // lasted longer than Max
+		}
+		if runs == 5 {
+			cancel()
+		}
+		return errors.New("feed broke")
+	}, func(err error) {
+		if err == nil || err.Error() != "feed broke" {
+			t.Errorf("heard %v", err)
+		}
+		heard++
+	})
+	if runs != 5 || heard != 4 {
+		t.Fatalf("%d runs, %d failures heard; want 5 and 4 (the last run ended by the context)", runs, heard)
+	}
+}

@@ -19,22 +19,11 @@ func (c *Claims) Ready() <-chan struct{} { return c.f.ready }
 
 // Run follows the log until ctx ends, reading it again after a failure.
 func (c *Claims) Run(ctx context.Context) error {
-	b := retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
-	for n := 1; ; n++ {
-		start := time.Now()
-		err := c.follow(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(start) > b.Max {
-			n = 1 // it ran well a while: the back-off starts over
-		}
+	retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}.Loop(ctx, c.follow, func(err error) {
 		c.rereads.Add(1)
 		c.log.Warn("claims log: reading it again from its start; until then keyed requests wait", zap.Error(err))
-		if !retry.Sleep(ctx, b.Delay(n)) {
-			return nil
-		}
-	}
+	})
+	return nil
 }
 
 // errRenumbered: the log's sequence went back, or the stream was made

@@ -21,21 +21,10 @@ func (s *Seen) Run(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	b := retry.Backoff{Initial: time.Second, Max: 30 * time.Second}
-	for n := 1; ; n++ {
-		start := time.Now()
-		err := s.follow(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if time.Since(start) > b.Max {
-			n = 1 // it ran well a while: the back-off starts over
-		}
+	retry.Backoff{Initial: time.Second, Max: 30 * time.Second}.Loop(ctx, s.follow, func(err error) {
 		s.log.Warn("keys seen: starting again; until then keyed events are looked up", zap.Error(err))
-		if !retry.Sleep(ctx, b.Delay(n)) {
-			return nil
-		}
-	}
+	})
+	return nil
 }
 
 // follow starts the filter afresh: the claims' feed first, then event_keys
