@@ -28,14 +28,17 @@ import (
 // releasing its claim, an operator), or expired before the reading came
 // to it (a reading slow at its start; the ordered consumer dropping what
 // it had buffered when it makes itself again). Expiry is not replicated
-// (each replica expires on its own clock), so the leader cannot say which:
-// when the message read before the gap is younger than the window by more
-// than the servers' clocks may differ (skewMargin), nothing after it can
-// have expired, and the missing ones were deleted: they hold nothing.
-// Otherwise they may have expired unread, and may have held what the
-// entries after them claim, so every claim is unknown until a window after
-// the message following the gap, and no earlier than skewMargin after the
-// server's time then. A reading that read a claim of 1.0.x before it was
+// (each replica expires on its own clock), so the leader cannot say which.
+// But a replica expires messages in sequence order, a message once it is
+// the window old on its clock: when the message read before the gap is
+// younger than the window by more than twice what the servers' clocks may
+// differ (skewMargin; a later message may be stamped earlier after a
+// leader change), nothing after it can have expired, and the missing ones
+// were deleted: they hold nothing. Otherwise they may have expired unread,
+// and may have held what later entries claim; one that expired on some
+// replica by the server's time now was stored before now plus skewMargin
+// minus the window, so every claim is unknown until now plus skewMargin.
+// A reading that read a claim of 1.0.x before it was
 // deleted keeps it, and takes an entry it blocks for unknown: that entry
 // may hold for a copy that did not read the claim.
 type follower struct {

@@ -72,7 +72,7 @@ func (c *Claims) follow(ctx context.Context) error {
 		}
 		var until time.Time
 		if seq > next {
-			if until, err = c.unknownAfterGap(ctx, st, lastAt, meta.Timestamp); err != nil {
+			if until, err = c.unknownAfterGap(ctx, st, lastAt); err != nil {
 				c.f.invalidate(gen)
 				fail(fmt.Errorf("a gap in the claims log not told: %w", err))
 				return
@@ -146,28 +146,27 @@ const catchUpEvery = 100 * time.Millisecond
 const skewMargin = 10 * time.Second
 
 // unknownAfterGap is, for messages missing between one read, stored at
-// lastAt (zero: none read yet), and one stored at at, until when claims
-// are unknown: zero when they cannot have expired (see follower).
-func (c *Claims) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastAt, at time.Time) (time.Time, error) {
+// lastAt (zero: none read yet), and the next one read, until when claims
+// are unknown: zero when they cannot have expired (see follower). The
+// stream's time is asked again for up to verifyWait.
+func (c *Claims) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastAt time.Time) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, verifyWait)
 	defer cancel()
-	info, err := st.Info(ctx)
+	var now time.Time
+	err := retry.Backoff{Initial: 50 * time.Millisecond, Max: time.Second}.Do(ctx, func(ctx context.Context) error {
+		info, err := st.Info(ctx)
+		if err == nil {
+			now = info.TimeStamp
+		}
+		return err
+	}, nil)
 	if err != nil {
 		return time.Time{}, err
 	}
-	now := info.TimeStamp
-	if !lastAt.IsZero() && lastAt.Add(c.f.window).After(now.Add(skewMargin)) {
+	if !lastAt.IsZero() && lastAt.Add(c.f.window).After(now.Add(2*skewMargin)) {
 		return time.Time{}, nil
 	}
-	return later(at.Add(c.f.window), now.Add(skewMargin)), nil
-}
-
-// later is the later of a and b.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return now.Add(skewMargin), nil
 }
 
 // verify checks that the stream read is still the one the reading gen
