@@ -96,14 +96,6 @@ type mine struct {
 	tag string
 }
 
-// waiter waits for the message seq; gen is the reading that read it, set
-// before done is closed.
-type waiter struct {
-	seq  uint64
-	gen  uint64
-	done chan struct{}
-}
-
 func newFollower(window time.Duration, own string) *follower {
 	return &follower{window: window, own: own, ready: make(chan struct{}), readyAt: ^uint64(0),
 		ids: map[string]claimOf{}, released: map[string]time.Time{}, decided: map[string][]status{}}

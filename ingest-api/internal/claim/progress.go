@@ -83,6 +83,14 @@ func (f *follower) isReady() bool {
 	}
 }
 
+// waiter waits for the message seq; gen is the reading that read it, set
+// before done is closed.
+type waiter struct {
+	seq  uint64
+	gen  uint64
+	done chan struct{}
+}
+
 // wait returns once the message seq has been read, or ctx ends: the
 // reading that read it.
 func (f *follower) wait(ctx context.Context, seq uint64) (uint64, error) {
