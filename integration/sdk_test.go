@@ -289,16 +289,19 @@ func TestSDKTornQueue(t *testing.T) {
 		}
 		cut := len(b) - 1 - rnd.IntN(len(b)/4)    // in the last quarter
 		flip := len(b)/2 + rnd.IntN(cut-len(b)/2) // in the second half, before the cut
+		intact := bytes.Clone(b[:cut])
 		b = b[:cut]
 		b[flip] ^= 1 << rnd.IntN(8)
 		if err := os.WriteFile(segs[0], b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		// Reading v is whole when the next reading's data begins before
-		// the damage: it must be stored.
+		// the damage: it must be stored. The readings are found in the
+		// bytes before the flip, which may turn one reading's value into
+		// the next one's.
 		var whole []int
 		for v := base; v < base+99; v++ {
-			if at := bytes.Index(b, []byte(strconv.Itoa(v+1)+"}")); at >= 0 && at <= flip {
+			if at := bytes.Index(intact, []byte(strconv.Itoa(v+1)+"}")); at >= 0 && at <= flip {
 				whole = append(whole, v)
 			}
 		}
