@@ -134,11 +134,24 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, 
 		return Claim{}, nil, fmt.Errorf("claim: the entry tagged %s not read: %w", tag, errRenumbered)
 	}
 	got := make([]bool, len(st))
-	holds := map[string]bool{}
+	all := true
 	for i, s := range st {
 		got[i] = s == held
+		all = all && got[i]
+	}
+	if !all {
+		c.free(ctx, tag, notHeld(ids, got))
+	}
+	return Claim{tag: tag}, got, nil
+}
+
+// notHeld is the ids the entry does not hold: got[i] is false, and no
+// other request of the entry holds the same id.
+func notHeld(ids []string, got []bool) []string {
+	holds := map[string]bool{}
+	for i, id := range ids {
 		if got[i] {
-			holds[ids[i]] = true
+			holds[id] = true
 		}
 	}
 	var free []string
@@ -147,10 +160,7 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, 
 			free = append(free, id)
 		}
 	}
-	if len(free) > 0 {
-		c.free(ctx, tag, free)
-	}
-	return Claim{tag: tag}, got, nil
+	return free
 }
 
 // isOurs reports whether the claims stream's message seq is the entry
@@ -171,13 +181,13 @@ func (c *Claims) isOurs(ctx context.Context, seq uint64, tag string) bool {
 // tell and for those that judge them held by the entry, claimed for the
 // window: their retries wait for an outcome that will not come.
 func (c *Claims) free(ctx context.Context, tag string, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
 	defer cancel()
-	msg := &nats.Msg{Subject: c.names.ClaimFreeSubject(tag), Data: []byte(strings.Join(ids, "\n")),
-		Header: nats.Header{nats.MsgIdHdr: {"free-" + tag}}}
 	err := retry.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}.Do(ctx, func(ctx context.Context) error {
-		_, err := c.js.PublishMsg(ctx, msg)
-		return err
+		return c.publishRelease(ctx, c.names.ClaimFreeSubject(tag), "free-"+tag, ids)
 	}, nil)
 	if err != nil {
 		c.log.Warn("claims this copy could not tell not released: retries wait for the pipeline window", zap.Int("requests", len(ids)), zap.Error(err))
@@ -195,7 +205,14 @@ func (c *Claims) Release(ctx context.Context, cl Claim) error {
 	if cl.tag == "" {
 		return nil
 	}
-	msg := &nats.Msg{Subject: c.names.ClaimReleaseSubject(cl.tag), Header: nats.Header{nats.MsgIdHdr: {"release-" + cl.tag}}}
+	return c.publishRelease(ctx, c.names.ClaimReleaseSubject(cl.tag), "release-"+cl.tag, nil)
+}
+
+// publishRelease writes a release on subject, under the message id msgID
+// (so that writing it again is stored once), listing ids (none: the whole
+// entry).
+func (c *Claims) publishRelease(ctx context.Context, subject, msgID string, ids []string) error {
+	msg := &nats.Msg{Subject: subject, Data: []byte(strings.Join(ids, "\n")), Header: nats.Header{nats.MsgIdHdr: {msgID}}}
 	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
 		return fmt.Errorf("release claims: %w", err)
 	}

@@ -2,6 +2,7 @@ package claim
 
 import (
 	"reflect"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -89,26 +90,6 @@ func TestAHoleInTheSequenceIsReadPast(t *testing.T) {
 	decided(t, f, "me-1", blocked, held)
 }
 
-// An unknown entry that its copy released does not keep the claim unknown:
-// retries more often than the window, each unknown and released, are free
-// a window after the entry from before the reading, not a window after the
-// last of them.
-func TestReleasedUnknownEntriesDoNotLengthenTheClaim(t *testing.T) {
-	f := newFollower(time.Minute, "me-")
-	gen := start(f)
-	f.read(gen, 1, t0.Add(-10*time.Second), []string{"a"}, "other-1", false, time.Time{})
-	seq := uint64(2)
-	for i, at := range []time.Duration{10 * time.Second, 30 * time.Second, 45 * time.Second} {
-		tag := "me-" + string(rune('1'+i))
-		f.read(gen, seq, t0.Add(at), []string{"a"}, tag, false, time.Time{})
-		decided(t, f, tag, unknown)
-		f.read(gen, seq+1, t0.Add(at+100*time.Millisecond), []string{"a"}, tag, true, time.Time{})
-		seq += 2
-	}
-	f.read(gen, seq, t0.Add(55*time.Second), []string{"a"}, "me-9", false, time.Time{})
-	decided(t, f, "me-9", held)
-}
-
 // A claim of 1.0.x is released by deleting it, which a reading that read
 // it does not see: an entry it blocks may hold for a copy that never read
 // it, so for the reading that did, that entry is unknown, not nothing.
@@ -183,20 +164,34 @@ func TestAGapThatMayHaveExpiredMakesTheWindowUnknown(t *testing.T) {
 	decided(t, f, "me-2", held, held)
 }
 
-// Retries written by copies that can tell, blocked there and released by
-// their writer, do not keep a claim unknown for a copy that cannot tell:
-// it is free for it a window after the entry it cannot tell.
-func TestBlockedEntriesReleasedDoNotKeepAClaimUnknown(t *testing.T) {
-	f := newFollower(time.Minute, "me-")
-	gen := start(f)
-	f.read(gen, 1, t0.Add(-10*time.Second), []string{"x"}, "other-1", false, time.Time{})
-	seq := uint64(2)
-	for at := 5 * time.Second; at < 50*time.Second; at += 10 * time.Second {
-		tag := "other-" + at.String()
-		f.read(gen, seq, t0.Add(at), []string{"x"}, tag, false, time.Time{})
-		f.read(gen, seq+1, t0.Add(at+time.Millisecond), []string{"x"}, tag, true, time.Time{})
-		seq += 2
+// Retries that their writing copy released (unknown to it, or blocked
+// there while this copy cannot tell) do not keep a claim unknown: retries
+// more often than the window are free a window after the entry from before
+// the reading, not a window after the last of them.
+func TestReleasedRetriesDoNotLengthenAnUnknownClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name, writer string
+		at           []time.Duration
+	}{
+		{"this copy's, unknown to it", "me-", []time.Duration{10 * time.Second, 30 * time.Second, 45 * time.Second}},
+		{"another copy's, blocked there", "other-", []time.Duration{5 * time.Second, 15 * time.Second, 25 * time.Second, 35 * time.Second, 45 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFollower(time.Minute, "me-")
+			gen := start(f)
+			f.read(gen, 1, t0.Add(-10*time.Second), []string{"a"}, "other-0", false, time.Time{})
+			seq := uint64(2)
+			for i, at := range tc.at {
+				tag := tc.writer + strconv.Itoa(i+1)
+				f.read(gen, seq, t0.Add(at), []string{"a"}, tag, false, time.Time{})
+				if tc.writer == "me-" {
+					decided(t, f, tag, unknown)
+				}
+				f.read(gen, seq+1, t0.Add(at+100*time.Millisecond), []string{"a"}, tag, true, time.Time{})
+				seq += 2
+			}
+			f.read(gen, seq, t0.Add(51*time.Second), []string{"a"}, "me-9", false, time.Time{})
+			decided(t, f, "me-9", held)
+		})
 	}
-	f.read(gen, seq, t0.Add(51*time.Second), []string{"x"}, "me-1", false, time.Time{})
-	decided(t, f, "me-1", held)
 }
