@@ -16,8 +16,9 @@ type result struct {
 	sent, confirmed  int
 	errors           int // connection errors: sent, no answer
 	statuses         map[int]int
-	hist             *hdrhistogram.Histogram // µs to each answer: from its send (closed loop) or its scheduled time (open loop)
-	scheduled, conns int                     // open loop: requests due, connections opened (at most -open-conns)
+	hist             *hdrhistogram.Histogram    // µs to each answer: from its send (closed loop) or its scheduled time (open loop)
+	split            [2]*hdrhistogram.Histogram // open loop, -mixed: hist's answers to unkeyed [0] and keyed [1] requests
+	scheduled, conns int                        // open loop: requests due, connections opened (at most -open-conns)
 	elapsed          time.Duration
 
 	// measured around the level (bench.measure)
@@ -52,6 +53,20 @@ func (r *result) record(a reply, err error, lat time.Duration) {
 	if a.ok {
 		r.confirmed++
 	}
+}
+
+// recordSplit counts an answer's latency again, in split[1] if keyed.
+func (r *result) recordSplit(keyed bool, lat time.Duration) {
+	k := 0
+	if keyed {
+		k = 1
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.split[k] == nil {
+		r.split[k] = hdrhistogram.New(1, 120_000_000, 3)
+	}
+	_ = r.split[k].RecordValue(max(1, lat.Microseconds()))
 }
 
 // pct is the p-th percentile (0 to 100) of the latencies, in ms.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // bench is one run: its targets, the processes it samples and the result
@@ -25,7 +27,7 @@ func (b *bench) emit(format string, args ...any) {
 
 // keyPrefix is the Idempotency-Key prefix of a level's requests ("": none).
 func (b *bench) keyPrefix(format string, n int) string {
-	if !b.cfg.keyed {
+	if !b.cfg.keyed && !b.cfg.mixed {
 		return ""
 	}
 	return fmt.Sprintf(format, b.runID, n)
@@ -107,25 +109,36 @@ func (b *bench) openLevel(ctx context.Context, rate int) error {
 
 // fleetLoad is the honest fleet's open load on the service: its devices'
 // requests in turn, each with a unique Idempotency-Key starting with keyed
-// if set.
+// if set (with -mixed, every other one).
 func (b *bench) fleetLoad(keyed string) openLoad {
 	t := b.service
-	return openLoad{pool: newFleet(t.host, b.cfg.openConns), req: func(i int) []byte {
+	l := openLoad{pool: newFleet(t.host, b.cfg.openConns)}
+	if b.cfg.mixed {
+		l.keyed = func(i int) bool { return i%2 == 1 }
+	}
+	l.req = func(i int) []byte {
 		req := t.reqs[i%len(t.reqs)]
-		if keyed != "" {
+		if keyed != "" && (l.keyed == nil || l.keyed(i)) {
 			req = withKey(nil, req, keyed, i)
 		}
 		return req
-	}}
+	}
+	return l
 }
 
 func (b *bench) emitOpen(rate int, l *result) {
 	cfg := b.cfg
 	achieved := float64(l.confirmed) / cfg.duration.Seconds()
-	b.emit("open rate=%d conns=%d keyed=%v achieved_eps=%.0f p50_ms=%.2f p99_ms=%.2f p999_ms=%.2f max_ms=%.2f statuses=%s conn_errors=%d",
-		rate, l.conns, cfg.keyed, achieved, l.pct(50), l.pct(99), l.pct(99.9), l.pct(100), fmtStatuses(l.statuses), l.errors)
+	b.emit("open rate=%d conns=%d keyed=%s achieved_eps=%.0f p50_ms=%.2f p99_ms=%.2f p999_ms=%.2f max_ms=%.2f statuses=%s conn_errors=%d",
+		rate, l.conns, cfg.keyedMode(), achieved, l.pct(50), l.pct(99), l.pct(99.9), l.pct(100), fmtStatuses(l.statuses), l.errors)
 	b.emit("  check rate=%d scheduled=%d sent=%d confirmed=%d stored=%d missing=%d extra=%d",
 		rate, l.scheduled, l.sent, l.confirmed, l.stored, max(0, l.confirmed-l.stored), max(0, l.stored-l.confirmed))
+	if plain, keyed := l.split[0], l.split[1]; plain != nil && keyed != nil {
+		p99 := func(h *hdrhistogram.Histogram) float64 { return float64(h.ValueAtQuantile(99)) / 1000 }
+		p50 := func(h *hdrhistogram.Histogram) float64 { return float64(h.ValueAtQuantile(50)) / 1000 }
+		b.emit("  mixed rate=%d unkeyed=%d unkeyed_p50_ms=%.2f unkeyed_p99_ms=%.2f keyed=%d keyed_p50_ms=%.2f keyed_p99_ms=%.2f keyed_over_unkeyed_p99=%.2f",
+			rate, plain.TotalCount(), p50(plain), p99(plain), keyed.TotalCount(), p50(keyed), p99(keyed), p99(keyed)/p99(plain))
+	}
 	service := 0.0
 	for name, pct := range l.cpu {
 		if name != "loadgen" {

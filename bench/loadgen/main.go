@@ -29,7 +29,7 @@ type config struct {
 	duration, settle                                    time.Duration
 	pids                                                map[string]int
 	out                                                 string
-	keyed                                               bool
+	keyed, mixed                                        bool
 	batch                                               int
 	rates                                               []int // open loop: requests per second, one level each
 	openConns                                           int
@@ -37,6 +37,15 @@ type config struct {
 	floodRate, floodPerSource                           int
 	floodSettle                                         time.Duration
 	nats                                                string
+}
+
+// keyedMode names which requests carry an Idempotency-Key: "true" (all),
+// "false" (none) or "mixed" (every other one).
+func (c config) keyedMode() string {
+	if c.mixed {
+		return "mixed"
+	}
+	return strconv.FormatBool(c.keyed)
 }
 
 func main() {
@@ -68,6 +77,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&pids, "pids", "", "processes to sample: name=pid,name=pid")
 	fs.StringVar(&c.out, "out", "", "append the result lines to this file")
 	fs.BoolVar(&c.keyed, "keyed", false, "send a unique Idempotency-Key with every request, as field firmware does")
+	fs.BoolVar(&c.mixed, "mixed", false, "open loop: every other request keyed (a unique Idempotency-Key), the others not, their latencies reported apart: both paths measured under the same load at once")
 	var rates string
 	fs.StringVar(&rates, "rates", "", "open loop instead of closed: constant arrival rates per second, one level each (latency from each request's scheduled time)")
 	fs.IntVar(&c.openConns, "open-conns", 1024, "most connections of an open-loop level: a due request takes an idle one or opens one up to this, then waits")
@@ -93,6 +103,9 @@ func parseFlags(args []string) (config, error) {
 	}
 	if c.flood != "" && (c.flood != floodUnknown && c.flood != floodToken || len(c.rates) == 0 || c.floodRate < 0 || c.floodPerSource < 1) {
 		return c, fmt.Errorf("-flood must be %q or %q, with -rates, -flood-rate >= 0 and -flood-per-source >= 1", floodUnknown, floodToken)
+	}
+	if c.mixed && (c.keyed || len(c.rates) == 0 || c.flood != "" || c.batch > 0) {
+		return c, fmt.Errorf("-mixed needs -rates, and neither -keyed, -flood nor -batch")
 	}
 	if c.openConns < 1 || c.openConns > 4096 {
 		return c, fmt.Errorf("-open-conns must be 1 to 4096")

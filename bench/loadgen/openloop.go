@@ -9,10 +9,12 @@ import (
 )
 
 // openLoad is what an open-loop level sends: request i, on a connection
-// from pool.
+// from pool. With keyed set, the latencies of the requests it names and of
+// the others are also counted apart (result.split).
 type openLoad struct {
-	req  func(i int) []byte
-	pool pool
+	req   func(i int) []byte
+	pool  pool
+	keyed func(i int) bool
 }
 
 // pool hands out the connections of an open-loop level; get is called
@@ -50,7 +52,11 @@ func driveOpen(ctx context.Context, l openLoad, rate int, d time.Duration) (*res
 		r.scheduled++
 		wg.Go(func() {
 			a, err := c.do(l.req(i), 60*time.Second)
-			r.record(a, err, time.Since(due))
+			lat := time.Since(due)
+			r.record(a, err, lat)
+			if l.keyed != nil && err == nil {
+				r.recordSplit(l.keyed(i), lat)
+			}
 			l.pool.put(i, c, err != nil || a.closed)
 		})
 	}

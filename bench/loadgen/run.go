@@ -52,7 +52,7 @@ func run(ctx context.Context, cfg config) error {
 		return t
 	}
 	b.service, b.ceiling = mk(u.Host), mk(ceil.addr)
-	b.emit("# run %s %s devices=%d duration=%s keyed=%v batch=%d", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyed, cfg.batch)
+	b.emit("# run %s %s devices=%d duration=%s keyed=%s batch=%d", runID, time.Now().UTC().Format(time.RFC3339), cfg.devices, cfg.duration, cfg.keyedMode(), cfg.batch)
 	level, levels := b.closedLevel, cfg.levels
 	switch {
 	case cfg.flood != "":

@@ -2,7 +2,8 @@
 # Keyed against unkeyed, interleaved (issue 33's procedure): one fresh stack
 # of the tree this script is run from (the stack of `make bench`), then
 # BENCH_PAIRS pairs (default 5) at each of BENCH_PAIR_RATES (2000,4000)
-# open loop, each pair's order alternating, and BENCH_CLOSED_PAIRS (3)
+# open loop, each pair's order alternating, BENCH_MIXED_RUNS (3) runs at
+# each rate with every other request keyed, and BENCH_CLOSED_PAIRS (3)
 # closed-loop pairs at 256 connections; 20 s runs, 1,000 devices. Each run's
 # lines go to OUT (bench/out/pairs.txt) under a header naming LABEL (the
 # tree's commit), the pair and the kind. To compare two commits, run it in
@@ -28,6 +29,13 @@ for i in $(seq 1 "${BENCH_PAIRS:-5}"); do
     else
       lg "pair $i rate $rate keyed" -rates "$rate" -keyed; lg "pair $i rate $rate unkeyed" -rates "$rate"
     fi
+  done
+done
+# Both paths under the same load at once: every other request keyed
+# (loadgen -mixed), their latencies reported apart on a "mixed" line.
+for i in $(seq 1 "${BENCH_MIXED_RUNS:-3}"); do
+  for rate in $(echo "${BENCH_PAIR_RATES:-2000,4000}" | tr , ' '); do
+    lg "mixed $i rate $rate" -rates "$rate" -mixed
   done
 done
 for i in $(seq 1 "${BENCH_CLOSED_PAIRS:-3}"); do
