@@ -16,9 +16,9 @@ type result struct {
 	sent, confirmed  int
 	errors           int // connection errors: sent, no answer
 	statuses         map[int]int
-	hist             *hdrhistogram.Histogram    // µs to each answer: from its send (closed loop) or its scheduled time (open loop)
-	split            [2]*hdrhistogram.Histogram // open loop, -mixed: hist's answers to unkeyed [0] and keyed [1] requests
-	scheduled, conns int                        // open loop: requests due, connections opened (at most -open-conns)
+	hist             *hdrhistogram.Histogram // µs to each answer: from its send (closed loop) or its scheduled time (open loop)
+	split            [2]kind                 // open loop, -mixed: the unkeyed [0] and keyed [1] requests apart
+	scheduled, conns int                     // open loop: requests due, connections opened (at most -open-conns)
 	elapsed          time.Duration
 
 	// measured around the level (bench.measure)
@@ -55,18 +55,41 @@ func (r *result) record(a reply, err error, lat time.Duration) {
 	}
 }
 
-// recordSplit counts an answer's latency again, in split[1] if keyed.
-func (r *result) recordSplit(keyed bool, lat time.Duration) {
-	k := 0
+// kind is one kind of request's answers in a mixed load: how many were
+// sent and confirmed, and the confirmed ones' latencies (a refusal, quick
+// or slow, would blur them).
+type kind struct {
+	sent, confirmed int
+	hist            *hdrhistogram.Histogram
+}
+
+// recordSplit counts a request again as its kind, split[1] if keyed: its
+// answer a after lat, or, with failed, none.
+func (r *result) recordSplit(keyed bool, a reply, failed bool, lat time.Duration) {
+	k := &r.split[0]
 	if keyed {
-		k = 1
+		k = &r.split[1]
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.split[k] == nil {
-		r.split[k] = hdrhistogram.New(1, 120_000_000, 3)
+	k.sent++
+	if failed || !a.ok {
+		return
 	}
-	_ = r.split[k].RecordValue(max(1, lat.Microseconds()))
+	k.confirmed++
+	if k.hist == nil {
+		k.hist = hdrhistogram.New(1, 120_000_000, 3)
+	}
+	_ = k.hist.RecordValue(max(1, lat.Microseconds()))
+}
+
+// pct is the p-th percentile of the kind's confirmed answers, in ms (-1:
+// none).
+func (k *kind) pct(p float64) float64 {
+	if k.hist == nil {
+		return -1
+	}
+	return float64(k.hist.ValueAtQuantile(p)) / 1000
 }
 
 // pct is the p-th percentile (0 to 100) of the latencies, in ms.

@@ -183,6 +183,11 @@ func TestFloodFlags(t *testing.T) {
 		{[]string{"-rates", "1000", "-flood", "other"}, false},
 		{[]string{"-flood", "unknown"}, false},
 		{[]string{"-rates", "1000", "-flood", "unknown", "-flood-per-source", "0"}, false},
+		{[]string{"-rates", "1000", "-mixed"}, true},
+		{[]string{"-mixed"}, false},
+		{[]string{"-rates", "1000", "-mixed", "-keyed"}, false},
+		{[]string{"-rates", "1000", "-mixed", "-batch", "10"}, false},
+		{[]string{"-rates", "1000", "-mixed", "-flood", "unknown"}, false},
 	} {
 		_, err := parseFlags(append(base, tc.args...))
 		if (err == nil) != tc.ok {

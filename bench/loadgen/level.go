@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // bench is one run: its targets, the processes it samples and the result
@@ -114,7 +112,9 @@ func (b *bench) fleetLoad(keyed string) openLoad {
 	t := b.service
 	l := openLoad{pool: newFleet(t.host, b.cfg.openConns)}
 	if b.cfg.mixed {
-		l.keyed = func(i int) bool { return i%2 == 1 }
+		// Each device in turn: keyed one round, not the next.
+		n := len(t.reqs)
+		l.keyed = func(i int) bool { return (i%n+i/n)%2 == 1 }
 	}
 	l.req = func(i int) []byte {
 		req := t.reqs[i%len(t.reqs)]
@@ -133,11 +133,12 @@ func (b *bench) emitOpen(rate int, l *result) {
 		rate, l.conns, cfg.keyedMode(), achieved, l.pct(50), l.pct(99), l.pct(99.9), l.pct(100), fmtStatuses(l.statuses), l.errors)
 	b.emit("  check rate=%d scheduled=%d sent=%d confirmed=%d stored=%d missing=%d extra=%d",
 		rate, l.scheduled, l.sent, l.confirmed, l.stored, max(0, l.confirmed-l.stored), max(0, l.stored-l.confirmed))
-	if plain, keyed := l.split[0], l.split[1]; plain != nil && keyed != nil {
-		p99 := func(h *hdrhistogram.Histogram) float64 { return float64(h.ValueAtQuantile(99)) / 1000 }
-		p50 := func(h *hdrhistogram.Histogram) float64 { return float64(h.ValueAtQuantile(50)) / 1000 }
-		b.emit("  mixed rate=%d unkeyed=%d unkeyed_p50_ms=%.2f unkeyed_p99_ms=%.2f keyed=%d keyed_p50_ms=%.2f keyed_p99_ms=%.2f keyed_over_unkeyed_p99=%.2f",
-			rate, plain.TotalCount(), p50(plain), p99(plain), keyed.TotalCount(), p50(keyed), p99(keyed), p99(keyed)/p99(plain))
+	if cfg.mixed {
+		// Latencies of confirmed answers only; -1 and a ratio of 0: none.
+		plain, keyed := &l.split[0], &l.split[1]
+		b.emit("  mixed rate=%d unkeyed_sent=%d unkeyed_confirmed=%d unkeyed_p50_ms=%.2f unkeyed_p99_ms=%.2f keyed_sent=%d keyed_confirmed=%d keyed_p50_ms=%.2f keyed_p99_ms=%.2f keyed_over_unkeyed_p99=%.2f",
+			rate, plain.sent, plain.confirmed, plain.pct(50), plain.pct(99), keyed.sent, keyed.confirmed, keyed.pct(50), keyed.pct(99),
+			max(0, keyed.pct(99))/max(1e-3, plain.pct(99)))
 	}
 	service := 0.0
 	for name, pct := range l.cpu {

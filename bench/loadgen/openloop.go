@@ -9,8 +9,8 @@ import (
 )
 
 // openLoad is what an open-loop level sends: request i, on a connection
-// from pool. With keyed set, the latencies of the requests it names and of
-// the others are also counted apart (result.split).
+// from pool. With keyed set, the requests it names and the others are also
+// counted apart (result.split).
 type openLoad struct {
 	req   func(i int) []byte
 	pool  pool
@@ -54,8 +54,8 @@ func driveOpen(ctx context.Context, l openLoad, rate int, d time.Duration) (*res
 			a, err := c.do(l.req(i), 60*time.Second)
 			lat := time.Since(due)
 			r.record(a, err, lat)
-			if l.keyed != nil && err == nil {
-				r.recordSplit(l.keyed(i), lat)
+			if l.keyed != nil {
+				r.recordSplit(l.keyed(i), a, err != nil, lat)
 			}
 			l.pool.put(i, c, err != nil || a.closed)
 		})

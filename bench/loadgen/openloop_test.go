@@ -28,14 +28,31 @@ func TestMixedLoadSplitsTheLatencies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, keyed := r.split[0], r.split[1]
-	if r.confirmed != 200 || plain == nil || keyed == nil || plain.TotalCount() != 100 || keyed.TotalCount() != 100 {
-		t.Fatalf("confirmed %d, split %v", r.confirmed, r.split)
+	plain, keyed := &r.split[0], &r.split[1]
+	if r.confirmed != 200 || plain.sent != 100 || plain.confirmed != 100 || keyed.sent != 100 || keyed.confirmed != 100 {
+		t.Fatalf("confirmed %d, split %+v", r.confirmed, r.split)
 	}
-	if p50 := keyed.ValueAtQuantile(50); p50 < 30_000 {
-		t.Errorf("keyed p50 %d µs, want at least the server's 30 ms", p50)
+	if p50 := keyed.pct(50); p50 < 30 {
+		t.Errorf("keyed p50 %.2f ms, want at least the server's 30 ms", p50)
 	}
-	if p50 := plain.ValueAtQuantile(50); p50 >= 30_000 {
-		t.Errorf("unkeyed p50 %d µs: keyed requests counted there", p50)
+	if p50 := plain.pct(50); p50 >= 30 {
+		t.Errorf("unkeyed p50 %.2f ms: keyed requests counted there", p50)
+	}
+}
+
+// In a mixed load each device sends keyed and unkeyed requests in turn, and
+// neighbouring devices differ in each round of the fleet.
+func TestMixedLoadAlternatesEachDevice(t *testing.T) {
+	for _, devices := range []int{1, 4, 5} {
+		b := &bench{cfg: config{mixed: true, openConns: 1}, service: target{reqs: make([][]byte, devices)}}
+		l := b.fleetLoad("k")
+		for i := devices; i < 4*devices; i++ {
+			if l.keyed(i) == l.keyed(i-devices) {
+				t.Fatalf("%d devices: request %d of device %d is keyed=%v, as the one before it", devices, i, i%devices, l.keyed(i))
+			}
+		}
+		if devices > 1 && l.keyed(0) == l.keyed(1) {
+			t.Errorf("%d devices: the first two requests of a round are of one kind", devices)
+		}
 	}
 }

@@ -182,7 +182,7 @@ func (c *Claims) isOurs(ctx context.Context, seq uint64, tag string) bool {
 // window: their retries wait for an outcome that will not come.
 func (c *Claims) free(ctx context.Context, tag string, ids []string) {
 	if len(ids) == 0 {
-		return
+		return // a free entry listing no ids would release the whole entry (bus.Names.ClaimEntry)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
 	defer cancel()

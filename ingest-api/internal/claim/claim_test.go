@@ -180,6 +180,11 @@ func TestAnEntryHoldsEachOfItsIDsOnce(t *testing.T) {
 			t.Fatalf("held %v, want %v", held, want)
 		}
 	}
+	// The release of the ids the entry does not hold leaves out the one
+	// it holds at another place.
+	if _, err := c.take(ctx, "0b8f6f0e-1111-5aaa-8bbb-000000000012"); !errors.Is(err, ErrTaken) {
+		t.Fatalf("an id the entry holds, listed twice in it: %v, want ErrTaken", err)
+	}
 }
 
 // An entry written again under its tag (its answer lost) is answered as
