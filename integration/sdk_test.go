@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -289,21 +290,24 @@ func TestSDKTornQueue(t *testing.T) {
 		}
 		cut := len(b) - 1 - rnd.IntN(len(b)/4)    // in the last quarter
 		flip := len(b)/2 + rnd.IntN(cut-len(b)/2) // in the second half, before the cut
-		intact := bytes.Clone(b[:cut])
+		// Reading v is whole when its record (a 16-byte header starting
+		// with the payload's length, then the payload: sdk/go/format.go,
+		// the same in C) ends before the damage: it must be stored.
+		var whole []int
+		at, v := 0, base
+		for ; at+16 <= len(b); v++ {
+			at += 16 + int(binary.LittleEndian.Uint32(b[at:]))
+			if at <= flip {
+				whole = append(whole, v)
+			}
+		}
+		if at != len(b) || v != base+100 {
+			t.Fatalf("%d records end at %d of the segment's %d bytes, want 100 ending at its end", v-base, at, len(b))
+		}
 		b = b[:cut]
 		b[flip] ^= 1 << rnd.IntN(8)
 		if err := os.WriteFile(segs[0], b, 0o600); err != nil {
 			t.Fatal(err)
-		}
-		// Reading v is whole when the next reading's data begins before
-		// the damage: it must be stored. The readings are found in the
-		// bytes before the flip, which may turn one reading's value into
-		// the next one's.
-		var whole []int
-		for v := base; v < base+99; v++ {
-			if at := bytes.Index(intact, []byte(strconv.Itoa(v+1)+"}")); at >= 0 && at <= flip {
-				whole = append(whole, v)
-			}
 		}
 		st := lastStatus(t, d.exec(t, sender, dir, "send", 30))
 		if st["queued"] != 0 || int(st["stored"]) < len(whole) {
