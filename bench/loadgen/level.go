@@ -136,9 +136,12 @@ func (b *bench) emitOpen(rate int, l *result) {
 	if cfg.mixed {
 		// Latencies of confirmed answers only; -1 and a ratio of 0: none.
 		plain, keyed := &l.split[0], &l.split[1]
+		ratio := 0.0
+		if plain.hist != nil && keyed.hist != nil {
+			ratio = keyed.pct(99) / plain.pct(99)
+		}
 		b.emit("  mixed rate=%d unkeyed_sent=%d unkeyed_confirmed=%d unkeyed_p50_ms=%.2f unkeyed_p99_ms=%.2f keyed_sent=%d keyed_confirmed=%d keyed_p50_ms=%.2f keyed_p99_ms=%.2f keyed_over_unkeyed_p99=%.2f",
-			rate, plain.sent, plain.confirmed, plain.pct(50), plain.pct(99), keyed.sent, keyed.confirmed, keyed.pct(50), keyed.pct(99),
-			max(0, keyed.pct(99))/max(1e-3, plain.pct(99)))
+			rate, plain.sent, plain.confirmed, plain.pct(50), plain.pct(99), keyed.sent, keyed.confirmed, keyed.pct(50), keyed.pct(99), ratio)
 	}
 	service := 0.0
 	for name, pct := range l.cpu {

@@ -77,7 +77,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&pids, "pids", "", "processes to sample: name=pid,name=pid")
 	fs.StringVar(&c.out, "out", "", "append the result lines to this file")
 	fs.BoolVar(&c.keyed, "keyed", false, "send a unique Idempotency-Key with every request, as field firmware does")
-	fs.BoolVar(&c.mixed, "mixed", false, "open loop: every other request keyed (a unique Idempotency-Key), the others not, their latencies reported apart: both paths measured under the same load at once")
+	fs.BoolVar(&c.mixed, "mixed", false, "open loop: half the requests keyed (a unique Idempotency-Key; each device's in turn), the others not, their confirmed answers' latencies reported apart: both paths measured under the same load at once")
 	var rates string
 	fs.StringVar(&rates, "rates", "", "open loop instead of closed: constant arrival rates per second, one level each (latency from each request's scheduled time)")
 	fs.IntVar(&c.openConns, "open-conns", 1024, "most connections of an open-loop level: a due request takes an idle one or opens one up to this, then waits")

@@ -31,8 +31,9 @@ for i in $(seq 1 "${BENCH_PAIRS:-5}"); do
     fi
   done
 done
-# Both paths under the same load at once: every other request keyed
-# (loadgen -mixed), their latencies reported apart on a "mixed" line.
+# Both paths under the same load at once: each device's requests keyed and
+# unkeyed in turn (loadgen -mixed), their latencies reported apart on a
+# "mixed" line.
 for i in $(seq 1 "${BENCH_MIXED_RUNS:-3}"); do
   for rate in $(echo "${BENCH_PAIR_RATES:-2000,4000}" | tr , ' '); do
     lg "mixed $i rate $rate" -rates "$rate" -mixed
