@@ -171,7 +171,9 @@ func TestReportTally(t *testing.T) {
 	}
 }
 
-func TestFloodFlags(t *testing.T) {
+// The open-loop flags: a flood and a mixed load each need -rates, and a
+// mixed load goes with neither -keyed, -flood nor -batch.
+func TestOpenLoopFlags(t *testing.T) {
 	base := []string{"-admin-token", "x"}
 	for _, tc := range []struct {
 		args []string

@@ -107,7 +107,7 @@ func (b *bench) openLevel(ctx context.Context, rate int) error {
 
 // fleetLoad is the honest fleet's open load on the service: its devices'
 // requests in turn, each with a unique Idempotency-Key starting with keyed
-// if set (with -mixed, every other one).
+// if set (with -mixed, half of them: each device keyed and unkeyed in turn).
 func (b *bench) fleetLoad(keyed string) openLoad {
 	t := b.service
 	l := openLoad{pool: newFleet(t.host, b.cfg.openConns)}

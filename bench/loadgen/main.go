@@ -40,7 +40,7 @@ type config struct {
 }
 
 // keyedMode names which requests carry an Idempotency-Key: "true" (all),
-// "false" (none) or "mixed" (every other one).
+// "false" (none) or "mixed" (half: each device in turn).
 func (c config) keyedMode() string {
 	if c.mixed {
 		return "mixed"

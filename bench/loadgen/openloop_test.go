@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// With -mixed, every other request carries a key, and the two kinds'
+// With -mixed, half the requests carry a key, and the two kinds'
 // latencies are counted apart: a server that answers keyed requests 30 ms
 // late shows it in the keyed half only.
 func TestMixedLoadSplitsTheLatencies(t *testing.T) {

@@ -3,7 +3,7 @@
 # of the tree this script is run from (the stack of `make bench`), then
 # BENCH_PAIRS pairs (default 5) at each of BENCH_PAIR_RATES (2000,4000)
 # open loop, each pair's order alternating, BENCH_MIXED_RUNS (3) runs at
-# each rate with every other request keyed, and BENCH_CLOSED_PAIRS (3)
+# each rate with each device keyed and unkeyed in turn, and BENCH_CLOSED_PAIRS (3)
 # closed-loop pairs at 256 connections; 20 s runs, 1,000 devices. Each run's
 # lines go to OUT (bench/out/pairs.txt) under a header naming LABEL (the
 # tree's commit), the pair and the kind. To compare two commits, run it in
