@@ -41,43 +41,34 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/claimlog"
 	"github.com/devicehub/eventservice/pkg/retry"
 )
 
 // ErrTaken means another attempt with the same id holds the claim.
 var ErrTaken = errors.New("an earlier attempt with this Idempotency-Key is in the pipeline")
 
-// Claims writes the claims log and follows it (Run).
+// Claims writes the claims log and reads it (Run).
 type Claims struct {
+	*claimlog.Log
 	js    jetstream.JetStream
 	names bus.Names
 	log   *zap.Logger
-	f     *follower
 	own   string // the prefix of this copy's tags
 	next  atomic.Uint64
-	// reread ends the reading at once (TakeAll found it numbered
-	// again); reverify checks it at once (the consumer made itself
-	// again).
-	reread, reverify chan struct{}
-	rereads          atomic.Uint64 // readings ended, for tests
 }
 
 // Open returns Claims on the stream names.ClaimsStream, which
-// bus.EnsureStreams creates. Run follows the log.
+// bus.EnsureStreams creates. Run reads the log.
 func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, log *zap.Logger) (*Claims, error) {
-	st, err := js.Stream(ctx, names.ClaimsStream)
-	if err != nil {
-		return nil, fmt.Errorf("claims stream %s: %w", names.ClaimsStream, err)
-	}
-	window := st.CachedInfo().Config.MaxAge
-	if window <= 0 {
-		window = bus.PipelineWindow
-	}
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	own := hex.EncodeToString(b[:]) + "-"
-	return &Claims{js: js, names: names, log: log, f: newFollower(window, own), own: own,
-		reread: make(chan struct{}, 1), reverify: make(chan struct{}, 1)}, nil
+	l, err := claimlog.Open(ctx, js, names, own, log)
+	if err != nil {
+		return nil, err
+	}
+	return &Claims{Log: l, js: js, names: names, log: log, own: own}, nil
 }
 
 // Tag is a new tag for an entry, unique to this copy's life.
@@ -107,13 +98,13 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, 
 	if err != nil {
 		return Claim{}, nil, fmt.Errorf("claim: %w", err)
 	}
-	gen, err := c.f.wait(ctx, ack.Sequence)
+	gen, err := c.Wait(ctx, ack.Sequence)
 	if err != nil {
 		return Claim{}, nil, fmt.Errorf("claim: the claims log not read: %w", err)
 	}
-	st, ok := c.f.decision(tag)
+	e, ok := c.Decision(tag)
 	switch {
-	case ok && len(st) == len(ids):
+	case ok && len(e.Status) == len(ids):
 	case ack.Duplicate:
 		// Written before, and gone (deleted, expired) before this copy
 		// read it: what it held is not known.
@@ -125,18 +116,15 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, 
 		// again. When the message there is another, the entry was lost
 		// with the stream's last messages, and the reading read what
 		// came after.
-		if c.isOurs(ctx, ack.Sequence, tag) && c.f.invalidate(gen) {
-			select {
-			case c.reread <- struct{}{}:
-			default:
-			}
+		if c.isOurs(ctx, ack.Sequence, tag) {
+			c.Reread(gen)
 		}
-		return Claim{}, nil, fmt.Errorf("claim: the entry tagged %s not read: %w", tag, errRenumbered)
+		return Claim{}, nil, fmt.Errorf("claim: the entry tagged %s not read: %w", tag, claimlog.ErrRenumbered)
 	}
-	got := make([]bool, len(st))
+	got := make([]bool, len(e.Status))
 	all := true
-	for i, s := range st {
-		got[i] = s == held
+	for i, s := range e.Status {
+		got[i] = s == claimlog.Held
 		all = all && got[i]
 	}
 	if !all {

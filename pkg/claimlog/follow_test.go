@@ -1,6 +1,8 @@
-package claim
+package claimlog
 
 import (
+	"context"
+	"errors"
 	"reflect"
 	"strconv"
 	"testing"
@@ -16,10 +18,10 @@ func start(f *follower) uint64 {
 
 // decided is the decision on the entry tag, failing the test unless it is
 // want.
-func decided(t *testing.T, f *follower, tag string, want ...status) {
+func decided(t *testing.T, f *follower, tag string, want ...Status) {
 	t.Helper()
-	if got, _ := f.decision(tag); !reflect.DeepEqual(got, want) {
-		t.Fatalf("decision on %s %v, want %v (0 held, 1 blocked, 2 unknown)", tag, got, want)
+	if e, _ := f.decision(tag); !reflect.DeepEqual(e.Status, want) {
+		t.Fatalf("decision on %s %v, want %v (0 held, 1 blocked, 2 unknown)", tag, e.Status, want)
 	}
 }
 
@@ -36,15 +38,15 @@ func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
 	// After it: "a" is unknown while that entry is in its window, "b" too,
 	// "c" is held.
 	f.read(gen, 2, t0.Add(10*time.Second), []string{"a", "c"}, "me-1", false, time.Time{})
-	decided(t, f, "me-1", unknown, held)
+	decided(t, f, "me-1", Unknown, Held)
 	// An unknown entry not released blocks what follows it in its window
 	// as unknown; a held one blocks.
 	f.read(gen, 3, t0.Add(20*time.Second), []string{"a", "c", "d"}, "me-2", false, time.Time{})
-	decided(t, f, "me-2", unknown, blocked, held)
+	decided(t, f, "me-2", Unknown, Blocked, Held)
 	// A window after every unknown entry, "a" is free; "c" a window after
 	// the entry that held it, not after the one it blocked.
 	f.read(gen, 4, t0.Add(80*time.Second), []string{"a", "c"}, "me-3", false, time.Time{})
-	decided(t, f, "me-3", held, held)
+	decided(t, f, "me-3", Held, Held)
 	// Entries a window old are forgotten, decisions with them.
 	f.read(gen, 5, t0.Add(200*time.Second), []string{"e"}, "me-4", false, time.Time{})
 	if _, ok := f.decision("me-1"); ok || len(f.ids) != 1 {
@@ -74,7 +76,7 @@ func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
 	f.read(gen, 4, t0.Add(4*time.Second), []string{"c", "d"}, "other-2", false, time.Time{})
 	f.read(gen, 5, t0.Add(5*time.Second), []string{"d"}, "other-2", true, time.Time{})
 	f.read(gen, 6, t0.Add(6*time.Second), []string{"a", "b", "c", "d"}, "me-1", false, time.Time{})
-	decided(t, f, "me-1", unknown, held, blocked, held)
+	decided(t, f, "me-1", Unknown, Held, Blocked, Held)
 }
 
 // A message missing from the sequence (deleted: 1.0.x released its claims
@@ -87,7 +89,7 @@ func TestAHoleInTheSequenceIsReadPast(t *testing.T) {
 	if !f.read(gen, 3, t0.Add(3*time.Second), []string{"a", "b"}, "me-1", false, time.Time{}) {
 		t.Fatal("a hole in the sequence ended the reading")
 	}
-	decided(t, f, "me-1", blocked, held)
+	decided(t, f, "me-1", Blocked, Held)
 }
 
 // A claim of 1.0.x is released by deleting it, which a reading that read
@@ -105,18 +107,18 @@ func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 		r.f.read(r.gen, 2, t0.Add(5*time.Second), []string{"x"}, "missed-1", false, time.Time{})
 		r.f.read(r.gen, 3, t0.Add(62*time.Second), []string{"x"}, "saw-1", false, time.Time{})
 	}
-	decided(t, missed, "missed-1", held)
-	decided(t, saw, "saw-1", unknown)
+	decided(t, missed, "missed-1", Held)
+	decided(t, saw, "saw-1", Unknown)
 	// Its writer releases an entry such a claim blocks, as any it cannot
 	// tell: it does not keep the retries after it unknown.
 	f := newFollower(w, "me-")
 	gen := start(f)
 	f.read(gen, 1, t0.Add(time.Second), []string{"x"}, "", false, time.Time{})
 	f.read(gen, 2, t0.Add(50*time.Second), []string{"x"}, "me-1", false, time.Time{})
-	decided(t, f, "me-1", unknown)
+	decided(t, f, "me-1", Unknown)
 	f.read(gen, 3, t0.Add(51*time.Second), []string{"x"}, "me-1", true, time.Time{})
 	f.read(gen, 4, t0.Add(62*time.Second), []string{"x"}, "me-2", false, time.Time{})
-	decided(t, f, "me-2", held)
+	decided(t, f, "me-2", Held)
 }
 
 // A reading takes in nothing before it starts (generation 0), and nothing
@@ -159,9 +161,9 @@ func TestAGapThatMayHaveExpiredMakesTheWindowUnknown(t *testing.T) {
 		t.Fatal("not ready after reading to the last sequence at the start")
 	}
 	f.read(gen, 7, t0.Add(2*time.Second), []string{"y"}, "me-1", false, time.Time{})
-	decided(t, f, "me-1", unknown)
+	decided(t, f, "me-1", Unknown)
 	f.read(gen, 8, t0.Add(62*time.Second), []string{"y", "z"}, "me-2", false, time.Time{})
-	decided(t, f, "me-2", held, held)
+	decided(t, f, "me-2", Held, Held)
 }
 
 // Retries that their writing copy released (unknown to it, or blocked
@@ -185,13 +187,67 @@ func TestReleasedRetriesDoNotLengthenAnUnknownClaim(t *testing.T) {
 				tag := tc.writer + strconv.Itoa(i+1)
 				f.read(gen, seq, t0.Add(at), []string{"a"}, tag, false, time.Time{})
 				if tc.writer == "me-" {
-					decided(t, f, tag, unknown)
+					decided(t, f, tag, Unknown)
 				}
 				f.read(gen, seq+1, t0.Add(at+100*time.Millisecond), []string{"a"}, tag, true, time.Time{})
 				seq += 2
 			}
 			f.read(gen, seq, t0.Add(51*time.Second), []string{"a"}, "me-9", false, time.Time{})
-			decided(t, f, "me-9", held)
+			decided(t, f, "me-9", Held)
 		})
+	}
+}
+
+// A reading of every entry (own "", as writer-worker's) decides each,
+// whichever copy wrote it; Holds says which ids an entry holds, at any
+// place of it.
+func TestAReadingOfEveryEntryDecidesEach(t *testing.T) {
+	f := newFollower(time.Minute, "")
+	gen := start(f)
+	f.read(gen, 1, t0.Add(time.Second), []string{"a", "b"}, "one-1", false, time.Time{})
+	f.read(gen, 2, t0.Add(2*time.Second), []string{"b", "c", "c"}, "two-1", false, time.Time{})
+	decided(t, f, "one-1", Held, Held)
+	decided(t, f, "two-1", Blocked, Held, Blocked)
+	e, _ := f.decision("two-1")
+	for id, want := range map[string]bool{"a": false, "b": false, "c": true} {
+		if got := e.Holds(id); got != want {
+			t.Fatalf("two-1 holds %s: %v, want %v", id, got, want)
+		}
+	}
+}
+
+// WaitDecision returns what an entry holds once it is read, at once when
+// it was read before, and ctx's error when it is not read in time.
+func TestWaitingForAnEntrysDecision(t *testing.T) {
+	f := newFollower(time.Minute, "")
+	gen := start(f)
+	got := make(chan Entry, 1)
+	go func() {
+		e, err := f.waitDecision(context.Background(), "one-1")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- e
+	}()
+	time.Sleep(20 * time.Millisecond) // the wait is registered, most often
+	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "one-1", false, time.Time{})
+	select {
+	case e := <-got:
+		if !e.Holds("a") {
+			t.Fatalf("decision %+v, want a held", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not end when the entry was read")
+	}
+	if e, err := f.waitDecision(context.Background(), "one-1"); err != nil || !e.Holds("a") {
+		t.Fatalf("after the read: %+v %v", e, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := f.waitDecision(ctx, "two-1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("an entry never read: %v, want the deadline", err)
+	}
+	if n := len(f.byTag); n != 0 {
+		t.Fatalf("%d waits left after their contexts ended", n)
 	}
 }

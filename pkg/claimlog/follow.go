@@ -1,4 +1,4 @@
-package claim
+package claimlog
 
 import (
 	"strings"
@@ -55,9 +55,10 @@ type follower struct {
 	ids      map[string]claimOf
 	released map[string]time.Time // releaseKey -> when the release was stored
 	order    []*read              // what was read, oldest first, to drop after the window
-	decided  map[string][]status  // this copy's tags -> what the entry holds of each of its ids
-	mine     []mine               // this copy's entries decided, oldest first
+	decided  map[string]Entry     // tags (those under own) -> what the entry holds
+	mine     []mine               // the entries decided, oldest first
 	waiters  []*waiter
+	byTag    map[string][]chan struct{} // closed once the entry tagged so is decided
 }
 
 // claimOf is what the log says of one id within the window: the last entry
@@ -69,12 +70,17 @@ type claimOf struct {
 	unknown []*read
 }
 
-type status uint8
+// Status is what an entry holds of one of its ids.
+type Status uint8
 
 const (
-	held status = iota
-	blocked
-	unknown
+	// Held: the entry holds the id's claim; its events may be stored.
+	Held Status = iota
+	// Blocked: an earlier entry holds it (a retry's entry).
+	Blocked
+	// Unknown: this reading cannot tell (an entry from before it started
+	// may hold it): the entry holds nothing this copy may act on.
+	Unknown
 )
 
 // read is a message read: when it was stored, its ids (an entry's, or
@@ -90,7 +96,7 @@ type read struct {
 // tagged tag, of all its ids (id "") or of one.
 func releaseKey(tag, id string) string { return tag + "\n" + id }
 
-// mine is an entry of this copy's, decided.
+// mine is an entry decided, kept for the window.
 type mine struct {
 	at  time.Time
 	tag string
@@ -98,7 +104,8 @@ type mine struct {
 
 func newFollower(window time.Duration, own string) *follower {
 	return &follower{window: window, own: own, ready: make(chan struct{}), readyAt: ^uint64(0),
-		ids: map[string]claimOf{}, released: map[string]time.Time{}, decided: map[string][]status{}}
+		ids: map[string]claimOf{}, released: map[string]time.Time{}, decided: map[string]Entry{},
+		byTag: map[string][]chan struct{}{}}
 }
 
 // restart forgets what was read, to read the log again from first, the
@@ -178,51 +185,55 @@ func (f *follower) release(r *read) {
 
 // entry decides what the entry r holds of each of its ids. f.mu is held.
 func (f *follower) entry(r *read) {
-	got := make([]status, len(r.ids))
+	got := make([]Status, len(r.ids))
 	for i, id := range r.ids {
 		c := f.ids[id]
-		st := held
+		st := Held
 		if r.tag != "" {
 			st = f.holds(id, c, r.at)
 		}
-		if st == blocked && c.held.tag == "" {
+		if st == Blocked && c.held.tag == "" {
 			// A claim of 1.0.x is released by deleting it, unseen by
 			// a reading that read it before: an entry it blocks may
 			// hold for a copy that did not read the claim. Its copy
 			// releases it as it releases any it cannot tell.
-			st = unknown
+			st = Unknown
 		}
 		switch st {
-		case held:
+		case Held:
 			c.held = r
-		case unknown:
+		case Unknown:
 			c.unknown = append(c.unknown, r)
 		}
 		f.ids[id], got[i] = c, st
 	}
 	if r.tag != "" && strings.HasPrefix(r.tag, f.own) {
 		if _, ok := f.decided[r.tag]; !ok {
-			f.decided[r.tag] = got
+			f.decided[r.tag] = Entry{IDs: r.ids, Status: got}
 			f.mine = append(f.mine, mine{at: r.at, tag: r.tag})
 		}
+		for _, ch := range f.byTag[r.tag] {
+			close(ch)
+		}
+		delete(f.byTag, r.tag)
 	}
 }
 
 // holds tells what an entry stored at at holds of id, c being what the
 // log says of it. f.mu is held.
-func (f *follower) holds(id string, c claimOf, at time.Time) status {
+func (f *follower) holds(id string, c claimOf, at time.Time) Status {
 	if h := c.held; h != nil && at.Sub(h.at) < f.window && !f.isReleased(h, id) {
-		return blocked
+		return Blocked
 	}
 	if at.Before(f.from) {
-		return unknown
+		return Unknown
 	}
 	for _, u := range c.unknown {
 		if at.Sub(u.at) < f.window && !f.isReleased(u, id) {
-			return unknown
+			return Unknown
 		}
 	}
-	return held
+	return Held
 }
 
 // isReleased reports whether the entry r's hold on id is released. f.mu is
@@ -283,13 +294,4 @@ func (f *follower) expire(id string, c claimOf, now time.Time) {
 		return
 	}
 	f.ids[id] = c
-}
-
-// decision is what the entry tagged tag, this copy's, holds of each of its
-// ids.
-func (f *follower) decision(tag string) ([]status, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, ok := f.decided[tag]
-	return st, ok
 }

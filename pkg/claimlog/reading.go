@@ -1,4 +1,4 @@
-package claim
+package claimlog
 
 import (
 	"context"
@@ -15,20 +15,20 @@ import (
 
 // Ready is closed once the log has been read to where it stood at the
 // first start of Run.
-func (c *Claims) Ready() <-chan struct{} { return c.f.ready }
+func (l *Log) Ready() <-chan struct{} { return l.f.ready }
 
 // Run follows the log until ctx ends, reading it again after a failure.
-func (c *Claims) Run(ctx context.Context) error {
-	retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}.Loop(ctx, c.follow, func(err error) {
-		c.rereads.Add(1)
-		c.log.Warn("claims log: reading it again from its start; until then keyed requests wait", zap.Error(err))
+func (l *Log) Run(ctx context.Context) error {
+	retry.Backoff{Initial: 100 * time.Millisecond, Max: 5 * time.Second}.Loop(ctx, l.follow, func(err error) {
+		l.rereads.Add(1)
+		l.log.Warn("claims log: reading it again from its start; until then keyed requests and events wait", zap.Error(err))
 	})
 	return nil
 }
 
-// errRenumbered: the log's sequence went back, or the stream was made
+// ErrRenumbered: the log's sequence went back, or the stream was made
 // anew (see verify).
-var errRenumbered = errors.New("the claims log was numbered again")
+var ErrRenumbered = errors.New("the claims log was numbered again")
 
 // verifyEvery is how often a reading checks that the log was not numbered
 // again behind it.
@@ -39,8 +39,8 @@ const verifyWait = 5 * time.Second
 
 // follow reads the log from its start (the stream holds the window) until
 // ctx ends or the reading fails.
-func (c *Claims) follow(ctx context.Context) error {
-	st, err := c.js.Stream(ctx, c.names.ClaimsStream)
+func (l *Log) follow(ctx context.Context) error {
+	st, err := l.js.Stream(ctx, l.names.ClaimsStream)
 	if err != nil {
 		return err
 	}
@@ -61,26 +61,26 @@ func (c *Claims) follow(ctx context.Context) error {
 		<-started
 		meta, err := m.Metadata()
 		if err != nil {
-			c.f.invalidate(gen)
+			l.f.invalidate(gen)
 			fail(fmt.Errorf("a message of the claims log unread: %w", err))
 			return
 		}
 		seq := meta.Sequence.Stream
-		next, lastAt, ok := c.f.next(gen)
+		next, lastAt, ok := l.f.next(gen)
 		if !ok {
 			return // another reading's
 		}
 		var until time.Time
 		if seq > next {
-			if until, err = c.unknownAfterGap(ctx, st, lastAt); err != nil {
-				c.f.invalidate(gen)
+			if until, err = l.unknownAfterGap(ctx, st, lastAt); err != nil {
+				l.f.invalidate(gen)
 				fail(fmt.Errorf("a gap in the claims log not told: %w", err))
 				return
 			}
 		}
-		ids, tag, release := c.names.ClaimEntry(m.Subject(), m.Data())
-		if !c.f.read(gen, seq, meta.Timestamp, ids, tag, release, until) {
-			fail(errRenumbered)
+		ids, tag, release := l.names.ClaimEntry(m.Subject(), m.Data())
+		if !l.f.read(gen, seq, meta.Timestamp, ids, tag, release, until) {
+			fail(ErrRenumbered)
 		}
 	}, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		// The ordered consumer makes itself again after a lost consumer,
@@ -92,10 +92,10 @@ func (c *Claims) follow(ctx context.Context) error {
 			fail(err)
 		}
 		select {
-		case c.reverify <- struct{}{}:
+		case l.reverify <- struct{}{}:
 		default:
 		}
-		c.log.Debug("claims log", zap.Error(err))
+		l.log.Debug("claims log", zap.Error(err))
 	}))
 	if err != nil {
 		return err
@@ -108,9 +108,9 @@ func (c *Claims) follow(ctx context.Context) error {
 		close(started)
 		return err
 	}
-	gen = c.f.restart(info.TimeStamp, info.State.FirstSeq, info.State.LastSeq)
+	gen = l.f.restart(info.TimeStamp, info.State.FirstSeq, info.State.LastSeq)
 	close(started)
-	defer c.f.invalidate(gen)
+	defer l.f.invalidate(gen)
 	created := info.Created
 	check := time.NewTimer(catchUpEvery)
 	defer check.Stop()
@@ -120,19 +120,19 @@ func (c *Claims) follow(ctx context.Context) error {
 			return ctx.Err()
 		case err := <-failed:
 			return err
-		case <-c.reread:
-			if !c.f.current(gen) {
-				return errRenumbered // TakeAll ended this reading
+		case <-l.reread:
+			if !l.f.current(gen) {
+				return ErrRenumbered // TakeAll ended this reading
 			}
 			continue // an earlier reading's
 		case <-check.C:
-		case <-c.reverify:
+		case <-l.reverify:
 		}
-		if err := c.verify(ctx, gen, st, cons, created); err != nil {
+		if err := l.verify(ctx, gen, st, cons, created); err != nil {
 			return err
 		}
 		check.Reset(verifyEvery)
-		if !c.f.isReady() {
+		if !l.f.isReady() {
 			check.Reset(catchUpEvery)
 		}
 	}
@@ -149,7 +149,7 @@ const skewMargin = 10 * time.Second
 // lastAt (zero: none read yet), and the next one read, until when claims
 // are unknown: zero when they cannot have expired (see follower). The
 // stream's time is asked again for up to verifyWait.
-func (c *Claims) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastAt time.Time) (time.Time, error) {
+func (l *Log) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastAt time.Time) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, verifyWait)
 	defer cancel()
 	var now time.Time
@@ -163,7 +163,7 @@ func (c *Claims) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastA
 	if err != nil {
 		return time.Time{}, err
 	}
-	if !lastAt.IsZero() && lastAt.Add(c.f.window).After(now.Add(2*skewMargin)) {
+	if !lastAt.IsZero() && lastAt.Add(l.f.window).After(now.Add(2*skewMargin)) {
 		return time.Time{}, nil
 	}
 	return now.Add(skewMargin), nil
@@ -177,23 +177,23 @@ func (c *Claims) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastA
 // them). Until the copy is ready it also marks the first reading caught up
 // when it has read everything delivered and nothing is left to deliver
 // (the stream's last sequence at its start may name a message gone).
-func (c *Claims) verify(ctx context.Context, gen uint64, st jetstream.Stream, cons jetstream.Consumer, created time.Time) error {
+func (l *Log) verify(ctx context.Context, gen uint64, st jetstream.Stream, cons jetstream.Consumer, created time.Time) error {
 	vctx, cancel := context.WithTimeout(ctx, verifyWait)
 	defer cancel()
-	if !c.f.isReady() {
+	if !l.f.isReady() {
 		if ci, err := cons.Info(vctx); err == nil && ci.NumPending == 0 {
-			c.f.caughtUp(gen, ci.Delivered.Stream)
+			l.f.caughtUp(gen, ci.Delivered.Stream)
 		}
 	}
-	seq, at := c.f.last()
+	seq, at := l.f.last()
 	info, err := st.Info(vctx)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("%w: %w", errRenumbered, err)
+		return fmt.Errorf("%w: %w", ErrRenumbered, err)
 	case err != nil:
 		return nil // not known now; asked again
 	case !info.Created.Equal(created) || info.State.LastSeq < seq:
-		return errRenumbered
+		return ErrRenumbered
 	case at.IsZero() || seq < info.State.FirstSeq:
 		return nil // nothing read yet, or expired since
 	}
@@ -202,7 +202,7 @@ func (c *Claims) verify(ctx context.Context, gen uint64, st jetstream.Stream, co
 		return nil // deleted, or not known now
 	}
 	if m.Time.UnixNano() != at.UnixNano() {
-		return errRenumbered
+		return ErrRenumbered
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package claim
+package claimlog
 
 import (
 	"context"

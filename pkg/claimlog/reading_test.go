@@ -1,0 +1,62 @@
+package claimlog
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/devicehub/eventservice/integration/testenv"
+	"github.com/devicehub/eventservice/pkg/bus"
+)
+
+// reading is a Log, not yet read, of a claims stream of the window on a
+// real JetStream server, and the stream.
+func reading(t *testing.T, window time.Duration) (*Log, jetstream.Stream) {
+	t.Helper()
+	_, js := testenv.Connect(t)
+	ctx := context.Background()
+	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26,
+		Prefix: bus.DefaultPrefix}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, bus.DefaultNames.ClaimsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.MaxAge, sc.Duplicates = window, window
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(ctx, js, bus.DefaultNames, "", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, st
+}
+
+// A gap after a message younger than the window by more than twice the
+// servers' clocks may differ was deleted: no claim is unknown for it.
+// After an older one, or before anything was read, the missing messages
+// may have expired unread: claims are unknown until skewMargin after the
+// server's time.
+func TestAGapIsTakenForExpiryWhenItMayBe(t *testing.T) {
+	l, st := reading(t, time.Minute)
+	ctx := context.Background()
+	now := time.Now()
+	if until, err := l.unknownAfterGap(ctx, st, now.Add(-time.Second)); err != nil || !until.IsZero() {
+		t.Fatalf("after a young message: %v %v, want nothing unknown", until, err)
+	}
+	for _, lastAt := range []time.Time{now.Add(-45 * time.Second), {}} {
+		until, err := l.unknownAfterGap(ctx, st, lastAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if until.Before(now.Add(skewMargin)) || until.After(time.Now().Add(skewMargin+time.Second)) {
+			t.Fatalf("after %v: unknown until %v, want about %v", lastAt, until, now.Add(skewMargin))
+		}
+	}
+}
