@@ -59,6 +59,7 @@ type Config struct {
 	DeviceRate       float64
 	DeviceBurst      int
 	OutcomeTimeout   time.Duration
+	ClaimFirst       bool
 	ReadingTime      readtime.Bounds
 	MaxBatchMessages int
 	RedactKeys       string
@@ -82,6 +83,7 @@ func (c *Config) Register(s *envflag.Set) {
 	s.Float64(&c.DeviceRate, "device-rate", 100, "readings per second one device may post, a backlog counting each of its messages (0: no limit); 429 beyond")
 	s.Int(&c.DeviceBurst, "device-burst", 1000, "readings one device may post at once above its rate (a larger backlog takes the whole burst)")
 	s.Duration(&c.OutcomeTimeout, "outcome-timeout", 5*time.Second, "how long a request waits for the storage outcome")
+	s.Bool(&c.ClaimFirst, "claim-first", false, "publish a keyed request's events only once its claim is decided, as releases before 2026-11-29 did (a round trip more); set it while any mapper-worker or writer-worker of an earlier release runs (docs/guarantees.md)")
 	s.Int(&c.MaxBatchMessages, "max-batch-messages", 1000, "most messages in one backlog request (POST /api/v1/deviceapi/events); 413 beyond")
 	s.Duration(&c.ReadingTime.MaxAge, "max-reading-age", 90*24*time.Hour, "oldest reading time accepted (ts or the timestamp input); an older one is stored at its receive time, with a note")
 	s.String(&c.RedactKeys, "redact-keys", "accessToken,access_token,password,secret", "comma-separated member names whose values are replaced by \"[redacted]\" at any depth of a message before it is kept (the request's own tokens are removed wherever they appear, whatever this says)")

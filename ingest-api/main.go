@@ -86,7 +86,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	reads := query.NewClient(nc, names.QueryPrefix(), queryTimeout)
 	// A message's events travel on in one envelope beside their mapped
 	// values: they may fill half a NATS message.
-	sub := submit.New(submit.Config{Subject: names.EventsSubject(), MaxBytes: int(nc.MaxPayload() / 2), OutcomeTimeout: cfg.OutcomeTimeout},
+	sub := submit.New(submit.Config{Subject: names.EventsSubject(), MaxBytes: int(nc.MaxPayload() / 2), OutcomeTimeout: cfg.OutcomeTimeout, ClaimFirst: cfg.ClaimFirst},
 		js, claims, waiter, reads.Outcomes, reg, log.With(zap.String("component", "submit")))
 	proxies, err := cfg.Guard.Proxies()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/backfill"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/claimlog"
 	"github.com/devicehub/eventservice/pkg/health"
 	"github.com/devicehub/eventservice/pkg/metrics"
 	"github.com/devicehub/eventservice/pkg/program"
@@ -74,7 +75,11 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
 	seen := idem.NewSeen(js, names, store, cfg.Batch.KeyWindow, idem.FilterBytes, log.With(zap.String("component", "keys")))
 	keys := idem.New(store, seen, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
-	writer = batch.New(cfg.Batch, nc, js, store, keys, reg, log.With(zap.String("component", "writer")))
+	claims, err := claimlog.Open(ctx, js, names, "", log.With(zap.String("component", "claims")))
+	if err != nil {
+		return err
+	}
+	writer = batch.New(cfg.Batch, nc, js, store, keys, claims, reg, log.With(zap.String("component", "writer")))
 	sink := diagsink.New(js, names, cfg.Batch.Limits, store, metrics.Writer, reg, log.With(zap.String("component", "diagnostics")))
 	jobs, err := backfill.Open(ctx, js, names.BackfillBucket, cfg.NATS.Replicas, log.With(zap.String("component", "nats")))
 	if err != nil {
@@ -93,6 +98,7 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 		program.Stage{
 			{Name: "reads", Run: queries.Run},
 			{Name: "keys seen", Run: seen.Run},
+			{Name: "claims log", Run: claims.Run},
 			{Name: "retention", Run: sweeps.Run},
 			{Name: "rollup", Run: rollups.Run},
 			{Name: "health", Run: hs.Run},

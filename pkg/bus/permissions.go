@@ -29,7 +29,8 @@ func Inbox(program string) string { return "_INBOX." + program }
 // keys and the audit trail, and replays dead letters (for operators, so
 // it may also publish to the mapped stream); the workers
 // consume their own durable consumer, read the registry (the mapper) and
-// answer (writer-worker also follows the claims log, as ingest-api does); both ingest-api and writer-worker write the backfill jobs (one
+// answer (writer-worker also follows the claims log, as ingest-api does, and
+// releases the claims of the events it drops); both ingest-api and writer-worker write the backfill jobs (one
 // creates and cancels them, the other runs them). A program creates a
 // missing stream or bucket but may not update, purge or delete one: limits
 // are set once (ensure.go), and an audit trail the audited program could
@@ -108,6 +109,10 @@ func Users(n Names) []User {
 		{Name: "writer-worker", PasswordEnv: "NATS_WRITER_PASSWORD",
 			Publish: slices.Concat(streams, consume(n.MappedStream, n.WriterConsumer), consume(n.DiagStream, n.DiagConsumer), follow(n.ClaimsStream), writeKV(n.BackfillBucket), []string{
 				n.DeadLetterSubject(), n.ReplyPrefix() + "*",
+				// The releases of the claims whose events it drops
+				// (<prefix>.claims.free-<tag>: a subject NATS cannot tell
+				// from the log's others, one token each).
+				n.ClaimSubject("*"),
 			}),
 			Subscribe: []string{n.QueryPrefix() + "*", Inbox("writer-worker") + ".>"}, Responds: true},
 		{Name: "operator", PasswordEnv: "NATS_OPERATOR_PASSWORD", Publish: []string{">"}, Subscribe: []string{">"}},

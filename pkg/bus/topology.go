@@ -109,11 +109,21 @@ func (n Names) MappedSubject() string { return n.SubjectPrefix + ".mapped.in" }
 // not set it (1.0.0) are looked up.
 const ClaimedHeader = "Events-Claimed"
 
-// CarryClaimed sets ClaimedHeader in h to claimed, the value of an events
-// message's, when it has one.
-func CarryClaimed(claimed string, h nats.Header) {
-	if claimed != "" {
-		h.Set(ClaimedHeader, claimed)
+// ClaimTagHeader, on a keyed events message and the envelope mapped from
+// it, names the claims log entry its requests' claims are in, written just
+// before it (ingest-api/internal/claim): writer-worker stores the events of
+// the requests that entry holds and drops the others (pkg/claimlog). A
+// message without it was published after its claims were decided (the
+// release before, or CLAIM_FIRST): it holds only events whose claims held.
+const ClaimTagHeader = "Events-Claim-Tag"
+
+// CarryClaims copies ClaimedHeader and ClaimTagHeader, when set, from an
+// events message (header: its headers' values) to its envelope's out.
+func CarryClaims(header func(string) string, out nats.Header) {
+	for _, k := range []string{ClaimedHeader, ClaimTagHeader} {
+		if v := header(k); v != "" {
+			out.Set(k, v)
+		}
 	}
 }
 

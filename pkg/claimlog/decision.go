@@ -12,13 +12,22 @@ type Entry struct {
 }
 
 // Holds reports whether the entry holds id (at some place of it).
-func (e Entry) Holds(id string) bool {
+func (e Entry) Holds(id string) bool { return e.Of(id) == Held }
+
+// Of is what the entry holds of id: Held at some place of it, else Blocked
+// at some place, else Unknown (an id it does not list included).
+func (e Entry) Of(id string) Status {
+	st := Unknown
 	for i, x := range e.IDs {
-		if x == id && e.Status[i] == Held {
-			return true
+		switch {
+		case x != id:
+		case e.Status[i] == Held:
+			return Held
+		case e.Status[i] == Blocked:
+			st = Blocked
 		}
 	}
-	return false
+	return st
 }
 
 // decision is what the entry tagged tag (one under own) holds.

@@ -11,12 +11,16 @@ package claimlog
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/retry"
 )
 
 // Log is one reading of the claims log, kept up by Run.
@@ -74,3 +78,42 @@ func (l *Log) Reread(gen uint64) {
 
 // Rereads is how many readings ended (each followed by a new one).
 func (l *Log) Rereads() uint64 { return l.rereads.Load() }
+
+// Free writes the release of ids from the entry tagged tag: ids it does
+// not hold, in this reading or another's (a reading that cannot tell would
+// take them for claims, and one that judges them held by it would keep
+// them, for the window). It is written on a context of its own (ctx may be
+// nearly spent), within releaseWait, under a message id of its own, so that
+// writing it again is stored once. No ids: nothing to write (a release
+// listing none releases the whole entry).
+func (l *Log) Free(ctx context.Context, tag string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
+	defer cancel()
+	return retry.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}.Do(ctx, func(ctx context.Context) error {
+		return l.publishRelease(ctx, l.names.ClaimFreeSubject(tag), "free-"+tag, ids)
+	}, nil)
+}
+
+// releaseWait bounds the release of the ids an entry does not hold.
+const releaseWait = 2 * time.Second
+
+// ReleaseEntry writes the release of the whole entry tagged tag: its ids
+// are free for the entries after it (its events certainly never entered
+// the events stream).
+func (l *Log) ReleaseEntry(ctx context.Context, tag string) error {
+	return l.publishRelease(ctx, l.names.ClaimReleaseSubject(tag), "release-"+tag, nil)
+}
+
+// publishRelease writes a release on subject, under the message id msgID
+// (so that writing it again is stored once), listing ids (none: the whole
+// entry).
+func (l *Log) publishRelease(ctx context.Context, subject, msgID string, ids []string) error {
+	msg := &nats.Msg{Subject: subject, Data: []byte(strings.Join(ids, "\n")), Header: nats.Header{nats.MsgIdHdr: {msgID}}}
+	if _, err := l.js.PublishMsg(ctx, msg); err != nil {
+		return fmt.Errorf("release claims: %w", err)
+	}
+	return nil
+}

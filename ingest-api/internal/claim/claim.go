@@ -34,7 +34,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,7 +41,6 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/claimlog"
-	"github.com/devicehub/eventservice/pkg/retry"
 )
 
 // ErrTaken means another attempt with the same id holds the claim.
@@ -77,6 +75,10 @@ func (c *Claims) Tag() string { return c.own + strconv.FormatUint(c.next.Add(1),
 // Claim is an entry written: its tag.
 type Claim struct{ tag string }
 
+// Of is the entry tagged tag, written (Write), to release if its events
+// never enter the events stream.
+func Of(tag string) Claim { return Claim{tag: tag} }
+
 // TakeAll writes one entry tagged tag (this copy's: Tag) listing ids, and
 // returns, once this copy has read it, whether it holds each: held[i] for
 // ids[i]. Writing it again under the same tag (its answer lost) is
@@ -89,14 +91,42 @@ type Claim struct{ tag string }
 // it) may hold for another copy, and one blocked may look unknown to a
 // copy that cannot tell; this copy publishes no events for either.
 func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, []bool, error) {
+	fut, err := c.Write(ids, tag)
+	if err != nil {
+		return Claim{}, nil, err
+	}
+	return c.Decide(ctx, fut, ids, tag, true)
+}
+
+// Write sends the entry tagged tag (this copy's: Tag) listing ids, without
+// waiting for its answer: Decide waits.
+func (c *Claims) Write(ids []string, tag string) (jetstream.PubAckFuture, error) {
 	if !strings.HasPrefix(tag, c.own) {
-		return Claim{}, nil, fmt.Errorf("claim: the tag %s is not this copy's", tag)
+		return nil, fmt.Errorf("claim: the tag %s is not this copy's", tag)
 	}
 	msg := &nats.Msg{Subject: c.names.ClaimLogSubject(tag), Data: []byte(strings.Join(ids, "\n")),
 		Header: nats.Header{nats.MsgIdHdr: {tag}}}
-	ack, err := c.js.PublishMsg(ctx, msg)
+	fut, err := c.js.PublishMsgAsync(msg)
 	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return fut, nil
+}
+
+// Decide waits for the answer to the entry fut (Write's, of ids, tagged
+// tag) and for this copy's reading of it, and returns whether it holds each
+// of ids. With free it writes the release of those it does not hold (see
+// TakeAll); when the writers decide what is stored (the events went out
+// with the entry), they write it. An error means not known: the entry may
+// be stored.
+func (c *Claims) Decide(ctx context.Context, fut jetstream.PubAckFuture, ids []string, tag string, free bool) (Claim, []bool, error) {
+	var ack *jetstream.PubAck
+	select {
+	case ack = <-fut.Ok():
+	case err := <-fut.Err():
 		return Claim{}, nil, fmt.Errorf("claim: %w", err)
+	case <-ctx.Done():
+		return Claim{}, nil, fmt.Errorf("claim: %w", ctx.Err())
 	}
 	gen, err := c.Wait(ctx, ack.Sequence)
 	if err != nil {
@@ -127,7 +157,7 @@ func (c *Claims) TakeAll(ctx context.Context, ids []string, tag string) (Claim, 
 		got[i] = s == claimlog.Held
 		all = all && got[i]
 	}
-	if !all {
+	if !all && free {
 		c.free(ctx, tag, notHeld(ids, got))
 	}
 	return Claim{tag: tag}, got, nil
@@ -162,28 +192,17 @@ func (c *Claims) isOurs(ctx context.Context, seq uint64, tag string) bool {
 	return err == nil && m.Header.Get(nats.MsgIdHdr) == tag
 }
 
-// free writes the release of ids from the entry tagged tag: the
-// ids it does not hold (TakeAll). It is written on a context of its own
-// (ctx may be nearly spent by the wait for the reading), within
-// releaseWait. One not written leaves them, for the copies that cannot
-// tell and for those that judge them held by the entry, claimed for the
-// window: their retries wait for an outcome that will not come.
+// free writes the release of ids from the entry tagged tag: the ids it
+// does not hold (TakeAll), on a context of its own (ctx may be nearly
+// spent by the wait for the reading). One not written leaves them, for the
+// copies that cannot tell and for those that judge them held by the entry,
+// claimed for the window: their retries wait for an outcome that will not
+// come.
 func (c *Claims) free(ctx context.Context, tag string, ids []string) {
-	if len(ids) == 0 {
-		return // a free entry listing no ids would release the whole entry (bus.Names.ClaimEntry)
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
-	defer cancel()
-	err := retry.Backoff{Initial: 100 * time.Millisecond, Max: time.Second}.Do(ctx, func(ctx context.Context) error {
-		return c.publishRelease(ctx, c.names.ClaimFreeSubject(tag), "free-"+tag, ids)
-	}, nil)
-	if err != nil {
+	if err := c.Free(ctx, tag, ids); err != nil {
 		c.log.Warn("claims this copy could not tell not released: retries wait for the pipeline window", zap.Int("requests", len(ids)), zap.Error(err))
 	}
 }
-
-// releaseWait bounds the release of the ids an entry does not hold.
-const releaseWait = 2 * time.Second
 
 // Release writes the release of cl: its ids are free for the entries after
 // it. A release that cannot be written leaves the claims for the window:
@@ -193,16 +212,5 @@ func (c *Claims) Release(ctx context.Context, cl Claim) error {
 	if cl.tag == "" {
 		return nil
 	}
-	return c.publishRelease(ctx, c.names.ClaimReleaseSubject(cl.tag), "release-"+cl.tag, nil)
-}
-
-// publishRelease writes a release on subject, under the message id msgID
-// (so that writing it again is stored once), listing ids (none: the whole
-// entry).
-func (c *Claims) publishRelease(ctx context.Context, subject, msgID string, ids []string) error {
-	msg := &nats.Msg{Subject: subject, Data: []byte(strings.Join(ids, "\n")), Header: nats.Header{nats.MsgIdHdr: {msgID}}}
-	if _, err := c.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("release claims: %w", err)
-	}
-	return nil
+	return c.ReleaseEntry(ctx, cl.tag)
 }

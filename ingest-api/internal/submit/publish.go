@@ -20,17 +20,19 @@ import (
 // limits bound the messages: a batch (pkg/batcher) is a message, MaxItems
 // submissions and MaxSize bytes of events (event.EnvelopeCost) at most, a
 // slot a message awaiting its stream ack, which is waited for ackWait
-// before the slot is given back.
+// before the slot is given back. claimFirst: keyed events wait for their
+// claims (Config.ClaimFirst).
 type limits struct {
 	batcher.Config
-	ackWait time.Duration
+	ackWait    time.Duration
+	claimFirst bool
 }
 
 // Tuned on 2 cores (docs/performance.md): up to 256 submissions a message,
 // two messages awaiting their acks while the next one fills, and 2 ms for
 // more to join (at 3,000/s it halved NATS's CPU).
-func defaultLimits(maxBytes int, ackWait time.Duration) limits {
-	return limits{batcher.Config{MaxItems: 256, MaxSize: maxBytes, Slots: 2, Linger: 2 * time.Millisecond}, ackWait}
+func defaultLimits(maxBytes int, ackWait time.Duration, claimFirst bool) limits {
+	return limits{batcher.Config{MaxItems: 256, MaxSize: maxBytes, Slots: 2, Linger: 2 * time.Millisecond}, ackWait, claimFirst}
 }
 
 // errNotSent marks a message that never left this process.
@@ -50,16 +52,17 @@ func NotStored(err error) bool {
 // first take their claims, one each, all of a message's in one entry of
 // the claims log.
 type publisher struct {
-	subject string
-	ackWait time.Duration
-	js      jetstream.JetStream
-	claims  *claim.Claims
-	observe func(events int)
-	log     *zap.Logger
-	plain   *batcher.Batcher[*submission]
-	keyed   *batcher.Batcher[*submission]
-	acks    chan pending
-	resend  *resender
+	subject    string
+	ackWait    time.Duration
+	claimFirst bool
+	js         jetstream.JetStream
+	claims     *claim.Claims
+	observe    func(events int)
+	log        *zap.Logger
+	plain      *batcher.Batcher[*submission]
+	keyed      *batcher.Batcher[*submission]
+	acks       chan pending
+	resend     *resender
 	// keyedOut counts keyed messages being claimed and published.
 	keyedOut sync.WaitGroup
 }
@@ -85,7 +88,7 @@ func newPublisher(subject string, l limits, js jetstream.JetStream, claims *clai
 	if observe == nil {
 		observe = func(int) {}
 	}
-	p := &publisher{subject: subject, ackWait: l.ackWait, js: js, claims: claims, observe: observe, log: log,
+	p := &publisher{subject: subject, ackWait: l.ackWait, claimFirst: l.claimFirst, js: js, claims: claims, observe: observe, log: log,
 		acks: make(chan pending, 2*l.Slots)}
 	p.resend = newResender(js, claims, l.ackWait, log)
 	p.resend.message = p.message
@@ -129,18 +132,25 @@ func (p *publisher) publishPlain(b *batcher.Batch[*submission], release func(tim
 	for i, s := range b.Items {
 		sent[i] = part{s: s, evs: s.evs}
 	}
-	p.send(sent, nil, release)
+	p.send(sent, nil, "", release)
 }
 
-// publishKeyed takes the claims of b's submissions and publishes the events
-// of those it claimed as one message, from a goroutine of its own (the
-// claims take a round trip).
+// publishKeyed writes the claims of b's submissions in one entry of the
+// claims log and publishes their events as one message, tagged with the
+// entry, right after it: the writers store the events of the requests the
+// entry holds (withclaim.go). With claimFirst, it publishes only the events
+// of the requests it claimed, once the entry is decided. Either runs from
+// a goroutine of its own (deciding takes a round trip).
 func (p *publisher) publishKeyed(b *batcher.Batch[*submission], release func(time.Duration)) {
 	p.keyedOut.Add(1)
 	go func() {
 		defer p.keyedOut.Done()
+		if !p.claimFirst {
+			p.sendWithClaims(b.Items, release)
+			return
+		}
 		sent, held := p.claim(b.Items)
-		p.send(sent, held, release)
+		p.send(sent, held, "", release)
 	}()
 }
 
@@ -184,10 +194,11 @@ func heldParts(subs []*submission, held []bool) []part {
 	return sent
 }
 
-// send publishes the events of sent as one message and hands it to
-// settle; nothing to send gives the slot back at once.
-func (p *publisher) send(sent []part, held *claim.Claim, release func(time.Duration)) {
-	msg, n := p.message(sent, held != nil)
+// send publishes the events of sent as one message, tagged with the claims
+// log entry tag ("": none), and hands it to settle; nothing to send gives
+// the slot back at once.
+func (p *publisher) send(sent []part, held *claim.Claim, tag string, release func(time.Duration)) {
+	msg, n := p.message(sent, held != nil, tag)
 	if n == 0 {
 		release(0)
 		return
@@ -205,9 +216,10 @@ func (p *publisher) send(sent []part, held *claim.Claim, release func(time.Durat
 }
 
 // message is the events of sent as one message; a keyed one (every event
-// in it under its request's claim) is marked so, and has an id that lets
-// it be sent again (resend.go).
-func (p *publisher) message(sent []part, keyed bool) (*nats.Msg, int) {
+// in it under its request's claim) is marked so, with the tag of the claims
+// log entry its claims are in when the writers decide them (tag), and has
+// an id that lets it be sent again (resend.go).
+func (p *publisher) message(sent []part, keyed bool, tag string) (*nats.Msg, int) {
 	var data []byte
 	n := 0
 	for _, pt := range sent {
@@ -219,6 +231,9 @@ func (p *publisher) message(sent []part, keyed bool) (*nats.Msg, int) {
 	msg := &nats.Msg{Subject: p.subject, Data: data}
 	if keyed {
 		msg.Header = nats.Header{bus.ClaimedHeader: {"1"}, nats.MsgIdHdr: {p.resend.id()}}
+		if tag != "" {
+			msg.Header.Set(bus.ClaimTagHeader, tag)
+		}
 	}
 	return msg, n
 }

@@ -73,8 +73,9 @@ func ev(id string, payload int) *event.Event {
 	return &event.Event{ID: id, Serial: "s", Payload: []byte(strings.Repeat("x", payload))}
 }
 
+// lim is limits of claims taken before publishing (CLAIM_FIRST).
 func lim(perMessage, maxBytes int) limits {
-	return limits{batcher.Config{MaxItems: perMessage, MaxSize: maxBytes, Slots: 1}, time.Second}
+	return limits{batcher.Config{MaxItems: perMessage, MaxSize: maxBytes, Slots: 1}, time.Second, true}
 }
 
 // sub is a submission of evs.

@@ -44,7 +44,7 @@ type resender struct {
 	log     *zap.Logger
 	ackWait time.Duration
 	// message makes one of a submission (publisher.message).
-	message func(sent []part, keyed bool) (*nats.Msg, int)
+	message func(sent []part, keyed bool, tag string) (*nats.Msg, int)
 	slots   chan struct{} // bounds the submissions carried on at once
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -103,7 +103,7 @@ func (r *resender) carry(subs []*submission, tag string, first time.Time) bool {
 			return err
 		}
 		sent := heldParts(subs, held)
-		msg, n := r.message(sent, true)
+		msg, n := r.message(sent, true, "")
 		if n == 0 {
 			return nil
 		}

@@ -61,6 +61,11 @@ type Config struct {
 	// envelope.
 	MaxBytes       int
 	OutcomeTimeout time.Duration
+	// ClaimFirst publishes a keyed message's events only once its claims
+	// are decided, as the release before did; else they go with their
+	// claims, and the writers decide (needs every mapper-worker and
+	// writer-worker of this release).
+	ClaimFirst bool
 }
 
 // Submitter submits; Run publishes.
@@ -100,7 +105,7 @@ func New(cfg Config, js jetstream.JetStream, claims *claim.Claims, waiter *reply
 		Help: "Submissions JetStream refused for want of storage: a stream at its NATS_STREAM_MAX_BYTES, the server's store limit, or its disk full (also in publish_errors_total).",
 	})
 	metrics.Or(reg).MustRegister(sizes, s.wait, s.errs, s.full)
-	s.pub = newPublisher(cfg.Subject, defaultLimits(cfg.MaxBytes, cfg.OutcomeTimeout), js, claims, func(n int) { sizes.Observe(float64(n)) }, log)
+	s.pub = newPublisher(cfg.Subject, defaultLimits(cfg.MaxBytes, cfg.OutcomeTimeout, cfg.ClaimFirst), js, claims, func(n int) { sizes.Observe(float64(n)) }, log)
 	return s
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/claimlog"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/reply"
@@ -23,12 +24,14 @@ import (
 
 // pipeline is a Submitter on a real JetStream whose "workers" answer each
 // event it publishes with the outcome answer gives (none: no answer), and
-// whose writers' record of earlier outcomes is record.
+// whose writers' record of earlier outcomes is record. Like writer-worker,
+// they read the claims log and take only the events of a message tagged
+// with its entry (bus.ClaimTagHeader) whose claims the entry holds.
 type pipeline struct {
 	s      *Submitter
 	mu     sync.Mutex
 	record map[string]outcome.Code
-	seen   []string // events that entered the stream, in order
+	seen   []string // events the workers took, in order
 	keyed  map[string]bool
 }
 
@@ -64,11 +67,30 @@ func newPipeline(t testing.TB, timeout time.Duration, subject string, answer fun
 	if err != nil {
 		t.Fatal(err)
 	}
+	log, err := claimlog.Open(ctx, js, names, "", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := make(chan error, 1)
+	go func() { read <- log.Run(ctx) }()
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		evs, _ := event.DecodeEvents(m.Data())
+		var entry *claimlog.Entry
+		if tag := m.Headers().Get(bus.ClaimTagHeader); tag != "" {
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			e, err := log.WaitDecision(dctx, tag)
+			cancel()
+			if err != nil {
+				t.Errorf("entry %s not read: %v", tag, err)
+			}
+			entry = &e
+		}
 		var rs []event.Reply
 		p.mu.Lock()
 		for _, ev := range evs {
+			if entry != nil && !entry.Holds(event.ClaimID(ev.ID, ev.Group)) {
+				continue
+			}
 			p.seen, p.keyed[ev.ID] = append(p.seen, ev.ID), ev.Keyed
 			if code, ok := answer(ev); ok {
 				rs = append(rs, event.Reply{ID: ev.ID, Code: code})
@@ -84,8 +106,16 @@ func newPipeline(t testing.TB, timeout time.Duration, subject string, answer fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cc.Stop(); cancel(); <-done; _ = waiter.Close() })
+	t.Cleanup(func() { cc.Stop(); cancel(); <-done; <-read; _ = waiter.Close() })
 	return p
+}
+
+// backlog marks evs the messages of one backlog request claimed as claim.
+func backlog(evs []*event.Event, claim string) []*event.Event {
+	for _, ev := range evs {
+		ev.Group = claim
+	}
+	return evs
 }
 
 func events(waiter string, ids ...string) []*event.Event {
@@ -120,12 +150,12 @@ func TestSubmitReturnsEachEventsOutcome(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(codes(got), []outcome.Code{outcome.Stored}) || got[0].ID != "one" {
 		t.Fatalf("single reading: %v %v", got, err)
 	}
-	got, err = p.s.Submit(ctx, events(w, "b1", "b2", "b3"), "b")
+	got, err = p.s.Submit(ctx, backlog(events(w, "b1", "b2", "b3"), "b"), "b")
 	if want := []outcome.Code{outcome.Stored, outcome.NoConnections, outcome.Stored}; err != nil || !reflect.DeepEqual(codes(got), want) {
 		t.Fatalf("keyed backlog: %v %v, want %v", codes(got), err, want)
 	}
 	// The retry: the claims are taken, the record answers.
-	got, err = p.s.Submit(ctx, events(w, "b1", "b2", "b3"), "b")
+	got, err = p.s.Submit(ctx, backlog(events(w, "b1", "b2", "b3"), "b"), "b")
 	if want := []outcome.Code{outcome.Stored, outcome.NoConnections, outcome.Stored}; err != nil || !reflect.DeepEqual(codes(got), want) {
 		t.Fatalf("retry: %v %v, want %v", codes(got), err, want)
 	}
@@ -185,10 +215,10 @@ func TestAKeyedRetryThatAddsMessagesWaitsForTheClaim(t *testing.T) {
 	p := newPipeline(t, 500*time.Millisecond, "", func(event.Event) (outcome.Code, bool) { return outcome.Stored, true })
 	w := p.s.waiter.Subject()
 	ctx := context.Background()
-	if got, err := p.s.Submit(ctx, events(w, "m1", "m2"), "m"); err != nil || len(got) != 2 {
+	if got, err := p.s.Submit(ctx, backlog(events(w, "m1", "m2"), "m"), "m"); err != nil || len(got) != 2 {
 		t.Fatalf("first attempt: %v %v", got, err)
 	}
-	_, err := p.s.Submit(ctx, events(w, "m1", "m2", "m3"), "m")
+	_, err := p.s.Submit(ctx, backlog(events(w, "m1", "m2", "m3"), "m"), "m")
 	var f *Failure
 	if !errors.As(err, &f) || f.Code != outcome.ProcessingFailed || f.Detail != earlierTimeout {
 		t.Fatalf("retry with a message more: %v, want %q", err, earlierTimeout)

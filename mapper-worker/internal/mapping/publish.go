@@ -36,7 +36,7 @@ func (w *Worker) publish(env *envelope, mapped []event.Mapped, queue chan<- *env
 	id := hex.EncodeToString(h.Sum(nil)[:16])
 	w.m.envelopeEvents.Observe(float64(len(mapped)))
 	env.msg = &nats.Msg{Subject: w.cfg.Names.MappedSubject(), Header: nats.Header{nats.MsgIdHdr: {id}}, Data: event.AppendEnvelope(nil, mapped)}
-	bus.CarryClaimed(env.in.Header(bus.ClaimedHeader), env.msg.Header)
+	bus.CarryClaims(env.in.Header, env.msg.Header)
 	fut, err := w.js.PublishMsgAsync(env.msg)
 	if err != nil {
 		w.handoffFailed(env, err)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/claimlog"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/failure"
 	"github.com/devicehub/eventservice/pkg/outcome"
@@ -22,6 +23,10 @@ import (
 type source struct {
 	msg   *settle.Msg
 	items []int // its events, indexes into the batch's items
+	// tag names the claims log entry the envelope is tagged with ("":
+	// none); free are the claims of the events dropped (claims.go).
+	tag  string
+	free []string
 }
 
 // A batch's events are items []dedupe.Item with errs []error beside them:
@@ -31,7 +36,7 @@ type source struct {
 // needsStore reports whether the event's outcome waits on this batch's
 // inserts: its values, or (keyed) the record of its outcome.
 func needsStore(it *dedupe.Item) bool {
-	return (it.Event.Outcome == outcome.Stored || it.Event.Keyed) && !it.Repeat
+	return (it.Event.Outcome == outcome.Stored || it.Event.Keyed) && !it.Repeat && !it.Drop
 }
 
 var errExhausted = errors.New("delivered more often than MAX_DELIVER without being settled")
@@ -94,7 +99,7 @@ func (w *Writer) markLate(ctx context.Context, items []dedupe.Item, errs []error
 	late := now.Add(-chstore.RollupLag).UnixNano()
 	for i := range items {
 		ev := &items[i].Event
-		if errs[i] != nil || ev.Outcome != outcome.Stored || items[i].Repeat || ev.ReadingNs >= late {
+		if errs[i] != nil || ev.Outcome != outcome.Stored || items[i].Repeat || items[i].Drop || ev.ReadingNs >= late {
 			continue
 		}
 		for _, v := range ev.Values {
@@ -132,6 +137,8 @@ const redeliveryAge = 2 * time.Second
 // this one's (a clock stepped, or drifting), so its age cannot be told.
 func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe.Item) {
 	old, ahead := now.Add(-redeliveryAge).UnixNano(), now.Add(redeliveryAge).UnixNano()
+	decideBy, cancel := context.WithTimeout(context.Background(), decideWait)
+	defer cancel()
 	var items []dedupe.Item
 	srcs := make([]source, 0, len(msgs))
 	for _, jm := range msgs {
@@ -147,16 +154,58 @@ func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe
 		}
 		delivered, replay, claimed := m.Delivered(), m.Replay(), m.Header(bus.ClaimedHeader) == "1"
 		m.SetKeyed(len(evs) > 0 && evs[0].Keyed)
-		src := source{msg: m}
+		src := source{msg: m, tag: m.Header(bus.ClaimTagHeader)}
+		var entry claimlog.Entry
+		read := true
+		if claimed && src.tag != "" && len(evs) > 0 {
+			entry, read = w.entry(decideBy, src.tag)
+			if !read && evs[0].ReceivedNs > now.Add(-entryLate).UnixNano() {
+				m.Settle(settle.NotReady, nil) // back once the entry may be read
+				w.m.unread.Inc()
+				continue
+			}
+		}
 		for _, ev := range evs {
 			ev.Replay = ev.Replay || replay
-			src.items = append(src.items, len(items))
 			check := delivered > 1 || ev.MaybeStored || ev.Replay || ev.ReceivedNs < old || ev.ReceivedNs > ahead
-			items = append(items, dedupe.Item{Event: ev, Check: check, Claimed: claimed})
+			it := dedupe.Item{Event: ev, Check: check, Claimed: claimed}
+			if claimed && src.tag != "" {
+				v := verdictOf(entry, read, &ev, check)
+				w.m.verdicts[v].Inc()
+				switch v {
+				case drop:
+					src.free = append(src.free, event.ClaimID(ev.ID, ev.Group))
+					continue
+				case ifStored:
+					it.IfStored = true
+				}
+			}
+			src.items = append(src.items, len(items))
+			items = append(items, it)
+		}
+		if len(src.items) == 0 {
+			// Every event dropped: acked now, its claims released after.
+			m.Settle(settle.Done, nil)
+			w.freeClaims(src)
+			continue
 		}
 		srcs = append(srcs, src)
 	}
 	return srcs, items
+}
+
+// entry is what the claims log entry tagged tag holds, waiting for this
+// copy's reading until ctx ends; false: not read.
+func (w *Writer) entry(ctx context.Context, tag string) (claimlog.Entry, bool) {
+	e, err := w.claims.WaitDecision(ctx, tag)
+	return e, err == nil
+}
+
+// freeClaims releases the claims src's dropped events were under.
+func (w *Writer) freeClaims(src source) {
+	if len(src.free) > 0 {
+		w.frees.add(freeing{tag: src.tag, ids: src.free})
+	}
 }
 
 // settleSource answers one envelope's events and settles it as the policy
@@ -168,6 +217,9 @@ func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, ans
 	var rejectErr, failErr error
 	unsettled := false
 	for _, i := range src.items {
+		if items[i].Drop {
+			continue
+		}
 		unsettled = unsettled || items[i].Unsettled
 		switch err := errs[i]; {
 		case err == nil:
@@ -192,6 +244,9 @@ func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, ans
 	d := src.msg.Decide(result, failErr)
 	for _, i := range src.items {
 		it := &items[i]
+		if it.Drop {
+			continue // its claim not known held, and not stored before
+		}
 		code, answer := w.answerFor(it, errs[i], d)
 		if answer {
 			w.m.answered.WithLabelValues(code.String()).Inc()
@@ -221,6 +276,9 @@ func (w *Writer) settleSource(src source, items []dedupe.Item, errs []error, ans
 	if d.Action == settle.Ack {
 		src.msg.Hold(d)
 		rb.acks = append(rb.acks, src.msg)
+		if len(src.free) > 0 {
+			rb.frees = append(rb.frees, freeing{tag: src.tag, ids: src.free})
+		}
 		return
 	}
 	src.msg.Apply(d, failErr)

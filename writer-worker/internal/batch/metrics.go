@@ -29,6 +29,8 @@ type writerMetrics struct {
 	diskFull       prometheus.Counter
 	taken, stored  prometheus.Observer    // event age by stage
 	answered       *prometheus.CounterVec // by outcome
+	verdicts       [3]prometheus.Counter  // by verdict (claims.go)
+	unread         prometheus.Counter     // envelopes sent back for an entry not read
 }
 
 func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
@@ -71,7 +73,20 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 		Buckets: latencyBuckets,
 	}, []string{"stage"})
 	m.taken, m.stored = age.WithLabelValues("taken"), age.WithLabelValues("stored")
-	reg.MustRegister(age)
+	verdicts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: metrics.Writer, Name: "claim_verdicts_total",
+		Help: "Keyed events of envelopes tagged with their claims log entry, by what this writer's reading of the log said: " +
+			"keep (held: stored), drop (an earlier attempt holds it, or not known and never stored: dropped, its claim released), " +
+			"if_stored (not known, perhaps stored by an earlier delivery: answered only if found).",
+	}, []string{"verdict"})
+	for v, name := range []string{"keep", "drop", "if_stored"} {
+		m.verdicts[v] = verdicts.WithLabelValues(name)
+	}
+	m.unread = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: metrics.Writer, Name: "claim_entries_unread_total",
+		Help: "Envelopes sent back (NotReady) because this writer had not read their claims log entry within 500 ms.",
+	})
+	reg.MustRegister(age, verdicts, m.unread)
 	reg.MustRegister(m.batchEvents, m.insertDuration, m.rows, m.failures, m.keyedRepeats, m.diskFull, m.answered)
 	// Every series exists from the start, so that rates and alerts see
 	// zero rather than nothing.

@@ -21,6 +21,9 @@ type rawBatch struct {
 	// by an earlier delivery): internal/rollup computes them again.
 	marks []chstore.Mark
 	acks  []*settle.Msg
+	// frees release the claims of events dropped from the acked
+	// envelopes (claims.go), once they are acked.
+	frees []freeing
 	// remembered is the number of the idem.Record.Remember call that
 	// noted keys (the highest, once batches are merged).
 	remembered uint64
@@ -32,6 +35,7 @@ type rawBatch struct {
 // redelivered event's values are found already stored and skipped.
 func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration)) {
 	defer release(0)
+	var frees []freeing
 	var nr, nk, na int
 	for _, rb := range b.Items {
 		nr, nk, na = nr+len(rb.rows), nk+len(rb.keys), na+len(rb.acks)
@@ -46,6 +50,7 @@ func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration))
 		rows = append(rows, rb.rows...)
 		keys = append(keys, rb.keys...)
 		acks = append(acks, rb.acks...)
+		frees = append(frees, rb.frees...)
 		for _, m := range rb.marks {
 			marked[m] = struct{}{}
 		}
@@ -83,5 +88,10 @@ func (w *Writer) logRaw(b *batcher.Batch[rawBatch], release func(time.Duration))
 	}
 	for _, m := range acks {
 		m.Release(err)
+	}
+	if err == nil {
+		for _, fr := range frees {
+			w.frees.add(fr)
+		}
 	}
 }

@@ -30,6 +30,8 @@ type Writer struct {
 	js     jetstream.JetStream
 	store  *chstore.Store
 	keys   *idem.Record
+	claims Claims
+	frees  *freer // while Run runs
 	checks *dedupe.Checker
 	settle *settle.Settler
 	log    *zap.Logger
@@ -41,8 +43,9 @@ type Writer struct {
 }
 
 // New returns a writer; Run starts it. keys is the record of keyed
-// outcomes it writes and checks. Its metrics go to reg (nil: not exported).
-func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store *chstore.Store, keys *idem.Record, reg prometheus.Registerer, log *zap.Logger) *Writer {
+// outcomes it writes and checks, claims its reading of the claims log
+// (claims.go). Its metrics go to reg (nil: not exported).
+func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store *chstore.Store, keys *idem.Record, claims Claims, reg prometheus.Registerer, log *zap.Logger) *Writer {
 	reg = metrics.Or(reg)
 	reg.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Writer, Name: "keyed_first_attempts_total",
@@ -54,7 +57,7 @@ func New(cfg Config, nc *nats.Conn, js jetstream.JetStream, store *chstore.Store
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: metrics.Writer, Name: "clickhouse_failovers_total",
 			Help: "Moves from one ClickHouse replica of CLICKHOUSE_URL to the next: the current one was unreachable, read-only (cut from ZooKeeper) or behind the quorum."},
 			func() float64 { return float64(store.Failovers()) }))
-	return &Writer{cfg: cfg, nc: nc, js: js, store: store, keys: keys, checks: dedupe.New(store, keys), log: log,
+	return &Writer{cfg: cfg, nc: nc, js: js, store: store, keys: keys, claims: claims, checks: dedupe.New(store, keys), log: log,
 		m: newWriterMetrics(reg), settle: settle.New(js, cfg.Names, cfg.Limits, metrics.Writer, reg, log)}
 }
 
@@ -68,6 +71,8 @@ func (w *Writer) Events() uint64 { return w.events.Load() }
 // Run consumes until ctx ends, then stops pulling, flushes what it holds and
 // settles it before returning.
 func (w *Writer) Run(ctx context.Context) error {
+	w.frees = newFreer(w.claims, w.log)
+	defer w.frees.close()
 	// The raw message log batches the flushes' raw messages: one insert
 	// per RawInterval or RawMaxRows.
 	raw := batcher.New(batcher.Config{MaxSize: w.cfg.RawMaxRows, MaxItems: math.MaxInt, Linger: w.cfg.RawInterval},

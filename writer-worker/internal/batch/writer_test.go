@@ -14,6 +14,7 @@ import (
 
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/claimlog"
 	"github.com/devicehub/eventservice/pkg/event"
 	"github.com/devicehub/eventservice/pkg/outcome"
 	"github.com/devicehub/eventservice/pkg/settle"
@@ -44,7 +45,7 @@ func newRig(t *testing.T) *rig {
 
 func (r *rig) run(t *testing.T, cfg Config) *Writer {
 	t.Helper()
-	w := New(cfg, r.nc, r.js, r.store, idem.New(r.store, nil, cfg.KeyWindow, zap.NewNop()), nil, zap.NewNop())
+	w := New(cfg, r.nc, r.js, r.store, idem.New(r.store, nil, cfg.KeyWindow, zap.NewNop()), r.claims(t), nil, zap.NewNop())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
@@ -55,6 +56,25 @@ func (r *rig) run(t *testing.T, cfg Config) *Writer {
 		}
 	})
 	return w
+}
+
+// claims is a reading of the claims log, read until the test ends.
+func (r *rig) claims(t *testing.T) *claimlog.Log {
+	t.Helper()
+	l, err := claimlog.Open(context.Background(), r.js, bus.DefaultNames, "", zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-l.Ready(): // entries written from now on are after its start: it can tell what they hold
+	case <-time.After(10 * time.Second):
+		t.Fatal("the claims log was not read")
+	}
+	return l
 }
 
 // publish sends one envelope of ms, as the mapper does, with message id.

@@ -33,6 +33,12 @@ type Item struct {
 	// with Prior: it is answered the same and stores nothing.
 	Repeat bool
 	Prior  outcome.Code
+	// IfStored is set for a keyed event whose claim the writer cannot
+	// tell held (batch.verdict ifStored): it may only be answered as an
+	// earlier delivery stored it. Drop is then set unless the checks find
+	// it stored, pending, or answered: nothing of it is stored, recorded
+	// or answered.
+	IfStored, Drop bool
 }
 
 // Stored is the check of input_values.
@@ -67,7 +73,16 @@ func (c *Checker) Mark(ctx context.Context, items []Item) error {
 	if err := c.keyRepeats(ctx, items); err != nil {
 		return err
 	}
-	return c.storedBefore(ctx, items)
+	found, err := c.storedBefore(ctx, items)
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		if it := &items[i]; it.IfStored && !it.Repeat && !found[it.Event.ID] {
+			it.Drop, it.SkipValues = true, true
+		}
+	}
+	return nil
 }
 
 // inBatchCopies keeps one copy of an event that two envelopes of the batch
@@ -152,11 +167,11 @@ func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
 
 // storedBefore flags events to check whose values an earlier attempt stored
 // before it could ack (a writer crash between insert and ack, a replay), or
-// may have stored (an insert whose quorum is pending: Unsettled). It
-// asks in groups of events near each other in reading time
+// may have stored (an insert whose quorum is pending: Unsettled), and
+// returns their ids. It asks in groups of events near each other in reading time
 // (chstore.Nearby): one old reading in a batch costs a lookup of its own,
 // not a scan of every reading since it.
-func (c *Checker) storedBefore(ctx context.Context, items []Item) error {
+func (c *Checker) storedBefore(ctx context.Context, items []Item) (map[string]bool, error) {
 	var evs []chstore.TimedID
 	entities := make(map[string][]string) // of each event to check
 	for i := range items {
@@ -180,15 +195,22 @@ func (c *Checker) storedBefore(ctx context.Context, items []Item) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var found map[string]bool // most flushes find none
 	for i := range items {
 		switch stored[items[i].Event.ID] {
 		case chstore.Stored:
 			items[i].SkipValues = true
 		case chstore.Unsettled:
 			items[i].SkipValues, items[i].Unsettled = true, true
+		default:
+			continue
 		}
+		if found == nil {
+			found = make(map[string]bool)
+		}
+		found[items[i].Event.ID] = true
 	}
-	return nil
+	return found, nil
 }
