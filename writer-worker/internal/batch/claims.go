@@ -74,6 +74,20 @@ func verdictOf(e claimlog.Entry, read bool, ev *event.Mapped, check bool) verdic
 	return drop
 }
 
+// entry is what the claims log entry tagged tag holds, waiting for this
+// copy's reading until ctx ends; false: not read.
+func (w *Writer) entry(ctx context.Context, tag string) (claimlog.Entry, bool) {
+	e, err := w.claims.WaitDecision(ctx, tag)
+	return e, err == nil
+}
+
+// freeClaims releases the claims src's dropped events were under.
+func (w *Writer) freeClaims(src source) {
+	if len(src.free) > 0 {
+		w.frees.add(freeing{tag: src.tag, ids: src.free})
+	}
+}
+
 // freeing is the release of claims an entry does not hold: its tag and the
 // claim ids.
 type freeing struct {

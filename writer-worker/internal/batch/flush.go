@@ -194,20 +194,6 @@ func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe
 	return srcs, items
 }
 
-// entry is what the claims log entry tagged tag holds, waiting for this
-// copy's reading until ctx ends; false: not read.
-func (w *Writer) entry(ctx context.Context, tag string) (claimlog.Entry, bool) {
-	e, err := w.claims.WaitDecision(ctx, tag)
-	return e, err == nil
-}
-
-// freeClaims releases the claims src's dropped events were under.
-func (w *Writer) freeClaims(src source) {
-	if len(src.free) > 0 {
-		w.frees.add(freeing{tag: src.tag, ids: src.free})
-	}
-}
-
 // settleSource answers one envelope's events and settles it as the policy
 // says, in one decision: events rejected for good go to the dead letters on
 // their own, the envelope follows the rest. An ack is held until the raw
