@@ -111,8 +111,10 @@ func Users(n Names) []User {
 				n.DeadLetterSubject(), n.ReplyPrefix() + "*",
 				// The releases of the claims whose events it drops
 				// (<prefix>.claims.free-<tag>: a subject NATS cannot tell
-				// from the log's others, one token each).
+				// from the log's others, one token each), and the check
+				// that the log was not numbered again (pkg/claimlog).
 				n.ClaimSubject("*"),
+				"$JS.API.STREAM.MSG.GET." + n.ClaimsStream, "$JS.API.DIRECT.GET." + n.ClaimsStream, "$JS.API.DIRECT.GET." + n.ClaimsStream + ".>",
 			}),
 			Subscribe: []string{n.QueryPrefix() + "*", Inbox("writer-worker") + ".>"}, Responds: true},
 		{Name: "operator", PasswordEnv: "NATS_OPERATOR_PASSWORD", Publish: []string{">"}, Subscribe: []string{">"}},

@@ -35,6 +35,12 @@ import (
 // message mapped again).
 const PipelineWindow = 2 * time.Minute
 
+// ClaimsKept is how long the claims stream keeps an entry: the pipeline
+// window twice, so that a copy that starts reading the log (a writer-worker
+// restarted while keyed events wait in the streams for it) can tell what
+// the entries of the last window hold (pkg/claimlog).
+const ClaimsKept = 2 * PipelineWindow
+
 // deadLetterMaxAge is how long a dead letter is kept for operators to
 // read and replay.
 const deadLetterMaxAge = 14 * 24 * time.Hour
@@ -261,14 +267,15 @@ func streamConfigs(cfg Config) []jetstream.StreamConfig {
 	dead := stream(n.DeadLetterStream, n.DeadLetterSubject(),
 		"messages the workers gave up on (permanent failures, delivery limit): list and replay them in the workspace API")
 	dead.Retention, dead.Discard, dead.MaxAge, dead.MaxBytes = jetstream.LimitsPolicy, jetstream.DiscardOld, deadLetterMaxAge, cfg.StreamMaxBytes
-	// The claims log: an entry lasts the pipeline window; ingest-api
-	// releases it sooner, by a release entry, when its events never
-	// entered the pipeline. Every ingest-api copy and writer-worker copy
-	// follows it (ingest-api/internal/claim; writer-worker/internal/idem,
+	// The claims log: an entry holds for the pipeline window (the
+	// stream's duplicate window) and is kept twice as long (ClaimsKept);
+	// it is released sooner, by a release entry, when its events never
+	// entered the pipeline or were dropped. Every ingest-api copy and
+	// writer-worker copy follows it (pkg/claimlog; writer-worker/internal/idem,
 	// Seen); nothing acks it.
 	claims := stream(n.ClaimsStream, n.ClaimSubject("*"),
 		"the claims log: one entry per keyed message in the pipeline; a retry with the same Idempotency-Key waits for the first attempt's outcome")
-	claims.Retention, claims.Discard, claims.MaxAge, claims.MaxMsgsPerSubject = jetstream.LimitsPolicy, jetstream.DiscardOld, PipelineWindow, 1
+	claims.Retention, claims.Discard, claims.MaxAge, claims.MaxMsgsPerSubject = jetstream.LimitsPolicy, jetstream.DiscardOld, ClaimsKept, 1
 	// Diagnostics reports wait for writer-worker; when it is away for long
 	// the oldest go, never a device's request.
 	diag := stream(n.DiagStream, n.DiagSubject(), "device diagnostics reports (pkg/diag), awaiting the ClickHouse write")

@@ -13,9 +13,10 @@ import (
 // An entry holds an id when no entry that holds it, and is not released,
 // was stored less than the window before: an entry that did not hold (a
 // retry's) does not lengthen the first attempt's claim. A reading that
-// started at from (the server's time, once its consumer existed) is
-// delivered every entry stored since from minus the window, so it can tell
-// what an entry stored since from holds; what one stored before holds is
+// started at T (the server's time, once its consumer existed) is
+// delivered every entry stored since T minus the stream's MaxAge (the
+// window and the lookback), so it can tell what an entry stored since
+// from = T minus the lookback holds; what one stored before holds is
 // unknown, and so is a claim that an unknown entry, not released, would
 // block. An unknown claim is not this copy's to hold: its request waits for
 // an earlier attempt's outcome. The copy that wrote an entry releases
@@ -37,13 +38,18 @@ import (
 // were deleted: they hold nothing. Otherwise they may have expired unread,
 // and may have held what later entries claim; one that expired on some
 // replica by the server's time now was stored before now plus skewMargin
-// minus the window, so every claim is unknown until now plus skewMargin.
+// minus the MaxAge, so every claim is unknown until now plus skewMargin
+// minus the lookback.
 // A reading that read a claim of 1.0.x before it was
 // deleted keeps it, and takes an entry it blocks for unknown: that entry
 // may hold for a copy that did not read the claim.
 type follower struct {
 	window time.Duration
-	own    string // the prefix of this copy's tags
+	// lookback is how much longer than the window the stream keeps
+	// entries (its MaxAge less the window): a reading that starts at T
+	// can tell what the entries stored since T - lookback hold.
+	lookback time.Duration
+	own      string // the prefix of this copy's tags
 	ready  chan struct{}
 
 	mu       sync.Mutex
@@ -102,21 +108,22 @@ type mine struct {
 	tag string
 }
 
-func newFollower(window time.Duration, own string) *follower {
-	return &follower{window: window, own: own, ready: make(chan struct{}), readyAt: ^uint64(0),
+func newFollower(window, lookback time.Duration, own string) *follower {
+	return &follower{window: window, lookback: lookback, own: own, ready: make(chan struct{}), readyAt: ^uint64(0),
 		ids: map[string]claimOf{}, released: map[string]time.Time{}, decided: map[string]Entry{},
 		byTag: map[string][]chan struct{}{}}
 }
 
 // restart forgets what was read, to read the log again from first, the
-// stream's first sequence once the reading's consumer existed, at from;
-// last is its last sequence then. It returns the new reading's
+// stream's first sequence once the reading's consumer existed at from
+// (the server's time: entries stored since from less the lookback can be
+// told); last is its last sequence then. It returns the new reading's
 // generation. Decisions on this copy's entries stay: they were answered.
 func (f *follower) restart(from time.Time, first, last uint64) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.gen++
-	f.from, f.lastSeq, f.lastAt = from, max(first, 1)-1, time.Time{}
+	f.from, f.lastSeq, f.lastAt = from.Add(-f.lookback), max(first, 1)-1, time.Time{}
 	f.ids, f.released, f.order = map[string]claimOf{}, map[string]time.Time{}, nil
 	if f.readyAt == ^uint64(0) {
 		f.readyAt = last

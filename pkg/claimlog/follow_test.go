@@ -30,7 +30,7 @@ func decided(t *testing.T, f *follower, tag string, want ...Status) {
 // would block is unknown, never held, until a window after the start; what
 // a claim known held blocks stays blocked.
 func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
-	f := newFollower(time.Minute, "me-")
+	f := newFollower(time.Minute, 0, "me-")
 	gen := start(f)
 	// Before the start: an entry whose own window the stream no longer
 	// holds (a first attempt perhaps held the id before it).
@@ -68,7 +68,7 @@ func TestALateReadingHoldsNothingItCannotTell(t *testing.T) {
 // all of them or those it lists; a claim of 1.0.x (untagged) always holds
 // (what it blocks is unknown: see below).
 func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
-	f := newFollower(time.Minute, "me-")
+	f := newFollower(time.Minute, 0, "me-")
 	gen := start(f)
 	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "", false, time.Time{})
 	f.read(gen, 2, t0.Add(2*time.Second), []string{"b"}, "other-1", false, time.Time{})
@@ -83,7 +83,7 @@ func TestAReleaseFreesItsEntrysIDs(t *testing.T) {
 // so; expired before the reading came to it) holds nothing: the reading
 // goes on past it.
 func TestAHoleInTheSequenceIsReadPast(t *testing.T) {
-	f := newFollower(time.Minute, "me-")
+	f := newFollower(time.Minute, 0, "me-")
 	gen := start(f)
 	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "other-1", false, time.Time{})
 	if !f.read(gen, 3, t0.Add(3*time.Second), []string{"a", "b"}, "me-1", false, time.Time{}) {
@@ -97,7 +97,7 @@ func TestAHoleInTheSequenceIsReadPast(t *testing.T) {
 // it, so for the reading that did, that entry is unknown, not nothing.
 func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 	w := time.Minute
-	saw, missed := newFollower(w, "saw-"), newFollower(w, "missed-")
+	saw, missed := newFollower(w, 0, "saw-"), newFollower(w, 0, "missed-")
 	gs, gm := start(saw), start(missed)
 	saw.read(gs, 1, t0.Add(time.Second), []string{"x"}, "", false, time.Time{}) // deleted before missed read it
 	for _, r := range []struct {
@@ -111,7 +111,7 @@ func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 	decided(t, saw, "saw-1", Unknown)
 	// Its writer releases an entry such a claim blocks, as any it cannot
 	// tell: it does not keep the retries after it unknown.
-	f := newFollower(w, "me-")
+	f := newFollower(w, 0, "me-")
 	gen := start(f)
 	f.read(gen, 1, t0.Add(time.Second), []string{"x"}, "", false, time.Time{})
 	f.read(gen, 2, t0.Add(50*time.Second), []string{"x"}, "me-1", false, time.Time{})
@@ -124,7 +124,7 @@ func TestAnEntryBlockedByAnOldClaimCountsAsUnknown(t *testing.T) {
 // A reading takes in nothing before it starts (generation 0), and nothing
 // after it found the sequence going back.
 func TestAReadingEndsWhereItCannotFollow(t *testing.T) {
-	f := newFollower(time.Minute, "me-")
+	f := newFollower(time.Minute, 0, "me-")
 	f.read(0, 1, t0, []string{"x"}, "me-1", false, time.Time{})
 	if _, ok := f.decision("me-1"); ok {
 		t.Fatal("a message taken in before the reading started")
@@ -146,7 +146,7 @@ func TestAReadingEndsWhereItCannotFollow(t *testing.T) {
 // an entry holds is unknown. A reading starts where the stream's first
 // message is then, and is ready once it read to the last.
 func TestAGapThatMayHaveExpiredMakesTheWindowUnknown(t *testing.T) {
-	f := newFollower(time.Minute, "me-")
+	f := newFollower(time.Minute, 0, "me-")
 	gen := f.restart(t0, 5, 6)
 	if next, _, ok := f.next(gen); next != 5 || !ok {
 		t.Fatalf("next %d %v, want 5 true", next, ok)
@@ -179,7 +179,7 @@ func TestReleasedRetriesDoNotLengthenAnUnknownClaim(t *testing.T) {
 		{"another copy's, blocked there", "other-", []time.Duration{5 * time.Second, 15 * time.Second, 25 * time.Second, 35 * time.Second, 45 * time.Second}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFollower(time.Minute, "me-")
+			f := newFollower(time.Minute, 0, "me-")
 			gen := start(f)
 			f.read(gen, 1, t0.Add(-10*time.Second), []string{"a"}, "other-0", false, time.Time{})
 			seq := uint64(2)
@@ -202,7 +202,7 @@ func TestReleasedRetriesDoNotLengthenAnUnknownClaim(t *testing.T) {
 // whichever copy wrote it; Holds says which ids an entry holds, at any
 // place of it.
 func TestAReadingOfEveryEntryDecidesEach(t *testing.T) {
-	f := newFollower(time.Minute, "")
+	f := newFollower(time.Minute, 0, "")
 	gen := start(f)
 	f.read(gen, 1, t0.Add(time.Second), []string{"a", "b"}, "one-1", false, time.Time{})
 	f.read(gen, 2, t0.Add(2*time.Second), []string{"b", "c", "c"}, "two-1", false, time.Time{})
@@ -219,7 +219,7 @@ func TestAReadingOfEveryEntryDecidesEach(t *testing.T) {
 // WaitDecision returns what an entry holds once it is read, at once when
 // it was read before, and ctx's error when it is not read in time.
 func TestWaitingForAnEntrysDecision(t *testing.T) {
-	f := newFollower(time.Minute, "")
+	f := newFollower(time.Minute, 0, "")
 	gen := start(f)
 	got := make(chan Entry, 1)
 	go func() {
@@ -250,4 +250,25 @@ func TestWaitingForAnEntrysDecision(t *testing.T) {
 	if n := len(f.byTag); n != 0 {
 		t.Fatalf("%d waits left after their contexts ended", n)
 	}
+}
+
+// A stream that keeps entries longer than the window (bus.ClaimsKept) lets
+// a reading that starts tell what the entries of the lookback hold: those
+// stored since its start less the lookback are decided, those before are
+// unknown, as is a claim one of those would block.
+func TestAReadingLooksBackWhatTheStreamKeeps(t *testing.T) {
+	f := newFollower(time.Minute, time.Minute, "")
+	gen := start(f) // at t0: entries since t0 - 1 min can be told
+	f.read(gen, 1, t0.Add(-90*time.Second), []string{"a"}, "old-1", false, time.Time{})
+	decided(t, f, "old-1", Unknown)
+	f.read(gen, 2, t0.Add(-40*time.Second), []string{"a", "b"}, "in-1", false, time.Time{})
+	f.read(gen, 3, t0.Add(-30*time.Second), []string{"b"}, "in-2", false, time.Time{})
+	decided(t, f, "in-1", Unknown, Held)
+	decided(t, f, "in-2", Blocked)
+	// Without the lookback, all three are unknown to a reading started at
+	// t0.
+	g := newFollower(time.Minute, 0, "")
+	gen = start(g)
+	g.read(gen, 1, t0.Add(-40*time.Second), []string{"b"}, "in-1", false, time.Time{})
+	decided(t, g, "in-1", Unknown)
 }

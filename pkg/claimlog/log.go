@@ -44,11 +44,21 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, own stri
 	if err != nil {
 		return nil, fmt.Errorf("claims stream %s: %w", names.ClaimsStream, err)
 	}
-	window := st.CachedInfo().Config.MaxAge
-	if window <= 0 {
-		window = bus.PipelineWindow
+	// The rule's window is the stream's duplicate window (an entry
+	// written again within it is stored once: bus.PipelineWindow); the
+	// stream keeps entries MaxAge, longer (bus.ClaimsKept), so that a
+	// reading that starts can tell what the entries of the last
+	// MaxAge - window hold. A stream made before 2026-11-29 keeps them one
+	// window: its readings tell only what is written after they start.
+	cfg := st.CachedInfo().Config
+	window, kept := cfg.Duplicates, cfg.MaxAge
+	if kept <= 0 {
+		kept = bus.PipelineWindow
 	}
-	return &Log{js: js, names: names, log: log, f: newFollower(window, own),
+	if window <= 0 || window > kept {
+		window = kept
+	}
+	return &Log{js: js, names: names, log: log, f: newFollower(window, kept-window, own),
 		reread: make(chan struct{}, 1), reverify: make(chan struct{}, 1)}, nil
 }
 

@@ -163,10 +163,10 @@ func (l *Log) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastAt t
 	if err != nil {
 		return time.Time{}, err
 	}
-	if !lastAt.IsZero() && lastAt.Add(l.f.window).After(now.Add(2*skewMargin)) {
-		return time.Time{}, nil
+	if !lastAt.IsZero() && lastAt.Add(l.f.window+l.f.lookback).After(now.Add(2*skewMargin)) {
+		return time.Time{}, nil // younger than the MaxAge by more than the clocks may differ
 	}
-	return now.Add(skewMargin), nil
+	return now.Add(skewMargin - l.f.lookback), nil
 }
 
 // verify checks that the stream read is still the one the reading gen

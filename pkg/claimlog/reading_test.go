@@ -12,9 +12,9 @@ import (
 	"github.com/devicehub/eventservice/pkg/bus"
 )
 
-// reading is a Log, not yet read, of a claims stream of the window on a
-// real JetStream server, and the stream.
-func reading(t *testing.T, window time.Duration) (*Log, jetstream.Stream) {
+// reading is a Log, not yet read, of a claims stream of the window, kept
+// that long and lookback more, on a real JetStream server, and the stream.
+func reading(t *testing.T, window, lookback time.Duration) (*Log, jetstream.Stream) {
 	t.Helper()
 	_, js := testenv.Connect(t)
 	ctx := context.Background()
@@ -27,7 +27,7 @@ func reading(t *testing.T, window time.Duration) (*Log, jetstream.Stream) {
 		t.Fatal(err)
 	}
 	sc := st.CachedInfo().Config
-	sc.MaxAge, sc.Duplicates = window, window
+	sc.MaxAge, sc.Duplicates = window+lookback, window
 	if _, err := js.UpdateStream(ctx, sc); err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func reading(t *testing.T, window time.Duration) (*Log, jetstream.Stream) {
 // may have expired unread: claims are unknown until skewMargin after the
 // server's time.
 func TestAGapIsTakenForExpiryWhenItMayBe(t *testing.T) {
-	l, st := reading(t, time.Minute)
+	l, st := reading(t, time.Minute, 0)
 	ctx := context.Background()
 	now := time.Now()
 	if until, err := l.unknownAfterGap(ctx, st, now.Add(-time.Second)); err != nil || !until.IsZero() {
@@ -58,5 +58,26 @@ func TestAGapIsTakenForExpiryWhenItMayBe(t *testing.T) {
 		if until.Before(now.Add(skewMargin)) || until.After(time.Now().Add(skewMargin+time.Second)) {
 			t.Fatalf("after %v: unknown until %v, want about %v", lastAt, until, now.Add(skewMargin))
 		}
+	}
+}
+
+// With a lookback, a gap may hide only messages older than the stream's
+// MaxAge: after a message younger than that by more than the clocks may
+// differ nothing is unknown; otherwise claims are unknown until skewMargin
+// after the server's time less the lookback.
+func TestAGapWithALookback(t *testing.T) {
+	l, st := reading(t, time.Minute, time.Minute)
+	ctx := context.Background()
+	now := time.Now()
+	if until, err := l.unknownAfterGap(ctx, st, now.Add(-90*time.Second)); err != nil || !until.IsZero() {
+		t.Fatalf("after a message 90 s old, kept 2 min: %v %v, want nothing unknown", until, err)
+	}
+	until, err := l.unknownAfterGap(ctx, st, now.Add(-115*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := now.Add(skewMargin - time.Minute)
+	if until.Before(want) || until.After(time.Now().Add(skewMargin-time.Minute+time.Second)) {
+		t.Fatalf("after a message 115 s old: unknown until %v, want about %v", until, want)
 	}
 }

@@ -49,8 +49,12 @@ const decideWait = 500 * time.Millisecond
 // entryLate is how long after its events were received an entry not read
 // is given up: the envelope comes back (settle.NotReady) until then, and
 // is decided without it after (its events are stored only if found
-// stored: ingest-api answered their requests 503 at OUTCOME_TIMEOUT).
-const entryLate = 30 * time.Second
+// stored: ingest-api answered their requests 503 at OUTCOME_TIMEOUT). An
+// entry is written before its events, and ingest-api waits OUTCOME_TIMEOUT
+// (5 s) for its answer: one not stored by twice that never will be. It
+// bounds what a claims log that cannot be written (its stream without a
+// leader) holds back in the writers' consumer: the keyed envelopes of 10 s.
+const entryLate = 10 * time.Second
 
 // verdictOf is the verdict on ev, in an envelope tagged with the entry e
 // (read: the entry was read), check when an earlier delivery may have
