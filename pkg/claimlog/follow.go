@@ -50,7 +50,7 @@ type follower struct {
 	// can tell what the entries stored since T - lookback hold.
 	lookback time.Duration
 	own      string // the prefix of this copy's tags
-	ready  chan struct{}
+	ready    chan struct{}
 
 	mu       sync.Mutex
 	gen      uint64    // the reading's: a message of another is not taken in
@@ -112,24 +112,6 @@ func newFollower(window, lookback time.Duration, own string) *follower {
 	return &follower{window: window, lookback: lookback, own: own, ready: make(chan struct{}), readyAt: ^uint64(0),
 		ids: map[string]claimOf{}, released: map[string]time.Time{}, decided: map[string]Entry{},
 		byTag: map[string][]chan struct{}{}}
-}
-
-// restart forgets what was read, to read the log again from first, the
-// stream's first sequence once the reading's consumer existed at from
-// (the server's time: entries stored since from less the lookback can be
-// told); last is its last sequence then. It returns the new reading's
-// generation. Decisions on this copy's entries stay: they were answered.
-func (f *follower) restart(from time.Time, first, last uint64) uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.gen++
-	f.from, f.lastSeq, f.lastAt = from.Add(-f.lookback), max(first, 1)-1, time.Time{}
-	f.ids, f.released, f.order = map[string]claimOf{}, map[string]time.Time{}, nil
-	if f.readyAt == ^uint64(0) {
-		f.readyAt = last
-		f.markReady()
-	}
-	return f.gen
 }
 
 // read takes in the message seq of reading gen, stored at: an entry

@@ -9,6 +9,24 @@ import (
 // whether the first one caught up (the copy is ready), and the end of a
 // reading.
 
+// restart forgets what was read, to read the log again from first, the
+// stream's first sequence once the reading's consumer existed at from
+// (the server's time: entries stored since from less the lookback can be
+// told); last is its last sequence then. It returns the new reading's
+// generation. Decisions on this copy's entries stay: they were answered.
+func (f *follower) restart(from time.Time, first, last uint64) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.gen++
+	f.from, f.lastSeq, f.lastAt = from.Add(-f.lookback), max(first, 1)-1, time.Time{}
+	f.ids, f.released, f.order = map[string]claimOf{}, map[string]time.Time{}, nil
+	if f.readyAt == ^uint64(0) {
+		f.readyAt = last
+		f.markReady()
+	}
+	return f.gen
+}
+
 // invalidate ends the reading gen, if it is the current one: nothing
 // more of it is taken in, and what waits for a message waits for the next
 // reading. It reports whether it ended it.
