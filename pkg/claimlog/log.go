@@ -62,6 +62,11 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, own stri
 		reread: make(chan struct{}, 1), reverify: make(chan struct{}, 1)}, nil
 }
 
+// Window is how long an entry holds its claims (the stream's duplicate
+// window: bus.PipelineWindow); what the reading says of an entry is kept
+// that long.
+func (l *Log) Window() time.Duration { return l.f.window }
+
 // Wait returns once the message seq of the claims stream has been read, or
 // ctx ends: the reading that read it.
 func (l *Log) Wait(ctx context.Context, seq uint64) (uint64, error) { return l.f.wait(ctx, seq) }

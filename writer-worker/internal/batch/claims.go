@@ -2,18 +2,25 @@ package batch
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/claimlog"
 	"github.com/devicehub/eventservice/pkg/event"
+	"github.com/devicehub/eventservice/pkg/settle"
+	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
 )
 
 // Claims is this copy's reading of the claims log (pkg/claimlog.Log).
 type Claims interface {
+	Decision(tag string) (claimlog.Entry, bool)
 	WaitDecision(ctx context.Context, tag string) (claimlog.Entry, error)
+	Ready() <-chan struct{}
+	Window() time.Duration
 	Free(ctx context.Context, tag string, ids []string) error
 }
 
@@ -22,55 +29,102 @@ type Claims interface {
 // entry was decided) carries the events of every request in the entry,
 // retries included. The writer reads the log as every ingest-api copy
 // does, and stores only the events of the requests the entry holds. What
-// it does with each event is its verdict:
+// it knows of the entry is its state, and what it does with each event is
+// its verdict.
+type entryState uint8
+
+const (
+	entryRead entryState = iota // decided
+	entryWait                   // not read yet: the envelope comes back (settle.NotReady)
+	entryGone                   // not read, given up: never written, or not in this reading
+	entryPast                   // its events are older than the window: the decision is forgotten
+)
+
 type verdict uint8
 
 const (
-	// keep: the entry holds its claim (or the envelope is not tagged):
-	// stored as any keyed event.
+	// keep: the entry holds its claim (or the envelope is not tagged, or
+	// a replay, or older than the window): stored as any keyed event,
+	// the record's checks included.
 	keep verdict = iota
-	// drop: the entry does not hold its claim (an earlier attempt's
-	// does, or this reading cannot tell), and no delivery before this one
-	// can have stored it: nothing is stored, recorded or answered, and
-	// the claim is released (freed) once the envelope is acked.
+	// release: an earlier entry holds its claim (a retry while the first
+	// attempt is in flight): nothing is stored, recorded or answered, and
+	// the claim is released once the envelope is acked. No reader judged
+	// this entry to hold it (readers agree or cannot tell), so no writer
+	// stores it.
+	release
+	// drop: this reading cannot tell (an entry from before what it
+	// keeps), on a first delivery: nothing is stored, recorded or
+	// answered, and the claim is not released (a writer that can tell may
+	// judge it held: its retries wait until it expires).
 	drop
-	// ifStored: this reading cannot tell (or never read the entry), and
-	// an earlier delivery, by a writer that could, may have stored it:
-	// answered only if it is found stored (or recorded), else dropped
-	// without releasing its claim.
+	// ifStored: this reading cannot tell, or gave the entry up, and an
+	// earlier delivery may have stored it: answered only if it is found
+	// stored or recorded, else dropped without a release.
 	ifStored
 )
 
+// verdictNames label writer_worker_claim_verdicts_total.
+var verdictNames = [...]string{"keep", "release", "drop", "if_stored"}
+
 // decideWait bounds a flush's wait for the entries its envelopes are tagged
-// with: the entry is written before the events, which reach the writer
-// through the mapper, so it is nearly always read by then.
+// with, on their first delivery: the entry is sent before the events, which
+// reach the writer through the mapper, so it is nearly always read by then.
 const decideWait = 500 * time.Millisecond
 
-// entryLate is how long after its events were received an entry not read
-// is given up: the envelope comes back (settle.NotReady) until then, and
-// is decided without it after (its events are stored only if found
-// stored: ingest-api answered their requests 503 at OUTCOME_TIMEOUT). An
-// entry is written before its events, and ingest-api waits OUTCOME_TIMEOUT
-// (5 s) for its answer: one not stored by twice that never will be. It
-// bounds what a claims log that cannot be written (its stream without a
-// leader) holds back in the writers' consumer: the keyed envelopes of 10 s.
-const entryLate = 10 * time.Second
+// entryTries is how often an envelope whose entry is not read comes back
+// (settle.NotReady, 1 s apart) before the entry is given up: counted in
+// deliveries, not by a clock that ingest-api's may be ahead of. An entry
+// is sent before its events, and ingest-api waits OUTCOME_TIMEOUT (5 s) for
+// its answer: one not stored by then is not stored later. It bounds what a
+// claims log that cannot be written (its stream without a leader) holds
+// back in the writers' consumer: the keyed envelopes of about 10 s.
+const entryTries = 10
 
-// verdictOf is the verdict on ev, in an envelope tagged with the entry e
-// (read: the entry was read), check when an earlier delivery may have
-// stored it (dedupe.Item.Check).
-func verdictOf(e claimlog.Entry, read bool, ev *event.Mapped, check bool) verdict {
-	if !read {
+// entryOf is what this copy knows of the entry tagged tag, of the envelope
+// m of events evs, at now; decideBy bounds the wait of a first delivery.
+func (w *Writer) entryOf(decideBy func() context.Context, m *settle.Msg, tag string, evs []event.Mapped, now time.Time) (claimlog.Entry, entryState) {
+	if evs[0].ReceivedNs < now.Add(-w.claims.Window()).UnixNano() {
+		return claimlog.Entry{}, entryPast
+	}
+	if e, ok := w.claims.Decision(tag); ok {
+		return e, entryRead
+	}
+	if m.Delivered() == 1 {
+		if e, err := w.claims.WaitDecision(decideBy(), tag); err == nil {
+			return e, entryRead
+		}
+	}
+	select {
+	case <-w.claims.Ready():
+	default:
+		return claimlog.Entry{}, entryWait // the reading has not caught up since it started
+	}
+	if m.Delivered() <= entryTries {
+		return claimlog.Entry{}, entryWait
+	}
+	return claimlog.Entry{}, entryGone
+}
+
+// verdictOf is the verdict on ev, of an envelope tagged with the entry e
+// in state st, check when an earlier delivery may have stored it
+// (dedupe.Item.Check).
+func verdictOf(e claimlog.Entry, st entryState, ev *event.Mapped, check bool) verdict {
+	switch {
+	case ev.Replay || st == entryPast:
+		// An operator's replay of a dead letter, and an event the
+		// pipeline held past the window (the gap docs/guarantees.md
+		// states), are stored as before the writers decided: unless the
+		// record or the values say an earlier attempt was.
+		return keep
+	case st != entryRead:
 		return ifStored
 	}
 	switch e.Of(event.ClaimID(ev.ID, ev.Group)) {
 	case claimlog.Held:
 		return keep
 	case claimlog.Blocked:
-		// An earlier entry holds it: no reader judged this one to hold
-		// it (readers agree or cannot tell), so nothing of it was
-		// stored.
-		return drop
+		return release
 	}
 	if check {
 		return ifStored
@@ -78,11 +132,33 @@ func verdictOf(e claimlog.Entry, read bool, ev *event.Mapped, check bool) verdic
 	return drop
 }
 
-// entry is what the claims log entry tagged tag holds, waiting for this
-// copy's reading until ctx ends; false: not read.
-func (w *Writer) entry(ctx context.Context, tag string) (claimlog.Entry, bool) {
-	e, err := w.claims.WaitDecision(ctx, tag)
-	return e, err == nil
+// judge applies the verdict v on it, of src: false when it is dropped.
+func (w *Writer) judge(src *source, it *dedupe.Item, v verdict) bool {
+	w.m.verdicts[v].Inc()
+	switch v {
+	case release:
+		if id := event.ClaimID(it.Event.ID, it.Event.Group); !slices.Contains(src.free, id) {
+			src.free = append(src.free, id)
+		}
+		return false
+	case drop:
+		return false
+	case ifStored:
+		it.IfStored = true
+	}
+	return true
+}
+
+// waitBudget is a flush's decideWait, started by its first wait.
+type waitBudget struct{ c context.Context }
+
+func (b *waitBudget) ctx() context.Context {
+	if b.c == nil {
+		var cancel context.CancelFunc
+		b.c, cancel = context.WithTimeout(context.Background(), decideWait)
+		time.AfterFunc(decideWait, cancel)
+	}
+	return b.c
 }
 
 // freeClaims releases the claims src's dropped events were under.
@@ -107,19 +183,32 @@ type freer struct {
 	log    *zap.Logger
 	queue  chan freeing
 	done   sync.WaitGroup
+	// closing is set by close: what is queued after closeWait is left.
+	closing atomic.Pointer[time.Time]
 }
 
-const freeQueue = 1024
+const (
+	freeQueue = 1024
+	closeWait = 2 * time.Second
+)
 
 func newFreer(claims Claims, log *zap.Logger) *freer {
 	f := &freer{claims: claims, log: log, queue: make(chan freeing, freeQueue)}
 	f.done.Add(1)
 	go func() {
 		defer f.done.Done()
+		left := 0
 		for fr := range f.queue {
+			if at := f.closing.Load(); at != nil && time.Since(*at) > closeWait {
+				left++
+				continue
+			}
 			if err := claims.Free(context.Background(), fr.tag, fr.ids); err != nil {
 				log.Warn("claims of dropped events not released: their retries wait for the pipeline window", zap.Int("claims", len(fr.ids)), zap.Error(err))
 			}
+		}
+		if left > 0 {
+			log.Warn("claims of dropped events not released at shutdown: their retries wait for the pipeline window", zap.Int("releases", left))
 		}
 	}()
 	return f
@@ -136,8 +225,10 @@ func (f *freer) add(fr freeing) bool {
 	}
 }
 
-// close writes what is queued and returns.
+// close writes what is queued, for closeWait at most, and returns.
 func (f *freer) close() {
+	now := time.Now()
+	f.closing.Store(&now)
 	close(f.queue)
 	f.done.Wait()
 }

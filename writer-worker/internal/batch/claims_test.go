@@ -108,40 +108,49 @@ func TestWriterStoresOnlyWhatTheEntryHolds(t *testing.T) {
 			t.Errorf("input_values holds %d rows of %s, want %d", n, id, want)
 		}
 	}
-	for v, want := range map[verdict]float64{keep: 3, drop: 1, ifStored: 0} {
+	for v, want := range map[verdict]float64{keep: 3, release: 1, drop: 0, ifStored: 0} {
 		if got := testutil.ToFloat64(w.m.verdicts[v]); got != want {
-			t.Errorf("claim_verdicts_total{verdict=%d} = %v, want %v", v, got, want)
+			t.Errorf("claim_verdicts_total{verdict=%s} = %v, want %v", verdictNames[v], got, want)
 		}
 	}
 }
 
-// verdictOf: held is kept; blocked is dropped, even when redelivered; what
-// the reading cannot tell is dropped on a first delivery and answered only
-// if found stored on a later one; an entry not read is never a reason to
-// store.
+// verdictOf: held is kept; blocked is dropped and released, even when
+// redelivered; what the reading cannot tell is dropped (not released) on a
+// first delivery and answered only if found stored on a later one, as is
+// an event whose entry was given up; a replay, and an event older than the
+// window, are kept (the record's checks decide).
 func TestVerdicts(t *testing.T) {
 	ev := &event.Mapped{ID: "e1"}
 	bk := &event.Mapped{ID: "m1", Group: "b"}
+	replay := &event.Mapped{ID: "e1", Replay: true}
+	of := func(st claimlog.Status) claimlog.Entry {
+		return claimlog.Entry{IDs: []string{"e1"}, Status: []claimlog.Status{st}}
+	}
 	for _, c := range []struct {
 		name  string
 		e     claimlog.Entry
-		read  bool
+		st    entryState
 		ev    *event.Mapped
 		check bool
 		want  verdict
 	}{
-		{"held", claimlog.Entry{IDs: []string{"e1"}, Status: []claimlog.Status{claimlog.Held}}, true, ev, false, keep},
-		{"held redelivered", claimlog.Entry{IDs: []string{"e1"}, Status: []claimlog.Status{claimlog.Held}}, true, ev, true, keep},
-		{"a backlog's claim", claimlog.Entry{IDs: []string{"b"}, Status: []claimlog.Status{claimlog.Held}}, true, bk, false, keep},
-		{"blocked", claimlog.Entry{IDs: []string{"e1"}, Status: []claimlog.Status{claimlog.Blocked}}, true, ev, false, drop},
-		{"blocked redelivered", claimlog.Entry{IDs: []string{"e1"}, Status: []claimlog.Status{claimlog.Blocked}}, true, ev, true, drop},
-		{"unknown", claimlog.Entry{IDs: []string{"e1"}, Status: []claimlog.Status{claimlog.Unknown}}, true, ev, false, drop},
-		{"unknown redelivered", claimlog.Entry{IDs: []string{"e1"}, Status: []claimlog.Status{claimlog.Unknown}}, true, ev, true, ifStored},
-		{"not listed", claimlog.Entry{IDs: []string{"x"}, Status: []claimlog.Status{claimlog.Held}}, true, ev, false, drop},
-		{"entry not read", claimlog.Entry{}, false, ev, false, ifStored},
+		{"held", of(claimlog.Held), entryRead, ev, false, keep},
+		{"held redelivered", of(claimlog.Held), entryRead, ev, true, keep},
+		{"a backlog's claim", claimlog.Entry{IDs: []string{"b"}, Status: []claimlog.Status{claimlog.Held}}, entryRead, bk, false, keep},
+		{"held at one place, blocked at another", claimlog.Entry{IDs: []string{"e1", "e1"}, Status: []claimlog.Status{claimlog.Blocked, claimlog.Held}}, entryRead, ev, false, keep},
+		{"blocked", of(claimlog.Blocked), entryRead, ev, false, release},
+		{"blocked redelivered", of(claimlog.Blocked), entryRead, ev, true, release},
+		{"unknown", of(claimlog.Unknown), entryRead, ev, false, drop},
+		{"unknown redelivered", of(claimlog.Unknown), entryRead, ev, true, ifStored},
+		{"not listed", claimlog.Entry{IDs: []string{"x"}, Status: []claimlog.Status{claimlog.Held}}, entryRead, ev, false, drop},
+		{"entry given up", claimlog.Entry{}, entryGone, ev, false, ifStored},
+		{"older than the window", claimlog.Entry{}, entryPast, ev, true, keep},
+		{"a replay", claimlog.Entry{}, entryGone, replay, true, keep},
+		{"a replay of a blocked one", of(claimlog.Blocked), entryRead, replay, true, keep},
 	} {
-		if got := verdictOf(c.e, c.read, c.ev, c.check); got != c.want {
-			t.Errorf("%s: %d, want %d", c.name, got, c.want)
+		if got := verdictOf(c.e, c.st, c.ev, c.check); got != c.want {
+			t.Errorf("%s: %s, want %s", c.name, verdictNames[got], verdictNames[c.want])
 		}
 	}
 }

@@ -137,8 +137,7 @@ const redeliveryAge = 2 * time.Second
 // this one's (a clock stepped, or drifting), so its age cannot be told.
 func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe.Item) {
 	old, ahead := now.Add(-redeliveryAge).UnixNano(), now.Add(redeliveryAge).UnixNano()
-	decideBy, cancel := context.WithTimeout(context.Background(), decideWait)
-	defer cancel()
+	var decideBy waitBudget
 	var items []dedupe.Item
 	srcs := make([]source, 0, len(msgs))
 	for _, jm := range msgs {
@@ -156,10 +155,9 @@ func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe
 		m.SetKeyed(len(evs) > 0 && evs[0].Keyed)
 		src := source{msg: m, tag: m.Header(bus.ClaimTagHeader)}
 		var entry claimlog.Entry
-		read := true
+		var state entryState
 		if claimed && src.tag != "" && len(evs) > 0 {
-			entry, read = w.entry(decideBy, src.tag)
-			if !read && evs[0].ReceivedNs > now.Add(-entryLate).UnixNano() {
+			if entry, state = w.entryOf(decideBy.ctx, m, src.tag, evs, now); state == entryWait {
 				m.Settle(settle.NotReady, nil) // back once the entry may be read
 				w.m.unread.Inc()
 				continue
@@ -169,16 +167,8 @@ func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe
 			ev.Replay = ev.Replay || replay
 			check := delivered > 1 || ev.MaybeStored || ev.Replay || ev.ReceivedNs < old || ev.ReceivedNs > ahead
 			it := dedupe.Item{Event: ev, Check: check, Claimed: claimed}
-			if claimed && src.tag != "" {
-				v := verdictOf(entry, read, &ev, check)
-				w.m.verdicts[v].Inc()
-				switch v {
-				case drop:
-					src.free = append(src.free, event.ClaimID(ev.ID, ev.Group))
-					continue
-				case ifStored:
-					it.IfStored = true
-				}
+			if claimed && src.tag != "" && !w.judge(&src, &it, verdictOf(entry, state, &ev, check)) {
+				continue
 			}
 			src.items = append(src.items, len(items))
 			items = append(items, it)

@@ -27,10 +27,10 @@ type writerMetrics struct {
 	failures       *prometheus.CounterVec   // by table
 	keyedRepeats   prometheus.Counter
 	diskFull       prometheus.Counter
-	taken, stored  prometheus.Observer    // event age by stage
-	answered       *prometheus.CounterVec // by outcome
-	verdicts       [3]prometheus.Counter  // by verdict (claims.go)
-	unread         prometheus.Counter     // envelopes sent back for an entry not read
+	taken, stored  prometheus.Observer                   // event age by stage
+	answered       *prometheus.CounterVec                // by outcome
+	verdicts       [len(verdictNames)]prometheus.Counter // by verdict (claims.go)
+	unread         prometheus.Counter                    // envelopes sent back for an entry not read
 }
 
 func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
@@ -75,16 +75,16 @@ func newWriterMetrics(reg prometheus.Registerer) *writerMetrics {
 	m.taken, m.stored = age.WithLabelValues("taken"), age.WithLabelValues("stored")
 	verdicts := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: metrics.Writer, Name: "claim_verdicts_total",
-		Help: "Keyed events of envelopes tagged with their claims log entry, by what this writer's reading of the log said: " +
-			"keep (held: stored), drop (an earlier attempt holds it, or not known and never stored: dropped, its claim released), " +
-			"if_stored (not known, perhaps stored by an earlier delivery: answered only if found).",
+		Help: "Keyed events of envelopes tagged with their claims log entry, by what this writer did with them: " +
+			"keep (the entry holds the claim, or a replay, or older than the window: stored), release (an earlier attempt holds it: dropped, its claim released), " +
+			"drop (not known, first delivery: dropped), if_stored (not known, perhaps stored by an earlier delivery: answered only if found).",
 	}, []string{"verdict"})
-	for v, name := range []string{"keep", "drop", "if_stored"} {
+	for v, name := range verdictNames {
 		m.verdicts[v] = verdicts.WithLabelValues(name)
 	}
 	m.unread = prometheus.NewCounter(prometheus.CounterOpts{
 		Namespace: metrics.Writer, Name: "claim_entries_unread_total",
-		Help: "Envelopes sent back (NotReady) because this writer had not read their claims log entry within 500 ms.",
+		Help: "Envelopes sent back (NotReady) because this writer had not read their claims log entry yet.",
 	})
 	reg.MustRegister(age, verdicts, m.unread)
 	reg.MustRegister(m.batchEvents, m.insertDuration, m.rows, m.failures, m.keyedRepeats, m.diskFull, m.answered)

@@ -69,17 +69,48 @@ func New(stored Stored, keys Outcomes) *Checker { return &Checker{stored: stored
 // Mark runs every check on items. An error (ClickHouse could not be read)
 // means nothing about the batch is known.
 func (c *Checker) Mark(ctx context.Context, items []Item) error {
+	if err := c.dropUnfound(ctx, items); err != nil {
+		return err
+	}
 	inBatchCopies(items)
 	if err := c.keyRepeats(ctx, items); err != nil {
 		return err
 	}
-	found, err := c.storedBefore(ctx, items)
+	_, err := c.storedBefore(ctx, items)
+	return err
+}
+
+// dropUnfound sets Drop on the IfStored items that no earlier delivery
+// stored or recorded, before the other checks: a copy of the same event
+// later in the batch (a retry its entry holds) must not take a dropped
+// one for its first attempt.
+func (c *Checker) dropUnfound(ctx context.Context, items []Item) error {
+	var undecided []Item
+	var at []int
+	for i := range items {
+		if items[i].IfStored {
+			undecided, at = append(undecided, items[i]), append(at, i)
+		}
+	}
+	if len(undecided) == 0 {
+		return nil
+	}
+	ids := make([]string, len(undecided))
+	for i := range undecided {
+		ids[i] = undecided[i].Event.ID
+	}
+	recorded, err := c.keys.Lookup(ctx, ids)
 	if err != nil {
 		return err
 	}
-	for i := range items {
-		if it := &items[i]; it.IfStored && !it.Repeat && !found[it.Event.ID] {
-			it.Drop, it.SkipValues = true, true
+	stored, err := c.storedBefore(ctx, undecided)
+	if err != nil {
+		return err
+	}
+	for _, i := range at {
+		id := items[i].Event.ID
+		if _, ok := recorded[id]; !ok && !stored[id] {
+			items[i].Drop, items[i].SkipValues = true, true
 		}
 	}
 	return nil
@@ -92,6 +123,9 @@ func (c *Checker) Mark(ctx context.Context, items []Item) error {
 func inBatchCopies(items []Item) {
 	seen := make(map[string]struct{}, len(items))
 	for i := range items {
+		if items[i].Drop {
+			continue
+		}
 		id := items[i].Event.ID
 		if _, dup := seen[id]; dup {
 			items[i].SkipValues = true
@@ -115,7 +149,7 @@ func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
 	var asked, claims []string
 	keyed := false
 	for i := range items {
-		if it := &items[i]; it.Event.Keyed {
+		if it := &items[i]; it.Event.Keyed && !it.Drop {
 			keyed = true
 			if !it.Check && it.Claimed {
 				asked, claims = append(asked, it.Event.ID), append(claims, event.ClaimID(it.Event.ID, it.Event.Group))
@@ -129,7 +163,7 @@ func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
 	var ids []string
 	j := 0
 	for i := range items {
-		if it := &items[i]; it.Event.Keyed {
+		if it := &items[i]; it.Event.Keyed && !it.Drop {
 			known := false
 			if !it.Check && it.Claimed {
 				known, j = firsts[j], j+1
@@ -149,7 +183,7 @@ func (c *Checker) keyRepeats(ctx context.Context, items []Item) error {
 	first := make(map[string]*Item)
 	for i := range items {
 		it := &items[i]
-		if !it.Event.Keyed {
+		if !it.Event.Keyed || it.Drop {
 			continue
 		}
 		if prior, ok := found[it.Event.ID]; ok && !(prior == outcome.StorageFailed && it.Event.Replay) {

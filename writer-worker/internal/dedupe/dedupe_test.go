@@ -153,3 +153,35 @@ func TestFirstAttemptsAreNotLookedUp(t *testing.T) {
 		t.Fatalf("a backlog looked up %v (%v), want [[first-f]]", keys.asked, err)
 	}
 }
+
+// An event the writer may store only if an earlier delivery did (IfStored)
+// is dropped when none did, before the other checks: a copy of it later in
+// the batch, which its claims log entry holds, is then stored, not taken
+// for a repeat of the dropped one. One found stored, recorded, or pending
+// is kept and answered as before.
+func TestIfStoredIsDecidedBeforeTheOtherChecks(t *testing.T) {
+	items := []Item{
+		{Event: ev("k-gone", true, outcome.Stored), Check: true, IfStored: true},
+		{Event: ev("k-gone", true, outcome.Stored)},
+		{Event: ev("k-stored", true, outcome.Stored), Check: true, IfStored: true},
+		{Event: ev("k-recorded", true, outcome.Stored), Check: true, IfStored: true},
+		{Event: ev("k-pending", true, outcome.Stored), Check: true, IfStored: true},
+	}
+	c := New(fakeStored{"k-stored": chstore.Stored, "k-pending": chstore.Unsettled}, fakeKeys{"k-recorded": outcome.Stored})
+	if err := c.Mark(context.Background(), items); err != nil {
+		t.Fatal(err)
+	}
+	type want struct{ drop, skip, repeat, unsettled bool }
+	for i, w := range []want{
+		{true, true, false, false},   // no earlier delivery stored it: dropped
+		{false, false, false, false}, // the copy its entry holds: stored
+		{false, true, false, false},  // stored before: answered, not stored again
+		{false, true, true, false},   // recorded: its outcome
+		{false, true, false, true},   // pending: comes back
+	} {
+		it := items[i]
+		if it.Drop != w.drop || it.SkipValues != w.skip || it.Repeat != w.repeat || it.Unsettled != w.unsettled {
+			t.Errorf("item %d (%s): drop %v skip %v repeat %v unsettled %v, want %+v", i, it.Event.ID, it.Drop, it.SkipValues, it.Repeat, it.Unsettled, w)
+		}
+	}
+}
