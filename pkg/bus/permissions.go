@@ -110,9 +110,11 @@ func Users(n Names) []User {
 			Publish: slices.Concat(streams, consume(n.MappedStream, n.WriterConsumer), consume(n.DiagStream, n.DiagConsumer), follow(n.ClaimsStream), writeKV(n.BackfillBucket), []string{
 				n.DeadLetterSubject(), n.ReplyPrefix() + "*",
 				// The releases of the claims whose events it drops
-				// (<prefix>.claims.free-<tag>: a subject NATS cannot tell
-				// from the log's others, one token each), and the check
-				// that the log was not numbered again (pkg/claimlog).
+				// (<prefix>.claims.free-<tag>), and the check that the
+				// log was not numbered again (pkg/claimlog). A wildcard
+				// cannot be narrower than a token: the writer may also
+				// write entries and whole releases, so a writer's NATS
+				// password is worth what ingest-api's is to the claims.
 				n.ClaimSubject("*"),
 				"$JS.API.STREAM.MSG.GET." + n.ClaimsStream, "$JS.API.DIRECT.GET." + n.ClaimsStream, "$JS.API.DIRECT.GET." + n.ClaimsStream + ".>",
 			}),

@@ -116,9 +116,10 @@ func (n Names) MappedSubject() string { return n.SubjectPrefix + ".mapped.in" }
 const ClaimedHeader = "Events-Claimed"
 
 // ClaimTagHeader, on a keyed events message and the envelope mapped from
-// it, names the claims log entry its requests' claims are in, written just
-// before it (ingest-api/internal/claim): writer-worker stores the events of
-// the requests that entry holds and drops the others (pkg/claimlog). A
+// it, names the claims log entry its requests' claims are in, sent ahead of
+// it without waiting (ingest-api/internal/claim; the two streams do not
+// order one against the other): writer-worker waits for the entry, stores
+// the events of the requests it holds and drops the others (pkg/claimlog). A
 // message without it was published after its claims were decided (the
 // release before, or CLAIM_FIRST): it holds only events whose claims held.
 const ClaimTagHeader = "Events-Claim-Tag"
