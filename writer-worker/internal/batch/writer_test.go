@@ -113,7 +113,7 @@ func mapped(id string, code outcome.Code, values ...string) event.Mapped {
 
 var testCfg = Config{MaxBatch: 10, PacePerEvent: 10 * time.Microsecond, MaxInterval: time.Millisecond, RawMaxRows: 1000, RawInterval: 100 * time.Millisecond, InsertTimeout: 5 * time.Second, Consumer: bus.ConsumerConfig{MaxAckPending: 1000, PullBatch: 100, AckWait: 10 * time.Second},
 	Names: bus.DefaultNames, KeyWindow: time.Hour,
-	Limits: settle.Limits{MaxDeliver: 100, RetryDelay: 100 * time.Millisecond, RetryMaxDelay: 100 * time.Millisecond}}
+	Limits: settle.Limits{MaxDeliver: 100, RetryDelay: 100 * time.Millisecond, RetryMaxDelay: 100 * time.Millisecond, NotReadyDelay: 100 * time.Millisecond}}
 
 func TestWriterStoresThenAnswers(t *testing.T) {
 	r := newRig(t)
