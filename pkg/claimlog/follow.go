@@ -56,12 +56,14 @@ type follower struct {
 	gen      uint64    // the reading's: a message of another is not taken in
 	readyAt  uint64    // the log's last sequence at the first start; 0: ready
 	from     time.Time // entries stored before it are unknown (server's clock)
+	upTo     uint64    // the log's last sequence when the reading started
+	caught   uint64    // the reading that read up to its upTo
 	lastSeq  uint64    // of the last message read
 	lastAt   time.Time // when it was stored
 	ids      map[string]claimOf
 	released map[string]time.Time // releaseKey -> when the release was stored
 	order    []*read              // what was read, oldest first, to drop after the window
-	decided  map[string]Entry     // tags (those under own) -> what the entry holds
+	decided  map[string]Entry     // tags (those under own) -> what the entry holds, kept as mine
 	mine     []mine               // the entries decided, oldest first
 	waiters  []*waiter
 	byTag    map[string][]chan struct{} // closed once the entry tagged so is decided
@@ -102,7 +104,9 @@ type read struct {
 // tagged tag, of all its ids (id "") or of one.
 func releaseKey(tag, id string) string { return tag + "\n" + id }
 
-// mine is an entry decided, kept for the window.
+// mine is an entry decided, kept as long as the stream keeps it (the
+// window and the lookback): an envelope a writer tries again that long
+// still finds its decision.
 type mine struct {
 	at  time.Time
 	tag string
@@ -139,6 +143,9 @@ func (f *follower) read(gen, seq uint64, at time.Time, ids []string, tag string,
 		f.from = unknownUntil
 	}
 	f.lastSeq, f.lastAt = seq, at
+	if seq >= f.upTo {
+		f.caught = gen
+	}
 	f.forget(at)
 	r := &read{at: at, ids: ids, tag: tag, release: release}
 	f.order = append(f.order, r)
@@ -261,7 +268,7 @@ func (f *follower) forget(now time.Time) {
 	}
 	f.order = f.order[n:]
 	n = 0
-	for ; n < len(f.mine) && now.Sub(f.mine[n].at) >= f.window; n++ {
+	for ; n < len(f.mine) && now.Sub(f.mine[n].at) >= f.window+f.lookback; n++ {
 		delete(f.decided, f.mine[n].tag)
 	}
 	f.mine = f.mine[n:]

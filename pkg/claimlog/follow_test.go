@@ -229,7 +229,11 @@ func TestWaitingForAnEntrysDecision(t *testing.T) {
 		}
 		got <- e
 	}()
-	time.Sleep(20 * time.Millisecond) // the wait is registered, most often
+	for registered := false; !registered; time.Sleep(time.Millisecond) { // the wait is registered
+		f.mu.Lock()
+		registered = len(f.byTag["one-1"]) == 1
+		f.mu.Unlock()
+	}
 	f.read(gen, 1, t0.Add(time.Second), []string{"a"}, "one-1", false, time.Time{})
 	select {
 	case e := <-got:

@@ -67,6 +67,11 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, own stri
 // that long.
 func (l *Log) Window() time.Duration { return l.f.window }
 
+// CaughtUp reports whether the current reading has read the log up to
+// where it stood when the reading started (after a start, and after each
+// reading again): an entry it has not read was stored since, or never.
+func (l *Log) CaughtUp() bool { return l.f.isCaught() }
+
 // Wait returns once the message seq of the claims stream has been read, or
 // ctx ends: the reading that read it.
 func (l *Log) Wait(ctx context.Context, seq uint64) (uint64, error) { return l.f.wait(ctx, seq) }

@@ -20,6 +20,10 @@ func (f *follower) restart(from time.Time, first, last uint64) uint64 {
 	f.gen++
 	f.from, f.lastSeq, f.lastAt = from.Add(-f.lookback), max(first, 1)-1, time.Time{}
 	f.ids, f.released, f.order = map[string]claimOf{}, map[string]time.Time{}, nil
+	f.upTo = last
+	if last < max(first, 1) {
+		f.caught = f.gen // nothing to read
+	}
 	if f.readyAt == ^uint64(0) {
 		f.readyAt = last
 		f.markReady()
@@ -78,17 +82,29 @@ func (f *follower) markReady() {
 	}
 }
 
-// caughtUp marks the first reading, gen, caught up when it has read up to
-// delivered, the last message delivered to it, and nothing is left to
-// deliver (the stream's last sequence at its start may name a message
-// gone).
+// caughtUp marks the reading gen caught up (and the copy ready, if it is
+// the first) when it has read up to delivered, the last message delivered
+// to it, and nothing is left to deliver (the stream's last sequence at its
+// start may name a message gone).
 func (f *follower) caughtUp(gen, delivered uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if gen == f.gen && f.readyAt != ^uint64(0) && f.lastSeq >= delivered {
+	if gen != f.gen || f.lastSeq < delivered {
+		return
+	}
+	f.caught = gen
+	if f.readyAt != ^uint64(0) {
 		f.readyAt = 0
 		f.markReady()
 	}
+}
+
+// isCaught reports whether the current reading has read up to where the
+// log stood at its start: what it has not read was stored since.
+func (f *follower) isCaught() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen != 0 && f.caught == f.gen
 }
 
 // isReady reports whether ready is closed.

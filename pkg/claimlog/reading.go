@@ -132,13 +132,13 @@ func (l *Log) follow(ctx context.Context) error {
 			return err
 		}
 		check.Reset(verifyEvery)
-		if !l.f.isReady() {
+		if !l.f.isCaught() {
 			check.Reset(catchUpEvery)
 		}
 	}
 }
 
-// catchUpEvery is how often the first reading asks whether it caught up.
+// catchUpEvery is how often a reading asks whether it caught up.
 const catchUpEvery = 100 * time.Millisecond
 
 // skewMargin bounds how far the NATS servers' clocks (and their expiry
@@ -174,13 +174,13 @@ func (l *Log) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastAt t
 // behind the reading's, the message at the reading's last sequence the one
 // read (a stream that lost its last messages to a power loss numbers new
 // ones again; the ordered consumer would resume after its last and skip
-// them). Until the copy is ready it also marks the first reading caught up
+// them). Until the reading is caught up it also marks it caught up
 // when it has read everything delivered and nothing is left to deliver
 // (the stream's last sequence at its start may name a message gone).
 func (l *Log) verify(ctx context.Context, gen uint64, st jetstream.Stream, cons jetstream.Consumer, created time.Time) error {
 	vctx, cancel := context.WithTimeout(ctx, verifyWait)
 	defer cancel()
-	if !l.f.isReady() {
+	if !l.f.isCaught() {
 		if ci, err := cons.Info(vctx); err == nil && ci.NumPending == 0 {
 			l.f.caughtUp(gen, ci.Delivered.Stream)
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/devicehub/eventservice/pkg/claimlog"
 	"github.com/devicehub/eventservice/pkg/event"
-	"github.com/devicehub/eventservice/pkg/settle"
 	"github.com/devicehub/eventservice/writer-worker/internal/dedupe"
 )
 
@@ -19,8 +18,7 @@ import (
 type Claims interface {
 	Decision(tag string) (claimlog.Entry, bool)
 	WaitDecision(ctx context.Context, tag string) (claimlog.Entry, error)
-	Ready() <-chan struct{}
-	Window() time.Duration
+	CaughtUp() bool
 	Free(ctx context.Context, tag string, ids []string) error
 }
 
@@ -34,18 +32,17 @@ type Claims interface {
 type entryState uint8
 
 const (
-	entryRead entryState = iota // decided
+	entryRead entryState = iota // decided (kept as long as the stream keeps the entry)
 	entryWait                   // not read yet: the envelope comes back (settle.NotReady)
-	entryGone                   // not read, given up: never written, or not in this reading
-	entryPast                   // its events are older than the window: the decision is forgotten
+	entryGone                   // not read, given up: never written, or older than what the reading keeps
 )
 
 type verdict uint8
 
 const (
 	// keep: the entry holds its claim (or the envelope is not tagged, or
-	// a replay, or older than the window): stored as any keyed event,
-	// the record's checks included.
+	// an operator's replay of a dead letter whose entry is gone): stored
+	// as any keyed event, the record's checks included.
 	keep verdict = iota
 	// release: an earlier entry holds its claim (a retry while the first
 	// attempt is in flight): nothing is stored, recorded or answered, and
@@ -69,38 +66,35 @@ var verdictNames = [...]string{"keep", "release", "drop", "if_stored"}
 
 // decideWait bounds a flush's wait for the entries its envelopes are tagged
 // with, on their first delivery: the entry is sent before the events, which
-// reach the writer through the mapper, so it is nearly always read by then.
-const decideWait = 500 * time.Millisecond
+// reach the writer through the mapper, so it is nearly always read by then
+// (the whole flush waits: unkeyed envelopes too).
+const decideWait = 200 * time.Millisecond
 
 // entryTries is how often an envelope whose entry is not read comes back
-// (settle.NotReady, 1 s apart) before the entry is given up: counted in
-// deliveries, not by a clock that ingest-api's may be ahead of. An entry
-// is sent before its events, and ingest-api waits OUTCOME_TIMEOUT (5 s) for
-// its answer: one not stored by then is not stored later. It bounds what a
-// claims log that cannot be written (its stream without a leader) holds
-// back in the writers' consumer: the keyed envelopes of about 10 s.
+// (settle.NotReady, 1 s apart) once the reading is caught up, before the
+// entry is given up: counted in deliveries, not by a clock that
+// ingest-api's may be ahead of. An entry is sent before its events, and
+// ingest-api waits OUTCOME_TIMEOUT (5 s) for its answer: one not stored by
+// then is not stored later. It bounds what a claims log that cannot be
+// written (its stream without a leader) holds back in the writers'
+// consumer: the keyed envelopes of about 10 s.
 const entryTries = 10
 
-// entryOf is what this copy knows of the entry tagged tag, of the envelope
-// m of events evs, at now; decideBy bounds the wait of a first delivery.
-func (w *Writer) entryOf(decideBy func() context.Context, m *settle.Msg, tag string, evs []event.Mapped, now time.Time) (claimlog.Entry, entryState) {
-	if evs[0].ReceivedNs < now.Add(-w.claims.Window()).UnixNano() {
-		return claimlog.Entry{}, entryPast
-	}
+// entryOf is what this copy knows of the entry tagged tag, of an envelope
+// delivered that often; decideBy bounds the wait of a first delivery.
+func (w *Writer) entryOf(decideBy func() context.Context, tag string, delivered uint64) (claimlog.Entry, entryState) {
 	if e, ok := w.claims.Decision(tag); ok {
 		return e, entryRead
 	}
-	if m.Delivered() == 1 {
+	if delivered == 1 {
 		if e, err := w.claims.WaitDecision(decideBy(), tag); err == nil {
 			return e, entryRead
 		}
 	}
-	select {
-	case <-w.claims.Ready():
-	default:
-		return claimlog.Entry{}, entryWait // the reading has not caught up since it started
-	}
-	if m.Delivered() <= entryTries {
+	if !w.claims.CaughtUp() || delivered <= entryTries {
+		// The reading has not come to where the log stood when it
+		// started (this copy just started, or reads the log again):
+		// the entry may be in what it has yet to read.
 		return claimlog.Entry{}, entryWait
 	}
 	return claimlog.Entry{}, entryGone
@@ -110,23 +104,21 @@ func (w *Writer) entryOf(decideBy func() context.Context, m *settle.Msg, tag str
 // in state st, check when an earlier delivery may have stored it
 // (dedupe.Item.Check).
 func verdictOf(e claimlog.Entry, st entryState, ev *event.Mapped, check bool) verdict {
+	if st == entryRead {
+		switch e.Of(event.ClaimID(ev.ID, ev.Group)) {
+		case claimlog.Held:
+			return keep
+		case claimlog.Blocked:
+			return release
+		}
+	}
 	switch {
-	case ev.Replay || st == entryPast:
-		// An operator's replay of a dead letter, and an event the
-		// pipeline held past the window (the gap docs/guarantees.md
-		// states), are stored as before the writers decided: unless the
-		// record or the values say an earlier attempt was.
+	case ev.Replay:
+		// An operator's replay of a dead letter: its first attempt was
+		// answered "failed to store" (the record says so), and this one
+		// may store, as before the writers decided.
 		return keep
-	case st != entryRead:
-		return ifStored
-	}
-	switch e.Of(event.ClaimID(ev.ID, ev.Group)) {
-	case claimlog.Held:
-		return keep
-	case claimlog.Blocked:
-		return release
-	}
-	if check {
+	case st != entryRead || check:
 		return ifStored
 	}
 	return drop

@@ -116,10 +116,10 @@ func TestWriterStoresOnlyWhatTheEntryHolds(t *testing.T) {
 }
 
 // verdictOf: held is kept; blocked is dropped and released, even when
-// redelivered; what the reading cannot tell is dropped (not released) on a
-// first delivery and answered only if found stored on a later one, as is
-// an event whose entry was given up; a replay, and an event older than the
-// window, are kept (the record's checks decide).
+// redelivered or replayed; what the reading cannot tell is dropped (not
+// released) on a first delivery and answered only if found stored on a
+// later one, as is an event whose entry was given up; a replay the reading
+// cannot tell is kept (the record's checks decide).
 func TestVerdicts(t *testing.T) {
 	ev := &event.Mapped{ID: "e1"}
 	bk := &event.Mapped{ID: "m1", Group: "b"}
@@ -141,16 +141,70 @@ func TestVerdicts(t *testing.T) {
 		{"held at one place, blocked at another", claimlog.Entry{IDs: []string{"e1", "e1"}, Status: []claimlog.Status{claimlog.Blocked, claimlog.Held}}, entryRead, ev, false, keep},
 		{"blocked", of(claimlog.Blocked), entryRead, ev, false, release},
 		{"blocked redelivered", of(claimlog.Blocked), entryRead, ev, true, release},
+		{"blocked replayed", of(claimlog.Blocked), entryRead, replay, true, release},
 		{"unknown", of(claimlog.Unknown), entryRead, ev, false, drop},
 		{"unknown redelivered", of(claimlog.Unknown), entryRead, ev, true, ifStored},
+		{"unknown replayed", of(claimlog.Unknown), entryRead, replay, true, keep},
 		{"not listed", claimlog.Entry{IDs: []string{"x"}, Status: []claimlog.Status{claimlog.Held}}, entryRead, ev, false, drop},
-		{"entry given up", claimlog.Entry{}, entryGone, ev, false, ifStored},
-		{"older than the window", claimlog.Entry{}, entryPast, ev, true, keep},
-		{"a replay", claimlog.Entry{}, entryGone, replay, true, keep},
-		{"a replay of a blocked one", of(claimlog.Blocked), entryRead, replay, true, keep},
+		{"entry given up", claimlog.Entry{}, entryGone, ev, true, ifStored},
+		{"entry given up, replayed", claimlog.Entry{}, entryGone, replay, true, keep},
 	} {
 		if got := verdictOf(c.e, c.st, c.ev, c.check); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, verdictNames[got], verdictNames[c.want])
+		}
+	}
+}
+
+// fakeClaims is a reading that has decided the entries in decided, and is
+// caught up when caught is.
+type fakeClaims struct {
+	decided map[string]claimlog.Entry
+	caught  bool
+	waited  int
+}
+
+func (f *fakeClaims) Decision(tag string) (claimlog.Entry, bool) {
+	e, ok := f.decided[tag]
+	return e, ok
+}
+func (f *fakeClaims) WaitDecision(ctx context.Context, tag string) (claimlog.Entry, error) {
+	f.waited++
+	<-ctx.Done()
+	return claimlog.Entry{}, ctx.Err()
+}
+func (f *fakeClaims) CaughtUp() bool                               { return f.caught }
+func (f *fakeClaims) Free(context.Context, string, []string) error { return nil }
+
+// entryOf: a decided entry is read at once; one not read is waited for
+// once, on a first delivery, then sent back while the reading catches up
+// and for entryTries deliveries, then given up.
+func TestEntryOf(t *testing.T) {
+	held := claimlog.Entry{IDs: []string{"e1"}, Status: []claimlog.Status{claimlog.Held}}
+	f := &fakeClaims{decided: map[string]claimlog.Entry{"t-1": held}}
+	w := &Writer{claims: f}
+	budget := func() context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		t.Cleanup(cancel)
+		return ctx
+	}
+	for _, c := range []struct {
+		name      string
+		tag       string
+		delivered uint64
+		caught    bool
+		want      entryState
+		waits     int
+	}{
+		{"decided", "t-1", 1, false, entryRead, 0},
+		{"not read, first delivery", "t-2", 1, true, entryWait, 1},
+		{"not read, redelivered", "t-2", 5, true, entryWait, 0},
+		{"not read past the tries", "t-2", entryTries + 1, true, entryGone, 0},
+		{"not read past the tries, the reading behind", "t-2", entryTries + 1, false, entryWait, 0},
+	} {
+		f.caught, f.waited = c.caught, 0
+		e, st := w.entryOf(budget, c.tag, c.delivered)
+		if st != c.want || f.waited != c.waits || (st == entryRead && !e.Holds("e1")) {
+			t.Errorf("%s: state %d after %d waits, want %d after %d", c.name, st, f.waited, c.want, c.waits)
 		}
 	}
 }

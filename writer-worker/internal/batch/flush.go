@@ -157,7 +157,7 @@ func (w *Writer) decode(msgs []jetstream.Msg, now time.Time) ([]source, []dedupe
 		var entry claimlog.Entry
 		var state entryState
 		if claimed && src.tag != "" && len(evs) > 0 {
-			if entry, state = w.entryOf(decideBy.ctx, m, src.tag, evs, now); state == entryWait {
+			if entry, state = w.entryOf(decideBy.ctx, src.tag, delivered); state == entryWait {
 				m.Settle(settle.NotReady, nil) // back once the entry may be read
 				w.m.unread.Inc()
 				continue
