@@ -17,21 +17,8 @@ import (
 func reading(t *testing.T, window, lookback time.Duration) (*Log, jetstream.Stream) {
 	t.Helper()
 	_, js := testenv.Connect(t)
-	ctx := context.Background()
-	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26,
-		Prefix: bus.DefaultPrefix}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(ctx, bus.DefaultNames.ClaimsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	sc.MaxAge, sc.Duplicates = window+lookback, window
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
-	l, err := Open(ctx, js, bus.DefaultNames, "", zap.NewNop())
+	st := testenv.ClaimsLog(t, js, window, lookback)
+	l, err := Open(context.Background(), js, bus.DefaultNames, "", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

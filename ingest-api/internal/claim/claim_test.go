@@ -32,20 +32,7 @@ func (c *Claims) take(ctx context.Context, id string) (Claim, error) {
 func streams(t testing.TB, window time.Duration) jetstream.JetStream {
 	t.Helper()
 	_, js := testenv.Connect(t)
-	ctx := context.Background()
-	if err := bus.EnsureStreams(ctx, js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26,
-		Prefix: bus.DefaultPrefix}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(ctx, bus.DefaultNames.ClaimsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	sc.MaxAge, sc.Duplicates = window, window
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	testenv.ClaimsLog(t, js, window, 0)
 	return js
 }
 

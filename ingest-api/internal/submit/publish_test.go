@@ -87,6 +87,21 @@ func sub(claimID string, evs ...*event.Event) *submission {
 	return newSubmission(evs, claimID)
 }
 
+// publishAll adds subs to p and runs it until it has published them.
+func publishAll(t *testing.T, p *publisher, subs []*submission) {
+	t.Helper()
+	for _, s := range subs {
+		if err := p.add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.run(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // refusals is what s was told, without waiting.
 func refusals(s *submission) []refusal {
 	var out []refusal
@@ -209,16 +224,7 @@ func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 	p := newPublisher("ev.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
 	subs := []*submission{sub("", ev("u0", 1)), sub("k0", ev("k0", 1)), sub("", ev("u1", 1)),
 		sub("k-held", ev("k1", 1), ev("k2", 1)), sub("k0", ev("k0", 1)), sub("kb", ev("kb0", 1), ev("kb1", 1))}
-	for _, s := range subs {
-		if err := p.add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := p.run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	publishAll(t, p, subs)
 	got := read(2)
 	slices.SortFunc(got, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 	if want := [][]string{{"k0", "kb0", "kb1", "Events-Claimed=1"}, {"u0", "u1"}}; !reflect.DeepEqual(got, want) {

@@ -30,16 +30,7 @@ func TestKeyedSubmissionsGoWithTheirClaims(t *testing.T) {
 	l.claimFirst = false
 	p := newPublisher("ev.in", l, js, claims, nil, zap.NewNop())
 	subs := []*submission{sub("k0", ev("k0", 1)), sub("k-held", ev("k1", 1), ev("k2", 1)), sub("k0", ev("k0", 1)), sub("", ev("u0", 1))}
-	for _, s := range subs {
-		if err := p.add(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := p.run(ctx); err != nil {
-		t.Fatal(err)
-	}
+	publishAll(t, p, subs)
 	st, err := js.Stream(context.Background(), "EV")
 	if err != nil {
 		t.Fatal(err)
