@@ -70,9 +70,9 @@ var verdictNames = [...]string{"keep", "release", "drop", "if_stored"}
 // (the whole flush waits: unkeyed envelopes too).
 const decideWait = 200 * time.Millisecond
 
-// entryTries is how often an envelope whose entry is not read comes back
-// (settle.NotReady, 1 s apart) once the reading is caught up, before the
-// entry is given up: counted in deliveries, not by a clock that
+// entryTries is how many deliveries of an envelope whose entry is not read
+// (settle.NotReady brings it back 1 s apart) come before the entry is given
+// up, once the reading is caught up: counted in deliveries, not by a clock that
 // ingest-api's may be ahead of. An entry is sent before its events, and
 // ingest-api waits OUTCOME_TIMEOUT (5 s) for its answer: one not stored by
 // then is not stored later. It bounds what a claims log that cannot be
