@@ -102,6 +102,24 @@ func publishAll(t *testing.T, p *publisher, subs []*submission) {
 	}
 }
 
+// toldTaken fails the test unless each of subs was told, of its events,
+// that the ids want[i] are taken (claim.ErrTaken), and nothing else.
+func toldTaken(t *testing.T, subs []*submission, want [][]string) {
+	t.Helper()
+	for i := range subs {
+		var taken []string
+		for _, r := range refusals(subs[i]) {
+			if !errors.Is(r.err, claim.ErrTaken) {
+				t.Fatalf("submission %d: %v", i, r.err)
+			}
+			taken = append(taken, r.ids...)
+		}
+		if !reflect.DeepEqual(taken, want[i]) {
+			t.Fatalf("submission %d was told %v are taken, want %v", i, taken, want[i])
+		}
+	}
+}
+
 // refusals is what s was told, without waiting.
 func refusals(s *submission) []refusal {
 	var out []refusal
@@ -230,18 +248,7 @@ func TestKeyedSubmissionsAreClaimedAndGoInMessagesOfTheirOwn(t *testing.T) {
 	if want := [][]string{{"k0", "kb0", "kb1", "Events-Claimed=1"}, {"u0", "u1"}}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("messages %v, want %v", got, want)
 	}
-	for i, want := range [][]string{nil, nil, nil, {"k1", "k2"}, {"k0"}, nil} {
-		var taken []string
-		for _, r := range refusals(subs[i]) {
-			if !errors.Is(r.err, claim.ErrTaken) {
-				t.Fatalf("submission %d: %v", i, r.err)
-			}
-			taken = append(taken, r.ids...)
-		}
-		if !reflect.DeepEqual(taken, want) {
-			t.Fatalf("submission %d was told %v are taken, want %v", i, taken, want)
-		}
-	}
+	toldTaken(t, subs, [][]string{nil, nil, nil, {"k1", "k2"}, {"k0"}, nil})
 	// Every submission that went out holds its one claim; no event took
 	// one of its own.
 	held := takeAll(t, claims, "k0", "kb", "kb0", "kb1", "k1")

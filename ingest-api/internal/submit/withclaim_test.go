@@ -74,18 +74,7 @@ func TestKeyedSubmissionsGoWithTheirClaims(t *testing.T) {
 	if _, err := cst.GetLastMsgForSubject(context.Background(), bus.DefaultNames.ClaimFreeSubject(keyed.tag)); err == nil {
 		t.Fatal("ingest-api released claims of an entry the writers decide")
 	}
-	for i, want := range [][]string{nil, {"k1", "k2"}, {"k0"}, nil} {
-		var taken []string
-		for _, r := range refusals(subs[i]) {
-			if !errors.Is(r.err, claim.ErrTaken) {
-				t.Fatalf("submission %d: %v", i, r.err)
-			}
-			taken = append(taken, r.ids...)
-		}
-		if !reflect.DeepEqual(taken, want) {
-			t.Fatalf("submission %d was told %v are taken, want %v", i, taken, want)
-		}
-	}
+	toldTaken(t, subs, [][]string{nil, {"k1", "k2"}, {"k0"}, nil})
 }
 
 // When the claims log refuses an entry, no writer will store the events
