@@ -120,6 +120,29 @@ func toldTaken(t *testing.T, subs []*submission, want [][]string) {
 	}
 }
 
+// toldNotStored adds s to p, runs p until the test ends, and returns why s
+// was refused, failing the test unless it was told within wait that its
+// events are certainly not stored (not claim.ErrTaken).
+func toldNotStored(t *testing.T, p *publisher, s *submission, wait time.Duration) error {
+	t.Helper()
+	if err := p.add(s); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = p.run(ctx) }()
+	select {
+	case r := <-s.refused:
+		if r.err == nil || errors.Is(r.err, claim.ErrTaken) || !NotStored(r.err) {
+			t.Fatalf("refusal reported as %v", r.err)
+		}
+		return r.err
+	case <-time.After(wait):
+		t.Fatal("refusal not reported")
+	}
+	return nil
+}
+
 // refusals is what s was told, without waiting.
 func refusals(s *submission) []refusal {
 	var out []refusal
@@ -271,21 +294,7 @@ func TestARefusedKeyedMessageReleasesItsClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newPublisher("full.in", lim(10, 1<<20), js, claims, nil, zap.NewNop())
-	s := sub("k-refused", ev("k-refused", 1))
-	if err := p.add(s); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = p.run(ctx) }()
-	select {
-	case r := <-s.refused:
-		if r.err == nil || errors.Is(r.err, claim.ErrTaken) || !NotStored(r.err) {
-			t.Fatalf("refusal reported as %v", r.err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("refusal not reported")
-	}
+	toldNotStored(t, p, sub("k-refused", ev("k-refused", 1)), 5*time.Second)
 	if held := takeAll(t, claims, "k-refused"); !held[0] {
 		t.Fatal("the claim was not released")
 	}

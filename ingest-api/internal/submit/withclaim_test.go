@@ -2,7 +2,6 @@ package submit
 
 import (
 	"context"
-	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/devicehub/eventservice/ingest-api/internal/claim"
 	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/event"
 )
@@ -94,19 +92,7 @@ func TestKeyedSubmissionsWhoseEntryIsRefusedAreTold(t *testing.T) {
 	l := lim(10, 1<<20)
 	l.claimFirst = false
 	p := newPublisher("ev.in", l, js, claims, nil, zap.NewNop())
-	s := sub("k0", ev("k0", 1))
-	if err := p.add(s); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = p.run(ctx) }()
-	select {
-	case r := <-s.refused:
-		if r.err == nil || errors.Is(r.err, claim.ErrTaken) || !NotStored(r.err) || !strings.Contains(r.err.Error(), "claim") {
-			t.Fatalf("refusal reported as %v", r.err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("refusal not reported")
+	if err := toldNotStored(t, p, sub("k0", ev("k0", 1)), 10*time.Second); !strings.Contains(err.Error(), "claim") {
+		t.Fatalf("refusal reported as %v", err)
 	}
 }
