@@ -73,9 +73,9 @@ func run(ctx context.Context, cfg Config, log *zap.Logger) error {
 	metrics.WatchConsumer(reg, metrics.Writer, js, names.MappedStream, names.WriterConsumer)
 	cfg.Batch.Names = names
 	hs.Mux.Handle("GET /metrics", metrics.Handler(reg))
-	seen := idem.NewSeen(js, names, store, cfg.Batch.KeyWindow, idem.FilterBytes, log.With(zap.String("component", "keys")))
+	seen := idem.NewSeen(store, cfg.Batch.KeyWindow, idem.FilterBytes, log.With(zap.String("component", "keys")))
 	keys := idem.New(store, seen, cfg.Batch.KeyWindow, log.With(zap.String("component", "keys")))
-	claims, err := claimlog.Open(ctx, js, names, "", log.With(zap.String("component", "claims")))
+	claims, err := claimlog.Open(ctx, js, names, "", seen, log.With(zap.String("component", "claims")))
 	if err != nil {
 		return err
 	}

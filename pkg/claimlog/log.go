@@ -29,6 +29,7 @@ type Log struct {
 	names bus.Names
 	log   *zap.Logger
 	f     *follower
+	tap   Tap // nil: none
 	// reread ends the reading at once (a writer of entries found it
 	// numbered again: Reread); reverify checks it at once (the consumer
 	// made itself again).
@@ -36,10 +37,30 @@ type Log struct {
 	rereads          atomic.Uint64 // readings ended
 }
 
+// Tap is told what the reading reads, in the log's order, as it reads it:
+// writer-worker's filter of keys seen (writer-worker/internal/idem) is fed
+// by it, so that a copy reads the log once. Its methods are called from the
+// reading's goroutines and must not block.
+type Tap interface {
+	// Restarted: a reading starts; it reads the log from the stream's
+	// first message. What expired before it, it never reads.
+	Restarted()
+	// Read: a message stored at at (the server's clock) and received at
+	// recv (this copy's): an entry's ids, or a release (release: the ids
+	// it frees, or none). lost: messages before it may have expired
+	// unread (see follower).
+	Read(at, recv time.Time, ids []string, release, lost bool)
+	// Checked: the reading was asked how far it is at asked, and answered
+	// at answered with the server's time then; caught: it had read
+	// everything the server had delivered, and nothing was left to
+	// deliver.
+	Checked(asked, answered, server time.Time, caught bool)
+}
+
 // Open returns a reading of the stream names.ClaimsStream (bus.EnsureStreams
 // creates it) that keeps what the entries tagged under own hold ("": every
-// entry) for the window; Run reads.
-func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, own string, log *zap.Logger) (*Log, error) {
+// entry) for the window, telling tap (nil: none) what it reads; Run reads.
+func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, own string, tap Tap, log *zap.Logger) (*Log, error) {
 	st, err := js.Stream(ctx, names.ClaimsStream)
 	if err != nil {
 		return nil, fmt.Errorf("claims stream %s: %w", names.ClaimsStream, err)
@@ -58,7 +79,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, own stri
 	if window <= 0 || window > kept {
 		window = kept
 	}
-	return &Log{js: js, names: names, log: log, f: newFollower(window, kept-window, own),
+	return &Log{js: js, names: names, log: log, f: newFollower(window, kept-window, own), tap: tap,
 		reread: make(chan struct{}, 1), reverify: make(chan struct{}, 1)}, nil
 }
 

@@ -85,18 +85,19 @@ func (f *follower) markReady() {
 // caughtUp marks the reading gen caught up (and the copy ready, if it is
 // the first) when it has read up to delivered, the last message delivered
 // to it, and nothing is left to deliver (the stream's last sequence at its
-// start may name a message gone).
-func (f *follower) caughtUp(gen, delivered uint64) {
+// start may name a message gone); it reports whether it has.
+func (f *follower) caughtUp(gen, delivered uint64) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if gen != f.gen || f.lastSeq < delivered {
-		return
+		return false
 	}
 	f.caught = gen
 	if f.readyAt != ^uint64(0) {
 		f.readyAt = 0
 		f.markReady()
 	}
+	return true
 }
 
 // isCaught reports whether the current reading has read up to where the

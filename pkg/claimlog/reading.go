@@ -59,6 +59,7 @@ func (l *Log) follow(ctx context.Context) error {
 	started := make(chan struct{})
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		<-started
+		recv := time.Now()
 		meta, err := m.Metadata()
 		if err != nil {
 			l.f.invalidate(gen)
@@ -79,6 +80,12 @@ func (l *Log) follow(ctx context.Context) error {
 			}
 		}
 		ids, tag, release := l.names.ClaimEntry(m.Subject(), m.Data())
+		if l.tap != nil {
+			// Told first: once the reading counts a message read, its tap
+			// has it (a message of a log numbered again only costs it a
+			// lookup).
+			l.tap.Read(meta.Timestamp, recv, ids, release, !until.IsZero())
+		}
 		if !l.f.read(gen, seq, meta.Timestamp, ids, tag, release, until) {
 			fail(ErrRenumbered)
 		}
@@ -109,6 +116,9 @@ func (l *Log) follow(ctx context.Context) error {
 		return err
 	}
 	gen = l.f.restart(info.TimeStamp, info.State.FirstSeq, info.State.LastSeq)
+	if l.tap != nil {
+		l.tap.Restarted()
+	}
 	close(started)
 	defer l.f.invalidate(gen)
 	created := info.Created
@@ -174,15 +184,20 @@ func (l *Log) unknownAfterGap(ctx context.Context, st jetstream.Stream, lastAt t
 // behind the reading's, the message at the reading's last sequence the one
 // read (a stream that lost its last messages to a power loss numbers new
 // ones again; the ordered consumer would resume after its last and skip
-// them). Until the reading is caught up it also marks it caught up
-// when it has read everything delivered and nothing is left to deliver
-// (the stream's last sequence at its start may name a message gone).
+// them). Until the reading is caught up (with a tap, at each check) it
+// also asks how far the consumer is, and marks the reading caught up when
+// it has read everything delivered and nothing is left to deliver (the
+// stream's last sequence at its start may name a message gone).
 func (l *Log) verify(ctx context.Context, gen uint64, st jetstream.Stream, cons jetstream.Consumer, created time.Time) error {
 	vctx, cancel := context.WithTimeout(ctx, verifyWait)
 	defer cancel()
-	if !l.f.isCaught() {
-		if ci, err := cons.Info(vctx); err == nil && ci.NumPending == 0 {
-			l.f.caughtUp(gen, ci.Delivered.Stream)
+	if l.tap != nil || !l.f.isCaught() {
+		asked := time.Now()
+		if ci, err := cons.Info(vctx); err == nil {
+			caught := ci.NumPending == 0 && l.f.caughtUp(gen, ci.Delivered.Stream)
+			if l.tap != nil {
+				l.tap.Checked(asked, time.Now(), ci.TimeStamp, caught)
+			}
 		}
 	}
 	seq, at := l.f.last()

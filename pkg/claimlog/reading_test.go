@@ -2,6 +2,10 @@ package claimlog
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +22,7 @@ func reading(t *testing.T, window, lookback time.Duration) (*Log, jetstream.Stre
 	t.Helper()
 	_, js := testenv.Connect(t)
 	st := testenv.ClaimsLog(t, js, window, lookback)
-	l, err := Open(context.Background(), js, bus.DefaultNames, "", zap.NewNop())
+	l, err := Open(context.Background(), js, bus.DefaultNames, "", nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,5 +70,93 @@ func TestAGapWithALookback(t *testing.T) {
 	want := now.Add(skewMargin - time.Minute)
 	if until.Before(want) || until.After(time.Now().Add(skewMargin-time.Minute+time.Second)) {
 		t.Fatalf("after a message 115 s old: unknown until %v, want about %v", until, want)
+	}
+}
+
+// tapped records what a Tap is told, in order.
+type tapped struct {
+	mu   sync.Mutex
+	told []string
+}
+
+func (r *tapped) add(s string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.told = append(r.told, s)
+}
+
+func (r *tapped) Restarted() { r.add("restarted") }
+
+func (r *tapped) Read(at, recv time.Time, ids []string, release, lost bool) {
+	if at.IsZero() || recv.Before(at.Add(-time.Minute)) {
+		r.add("read without its times")
+	}
+	r.add(fmt.Sprintf("read %s release=%v lost=%v", strings.Join(ids, ","), release, lost))
+}
+
+func (r *tapped) Checked(asked, answered, server time.Time, caught bool) {
+	if caught && !server.IsZero() && !answered.Before(asked) {
+		r.add("caught")
+	}
+}
+
+// what returns what the tap was told, the checks after the first of a run
+// of them left out.
+func (r *tapped) what() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, s := range r.told {
+		if s == "caught" && len(out) > 0 && out[len(out)-1] == "caught" {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// A Tap is told, in the log's order, each start of a reading, each entry's
+// ids and each release's, and that the reading caught up; a reading again
+// tells it everything the stream holds again (writer-worker's filter of
+// keys seen is fed so).
+func TestTheTapIsToldWhatTheReadingReads(t *testing.T) {
+	_, js := testenv.Connect(t)
+	testenv.ClaimsLog(t, js, time.Minute, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, m := range []struct{ subject, data string }{
+		{bus.DefaultNames.ClaimLogSubject("tag-a"), "x\ny"},
+		{bus.DefaultNames.ClaimFreeSubject("tag-a"), "y"},
+	} {
+		if _, err := js.Publish(ctx, m.subject, []byte(m.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tap := &tapped{}
+	l, err := Open(ctx, js, bus.DefaultNames, "", tap, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	once := []string{"restarted", "read x,y release=false lost=false", "read y release=true lost=false", "caught"}
+	waitTold(t, tap, once)
+	l.f.mu.Lock()
+	gen := l.f.gen
+	l.f.mu.Unlock()
+	l.Reread(gen)
+	waitTold(t, tap, append(once, once...))
+}
+
+// waitTold waits up to 5 s for the tap to have been told want.
+func waitTold(t *testing.T, tap *tapped, want []string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Equal(tap.what(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("told %q, want %q", tap.what(), want)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -62,7 +62,7 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, log *zap
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	own := hex.EncodeToString(b[:]) + "-"
-	l, err := claimlog.Open(ctx, js, names, own, log)
+	l, err := claimlog.Open(ctx, js, names, own, nil, log)
 	if err != nil {
 		return nil, err
 	}

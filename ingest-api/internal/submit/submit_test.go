@@ -67,7 +67,7 @@ func newPipeline(t testing.TB, timeout time.Duration, subject string, answer fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := claimlog.Open(ctx, js, names, "", zap.NewNop())
+	log, err := claimlog.Open(ctx, js, names, "", nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

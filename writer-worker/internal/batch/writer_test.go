@@ -61,7 +61,7 @@ func (r *rig) run(t *testing.T, cfg Config) *Writer {
 // claims is a reading of the claims log, read until the test ends.
 func (r *rig) claims(t *testing.T) *claimlog.Log {
 	t.Helper()
-	l, err := claimlog.Open(context.Background(), r.js, bus.DefaultNames, "", zap.NewNop())
+	l, err := claimlog.Open(context.Background(), r.js, bus.DefaultNames, "", nil, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,125 +1,122 @@
 package idem
 
-// Seen's feed: the claims stream followed into the filter, and event_keys
-// read at its start.
+// Seen's feed: the writer's reading of the claims log tells Seen what it
+// reads (Seen is its claimlog.Tap); event_keys is read at each start of
+// that reading, and again when it may have lost claims.
 
 import (
 	"context"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
-	"github.com/devicehub/eventservice/pkg/bus"
 	"github.com/devicehub/eventservice/pkg/retry"
 )
 
-// Run fills the filter until ctx ends, starting again after a failure or
-// a break in the feed.
+// Run reads event_keys into the filter each time the claims log's reading
+// asks, until ctx ends, trying again after a failure.
 func (s *Seen) Run(ctx context.Context) error {
 	if s == nil {
 		<-ctx.Done()
 		return nil
 	}
-	retry.Backoff{Initial: time.Second, Max: 30 * time.Second}.Loop(ctx, s.follow, func(err error) {
-		s.log.Warn("keys seen: starting again; until then keyed events are looked up", zap.Error(err))
+	retry.Backoff{Initial: time.Second, Max: 30 * time.Second}.Loop(ctx, s.loadAsked, func(err error) {
+		s.log.Warn("keys seen: event_keys not read; until they are, keyed events are looked up", zap.Error(err))
 	})
 	return nil
 }
 
-// follow starts the filter afresh: the claims' feed first, then event_keys
-// over the window, and keeps it until ctx ends or the feed breaks.
-func (s *Seen) follow(ctx context.Context) error {
-	s.mu.Lock()
-	s.gen++
-	gen := s.gen
-	s.f, s.held, s.heldIDs, s.complete, s.caughtUpAt, s.lastSeq, s.minOffset, s.offsetKnown = newFilter(s.window, s.bytes), nil, map[string]int{}, false, time.Time{}, 0, 0, false
-	s.broken = make(chan struct{})
-	broken := s.broken
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.complete = false
-		s.mu.Unlock()
-	}()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-broken:
-			cancel() // the read of event_keys too
-		case <-ctx.Done():
-		}
-	}()
-	st, err := s.js.Stream(ctx, s.names.ClaimsStream)
-	if err != nil {
-		return err
-	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return err
-	}
-	cc, err := cons.Consume(func(m jetstream.Msg) { s.claimed(gen, m) }, jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		s.log.Debug("claims' feed", zap.Error(err))
-	}))
-	if err != nil {
-		return err
-	}
-	defer cc.Stop()
-	since := time.Now().Add(-s.window)
-	rows := 0
-	err = s.keys.EachKey(ctx, since.UnixNano(), func(id string, tsNs int64) {
-		s.mu.Lock()
-		s.f.add(id, time.Unix(0, tsNs), time.Now())
-		if rows++; rows%4096 == 0 {
-			s.settle(time.Now()) // claims arriving meanwhile are not held longer than they must
-		}
-		s.mu.Unlock()
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return errFeedBroken
-		}
-		return err
-	}
-	s.mu.Lock()
-	s.complete = true // answers once the feed is known caught up (check)
-	s.mu.Unlock()
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
+// loadAsked reads event_keys over the window whenever the reading asked
+// for it since the last read started, until ctx ends or a read fails.
+func (s *Seen) loadAsked(ctx context.Context) error {
 	for {
-		s.check(ctx, cons)
-		select {
-		case <-ctx.Done():
+		s.mu.Lock()
+		asked, loaded := s.asked, s.loaded
+		s.mu.Unlock()
+		if asked == loaded {
 			select {
-			case <-broken:
-				return errFeedBroken
-			default:
+			case <-ctx.Done():
 				return ctx.Err()
+			case <-s.wake:
 			}
-		case <-tick.C:
+			continue
 		}
+		since := time.Now().Add(-s.window)
+		rows := 0
+		err := s.keys.EachKey(ctx, since.UnixNano(), func(id string, tsNs int64) {
+			s.mu.Lock()
+			s.f.add(id, time.Unix(0, tsNs), time.Now())
+			if rows++; rows%4096 == 0 {
+				s.settle(time.Now()) // claims arriving meanwhile are not held longer than they must
+			}
+			s.mu.Unlock()
+		})
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.loaded = asked // complete, unless the reading asked again meanwhile
+		s.mu.Unlock()
 	}
 }
 
-// check asks the server how far the feed is: when it has delivered every
-// claim and this copy has taken them in, the feed is caught up as of the
-// question.
-func (s *Seen) check(ctx context.Context, cons jetstream.Consumer) {
-	asked := time.Now()
-	ictx, cancel := context.WithTimeout(ctx, s.fresh/2)
-	info, err := cons.Info(ictx)
-	cancel()
-	answered := time.Now()
+// ask has event_keys read again; until then Seen answers nothing. s.mu is
+// held.
+func (s *Seen) ask() {
+	s.asked++
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Restarted: a reading of the claims log starts (claimlog.Tap). It reads
+// every claim the stream still holds, those held here too (taken in again
+// in order, the oldest first); what expired before it is read from
+// event_keys. The filter keeps what it has: a claim taken in twice, or
+// one no longer in the stream, only costs a lookup.
+func (s *Seen) Restarted() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err == nil && !info.TimeStamp.IsZero() {
-		// The server's time as it answered: the clocks' difference plus
-		// at most the round trip, whether or not claims come.
-		s.offsetSample(answered.Sub(info.TimeStamp))
+	s.held, s.heldIDs = nil, map[string]int{}
+	s.caughtUpAt, s.starting = time.Time{}, true
+	s.ask()
+}
+
+// Read takes in one message of the claims log (claimlog.Tap): an entry's
+// ids (a release adds none: an id it frees is looked up). Claims lost
+// before it (expired unread) may be of events stored since the last read
+// of event_keys: it is read again. At a reading's start they are what
+// expired before it, which the read its start asked for covers.
+func (s *Seen) Read(at, recv time.Time, ids []string, release, lost bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.offsetSample(recv.Sub(at))
+	if lost && !s.starting {
+		s.ask()
+	}
+	s.starting = false
+	if release {
+		return
+	}
+	for _, id := range ids {
+		s.held = append(s.held, claimSeen{id: id, ts: at})
+		s.heldIDs[id]++
+	}
+}
+
+// Checked takes in how far the reading is (claimlog.Tap): the server's
+// time as it answered gives the clocks' difference plus at most the round
+// trip, whether or not claims come; caught, the reading was caught up as
+// of the question.
+func (s *Seen) Checked(asked, answered, server time.Time, caught bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !server.IsZero() {
+		s.offsetSample(answered.Sub(server))
 	}
 	s.settle(time.Now())
-	if err == nil && info.NumPending == 0 && s.lastSeq >= info.Delivered.Stream {
+	if caught {
 		s.caughtUpAt = asked
 	}
 }
@@ -129,50 +126,6 @@ func (s *Seen) check(ctx context.Context, cons jetstream.Consumer) {
 func (s *Seen) offsetSample(d time.Duration) {
 	if !s.offsetKnown || d < s.minOffset {
 		s.minOffset, s.offsetKnown = d, true
-	}
-}
-
-// claimed takes one message of the claims log from the feed of run gen:
-// an entry's ids (a release adds none: an id it frees is looked up).
-func (s *Seen) claimed(gen uint64, m jetstream.Msg) {
-	meta, err := m.Metadata()
-	if err != nil {
-		return
-	}
-	ids, _, release := s.names.ClaimEntry(m.Subject(), m.Data())
-	if release {
-		ids = nil
-	}
-	now := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if gen != s.gen {
-		return // a stopped run's
-	}
-	offset := now.Sub(meta.Timestamp)
-	s.offsetSample(offset)
-	seq := meta.Sequence.Stream
-	// A gap in the sequence is claims deleted (released) or expired
-	// before delivery; the latter is possible once the claim before it,
-	// counting how late it came, is half the window old.
-	if s.lastSeq != 0 && seq != s.lastSeq+1 && (seq <= s.lastSeq || now.Sub(s.lastAt)+s.lastLag > bus.PipelineWindow/2) {
-		s.breakFeed()
-		return
-	}
-	s.lastSeq, s.lastAt, s.lastLag = seq, now, offset-s.minOffset
-	for _, id := range ids {
-		s.held = append(s.held, claimSeen{id: id, ts: meta.Timestamp})
-		s.heldIDs[id]++
-	}
-}
-
-// breakFeed marks the filter incomplete; follow starts again.
-func (s *Seen) breakFeed() {
-	s.complete = false
-	select {
-	case <-s.broken:
-	default:
-		close(s.broken)
 	}
 }
 

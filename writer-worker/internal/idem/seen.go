@@ -2,11 +2,9 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/devicehub/eventservice/pkg/bus"
@@ -16,47 +14,43 @@ import (
 // earlier attempt within the window: the common case, a first attempt.
 //
 // Every attempt that enters the pipeline first takes its request's claim
-// in the claims stream (ingest-api/internal/claim; one claim per request,
-// event.ClaimID), and a second attempt can take it only after the first's
-// has expired, bus.PipelineWindow later. So an earlier attempt of an event
-// checked now has a claim at least that old. Seen keeps a filter of every
-// claim it received holdFor (half the pipeline window) ago or more, from
-// the claims stream as it is written and, for the window before this copy
-// started, of the event ids in event_keys. An event neither of whose ids
-// (its own, its claim's) is in it has had no earlier attempt: its own claim
-// is younger than holdFor. One in it (an earlier attempt, its own claim
-// past hold, or a false hit of the filter) is looked up as before.
+// in the claims log (one claim per request, event.ClaimID), and a second
+// attempt can take it only after the first's has expired,
+// bus.PipelineWindow later. So an earlier attempt of an event checked now
+// has a claim at least that old. Seen keeps a filter of every claim taken
+// holdFor (half the pipeline window) ago or more, from the writer's one
+// reading of the claims log (pkg/claimlog: Seen is its Tap) and, for the
+// window before that reading started, of the event ids in event_keys. An
+// event neither of whose ids (its own, its claim's) is in it has had no
+// earlier attempt: its own claim is younger than holdFor. One in it (an
+// earlier attempt, its own claim past hold, or a false hit of the filter)
+// is looked up as before.
 //
-// Seen answers only while it is complete (from the end of its start until
-// the claims' feed may have lost a claim: a gap in the stream's sequence
-// where the claim before it is half the window old; then it starts again)
-// and its feed was known caught up less than freshFor ago (the server has
-// delivered every claim, and this copy has taken them in).
+// Seen answers only while it is complete (event_keys read since the
+// reading last started, or last told of claims that may have expired
+// unread) and the reading was known caught up less than freshFor ago (the
+// server had delivered every claim, and this copy had taken them in).
 type Seen struct {
-	js     jetstream.JetStream
-	names  bus.Names
 	keys   KeyFeed
 	window time.Duration
-	bytes  int
 	log    *zap.Logger
 	// hold and fresh: holdFor and freshFor, but in tests.
 	hold, fresh time.Duration
+	wake        chan struct{} // the reading asks for event_keys
 
-	mu       sync.Mutex
-	gen      uint64 // of the current run of follow: older callbacks are ignored
-	f        *filter
-	held     []claimSeen    // claims taken less than hold ago, oldest first
-	heldIDs  map[string]int // the ids in held, and how often
-	complete bool
-	// caughtUpAt is when the feed was last known to have delivered, and
-	// this copy taken in, every claim in the stream.
+	mu      sync.Mutex
+	f       *filter
+	held    []claimSeen    // claims taken less than hold ago, oldest first
+	heldIDs map[string]int // the ids in held, and how often
+	// asked counts the reads of event_keys the reading asked for; loaded
+	// is the count when the last one done started. Complete: equal.
+	asked, loaded uint64
+	starting      bool // a reading started and has read nothing yet
+	// caughtUpAt is when the reading was last known to have delivered,
+	// and this copy taken in, every claim in the stream.
 	caughtUpAt  time.Time
-	lastSeq     uint64        // of the last claim taken in
-	lastAt      time.Time     // when it was received
-	lastLag     time.Duration // how late it came, beyond the quickest claim's
 	minOffset   time.Duration // receipt minus server time, the least seen
 	offsetKnown bool
-	broken      chan struct{}
 }
 
 // KeyFeed is what Seen reads of ClickHouse at start: event_keys' rows.
@@ -77,19 +71,19 @@ type claimSeen struct {
 const FilterBytes = 64 << 20
 
 // holdFor is how long after it was taken a claim's id joins the filter;
-// freshFor, how long the feed may go without being known caught up before
-// Seen stops answering.
+// freshFor, how long the reading may go without being known caught up
+// before Seen stops answering.
 const (
 	holdFor  = bus.PipelineWindow / 2
 	freshFor = bus.PipelineWindow / 4
 )
 
-var errFeedBroken = errors.New("the claims' feed may have lost claims")
-
-// NewSeen returns a Seen over window with a filter of bytes at most; Run
-// fills it.
-func NewSeen(js jetstream.JetStream, names bus.Names, keys KeyFeed, window time.Duration, bytes int, log *zap.Logger) *Seen {
-	return &Seen{js: js, names: names, keys: keys, window: window, bytes: bytes, log: log, hold: holdFor, fresh: freshFor}
+// NewSeen returns a Seen over window with a filter of bytes at most, fed
+// by the claims log's reading it is the Tap of; Run reads event_keys when
+// that reading asks.
+func NewSeen(keys KeyFeed, window time.Duration, bytes int, log *zap.Logger) *Seen {
+	return &Seen{keys: keys, window: window, log: log, hold: holdFor, fresh: freshFor, wake: make(chan struct{}, 1),
+		f: newFilter(window, bytes), heldIDs: map[string]int{}}
 }
 
 // FirstAttempt reports whether the keyed event id, a single reading (its
@@ -112,7 +106,7 @@ func (s *Seen) FirstAttempts(ids, claims []string) []bool {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.complete || now.Sub(s.caughtUpAt) > s.fresh {
+	if !s.complete() || now.Sub(s.caughtUpAt) > s.fresh {
 		return first
 	}
 	s.settle(now)
@@ -129,5 +123,9 @@ func (s *Seen) Complete() bool {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.complete && time.Since(s.caughtUpAt) <= s.fresh
+	return s.complete() && time.Since(s.caughtUpAt) <= s.fresh
 }
+
+// complete reports whether event_keys was read since the reading last
+// asked for it. s.mu is held.
+func (s *Seen) complete() bool { return s.asked != 0 && s.loaded == s.asked }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/devicehub/eventservice/integration/testenv"
 	"github.com/devicehub/eventservice/pkg/bus"
+	"github.com/devicehub/eventservice/pkg/claimlog"
 )
 
 // keyRows stands for event_keys.
@@ -22,6 +23,21 @@ func (k keyRows) EachKey(_ context.Context, sinceNs int64, fn func(string, int64
 		}
 	}
 	return nil
+}
+
+// gatedRows is event_keys read once per token sent on gate.
+type gatedRows struct {
+	rows keyRows
+	gate chan struct{}
+}
+
+func (g gatedRows) EachKey(ctx context.Context, sinceNs int64, fn func(string, int64)) error {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.rows.EachKey(ctx, sinceNs, fn)
 }
 
 // claimOf writes an entry of the claims log listing id and another id.
@@ -41,14 +57,21 @@ func oldClaimOf(t *testing.T, js jetstream.JetStream, id string) {
 	}
 }
 
-func runSeen(t *testing.T, js jetstream.JetStream, keys KeyFeed) *Seen {
+// runSeen runs a Seen over keys, with claims held hold, fed by a reading
+// of the claims log on js (claimlog, the writer's one reading).
+func runSeen(t *testing.T, js jetstream.JetStream, keys KeyFeed, hold time.Duration) *Seen {
 	t.Helper()
-	s := NewSeen(js, bus.DefaultNames, keys, 24*time.Hour, 1<<20, zap.NewNop())
-	s.hold = 300 * time.Millisecond
+	s := NewSeen(keys, 24*time.Hour, 1<<20, zap.NewNop())
+	s.hold = hold
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	l, err := claimlog.Open(ctx, js, bus.DefaultNames, "", s, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 2)
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	go func() { done <- l.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
 	return s
 }
 
@@ -89,7 +112,9 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 	now := time.Now()
 	rows := keyRows{"settled-earlier": now.Add(-time.Hour), "past-window": now.Add(-25 * time.Hour)}
 	oldClaimOf(t, js, "claimed-before-start")
-	s := runSeen(t, js, rows)
+	keys := gatedRows{rows: rows, gate: make(chan struct{}, 1)}
+	keys.gate <- struct{}{} // the read at the start
+	s := runSeen(t, js, keys, 300*time.Millisecond)
 	eventually(t, "complete", s.Complete)
 	if s.FirstAttempt("settled-earlier") || !s.FirstAttempt("past-window") || !s.FirstAttempt("never-seen") {
 		t.Fatalf("settled-earlier %v past-window %v never-seen %v; want false true true",
@@ -125,18 +150,18 @@ func TestSeenTellsFirstAttempts(t *testing.T) {
 	}
 	eventually(t, "caught up again", func() bool { return s.FirstAttempt("never-seen") })
 
-	// A break in the feed: nothing is known until the filter is made
-	// again, from event_keys and the claims still in the stream.
-	s.mu.Lock()
-	s.breakFeed()
-	s.mu.Unlock()
+	// The reading tells of claims that may have expired unread: nothing
+	// is known until event_keys is read again (a row written since the
+	// first read stands for an attempt whose claim was lost).
+	rows["stored-while-lost"] = time.Now()
+	s.Read(time.Now(), time.Now(), nil, false, true)
 	if s.Complete() || s.FirstAttempt("never-seen") {
-		t.Fatal("a broken feed still answers")
+		t.Fatal("a reading that may have lost claims still answers")
 	}
+	keys.gate <- struct{}{}
 	eventually(t, "complete again", s.Complete)
-	eventually(t, "the claims in the stream are in the new filter", func() bool { return !s.FirstAttempt("fresh") })
-	if s.FirstAttempt("settled-earlier") || !s.FirstAttempt("never-seen") {
-		t.Fatal("the new filter lost event_keys' rows, or holds what it never saw")
+	if s.FirstAttempt("stored-while-lost") || s.FirstAttempt("fresh") || s.FirstAttempt("settled-earlier") || !s.FirstAttempt("never-seen") {
+		t.Fatal("event_keys not read again, the filter lost what it held, or it holds what it never saw")
 	}
 }
 
@@ -149,7 +174,7 @@ func TestSeenTellsBacklogFirstAttemptsByTheirClaim(t *testing.T) {
 	if err := bus.EnsureStreams(context.Background(), js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
 		t.Fatal(err)
 	}
-	s := runSeen(t, js, keyRows{"old-0": time.Now().Add(-time.Hour)})
+	s := runSeen(t, js, keyRows{"old-0": time.Now().Add(-time.Hour)}, 300*time.Millisecond)
 	eventually(t, "complete", s.Complete)
 	ids, claims := []string{"new-0", "new-1", "old-0", "old-1"}, []string{"new", "new", "old", "old"}
 	firsts := func() []bool { return s.FirstAttempts(ids, claims) }
@@ -178,10 +203,7 @@ func TestSeenLooksUpBacklogMessagesAnOldCopyClaimed(t *testing.T) {
 	if err := bus.EnsureStreams(context.Background(), js, bus.Config{Replicas: 1, StreamMaxAge: time.Hour, StreamMaxBytes: 1 << 26, Prefix: bus.DefaultPrefix}); err != nil {
 		t.Fatal(err)
 	}
-	s := runSeen(t, js, keyRows{})
-	s.mu.Lock()
-	s.hold = time.Hour
-	s.mu.Unlock()
+	s := runSeen(t, js, keyRows{}, time.Hour)
 	eventually(t, "complete", s.Complete)
 	claimOf(t, js, "msg-0")
 	delivered(t, s, "msg-0")
@@ -203,12 +225,7 @@ func TestSeenTimesClaimsByTheirStreamTime(t *testing.T) {
 	}
 	claimOf(t, js, "taken-long-ago")
 	time.Sleep(2500 * time.Millisecond)
-	s := NewSeen(js, bus.DefaultNames, keyRows{}, 24*time.Hour, 1<<20, zap.NewNop())
-	s.hold = 2 * time.Second
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	s := runSeen(t, js, keyRows{}, 2*time.Second)
 	// No claim comes after it: the clocks are compared through the
 	// consumer's info.
 	eventually(t, "complete", s.Complete)
