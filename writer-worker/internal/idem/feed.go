@@ -41,6 +41,9 @@ func (s *Seen) loadAsked(ctx context.Context) error {
 			}
 			continue
 		}
+		s.mu.Lock()
+		s.started = asked
+		s.mu.Unlock()
 		since := time.Now().Add(-s.window)
 		rows := 0
 		err := s.keys.EachKey(ctx, since.UnixNano(), func(id string, tsNs int64) {
@@ -78,6 +81,7 @@ func (s *Seen) ask() {
 func (s *Seen) Restarted() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.settle(time.Now()) // what is past hold joins the filter: it may have expired from the stream since
 	s.held, s.heldIDs = nil, map[string]int{}
 	s.caughtUpAt, s.starting = time.Time{}, true
 	s.ask()
@@ -86,13 +90,14 @@ func (s *Seen) Restarted() {
 // Read takes in one message of the claims log (claimlog.Tap): an entry's
 // ids (a release adds none: an id it frees is looked up). Claims lost
 // before it (expired unread) may be of events stored since the last read
-// of event_keys: it is read again. At a reading's start they are what
-// expired before it, which the read its start asked for covers.
+// of event_keys began: it is read again. Before a reading's first message
+// they are what expired before it arrived, which the read its start asked
+// for covers if that read has not begun yet.
 func (s *Seen) Read(at, recv time.Time, ids []string, release, lost bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.offsetSample(recv.Sub(at))
-	if lost && !s.starting {
+	if lost && !(s.starting && s.started < s.asked) {
 		s.ask()
 	}
 	s.starting = false

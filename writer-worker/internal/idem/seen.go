@@ -42,10 +42,11 @@ type Seen struct {
 	f       *filter
 	held    []claimSeen    // claims taken less than hold ago, oldest first
 	heldIDs map[string]int // the ids in held, and how often
-	// asked counts the reads of event_keys the reading asked for; loaded
-	// is the count when the last one done started. Complete: equal.
-	asked, loaded uint64
-	starting      bool // a reading started and has read nothing yet
+	// asked counts the reads of event_keys the reading asked for;
+	// started and loaded are the count when the last read began, and when
+	// the last one done began. Complete: loaded equals asked.
+	asked, started, loaded uint64
+	starting               bool // a reading started and has read nothing yet
 	// caughtUpAt is when the reading was last known to have delivered,
 	// and this copy taken in, every claim in the stream.
 	caughtUpAt  time.Time
@@ -53,7 +54,8 @@ type Seen struct {
 	offsetKnown bool
 }
 
-// KeyFeed is what Seen reads of ClickHouse at start: event_keys' rows.
+// KeyFeed is what Seen reads of ClickHouse at each start of the reading:
+// event_keys' rows.
 type KeyFeed interface {
 	EachKey(ctx context.Context, sinceNs int64, fn func(id string, tsNs int64)) error
 }

@@ -102,7 +102,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 // Against a real JetStream: an event is a known first attempt when no
 // claim of its id is older than hold and event_keys has no row of it in
-// the window; before the filter is complete, and after its feed broke,
+// the window; before the filter is complete, and after its reading may have lost claims,
 // nothing is known.
 func TestSeenTellsFirstAttempts(t *testing.T) {
 	_, js := testenv.Connect(t)
@@ -245,5 +245,54 @@ func TestNoSeen(t *testing.T) {
 	var s *Seen
 	if s.FirstAttempt("x") || s.Complete() {
 		t.Fatal("a nil Seen answers")
+	}
+}
+
+// Claims lost before a reading's first message (expired before it came)
+// are covered by the read of event_keys its start asked for only if that
+// read had not begun: once it has, event_keys is read again (a row written
+// after it began stands for an attempt whose claim was lost).
+func TestSeenReadsEventKeysAgainForClaimsLostAfterTheStartsRead(t *testing.T) {
+	rows := keyRows{}
+	keys := gatedRows{rows: rows, gate: make(chan struct{}, 2)}
+	keys.gate <- struct{}{} // the first reading's start
+	keys.gate <- struct{}{} // the second's
+	s := NewSeen(keys, 24*time.Hour, 1<<20, zap.NewNop())
+	asked := func() uint64 {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.asked
+	}
+	complete := func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.complete()
+	}
+	now := time.Now()
+	s.Restarted()
+	s.Read(now, now, []string{"first"}, false, true)
+	if asked() != 1 {
+		t.Fatalf("claims lost before the first message, the start's read not begun: %d reads asked, want 1", asked())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "complete", complete)
+
+	s.Restarted() // a reading again; its start's read runs and ends
+	eventually(t, "complete again", complete)
+	rows["stored-after-the-read-began"] = time.Now()
+	s.Read(time.Now(), time.Now(), []string{"late-first"}, false, true)
+	if complete() || asked() != 3 {
+		t.Fatalf("claims lost after the start's read began: complete %v, %d reads asked; want false, 3", complete(), asked())
+	}
+	keys.gate <- struct{}{}
+	eventually(t, "complete after reading event_keys again", complete)
+	s.mu.Lock()
+	found := s.f.has("stored-after-the-read-began")
+	s.mu.Unlock()
+	if !found {
+		t.Fatal("event_keys was not read again")
 	}
 }
