@@ -83,11 +83,6 @@ func Open(ctx context.Context, js jetstream.JetStream, names bus.Names, own stri
 		reread: make(chan struct{}, 1), reverify: make(chan struct{}, 1)}, nil
 }
 
-// Window is how long an entry holds its claims (the stream's duplicate
-// window: bus.PipelineWindow); what the reading says of an entry is kept
-// that long.
-func (l *Log) Window() time.Duration { return l.f.window }
-
 // CaughtUp reports whether the current reading has read the log up to
 // where it stood when the reading started (after a start, and after each
 // reading again): an entry it has not read was stored since, or never.
