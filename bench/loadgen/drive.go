@@ -20,6 +20,8 @@ type result struct {
 	split            [2]kind                 // open loop, -mixed: the unkeyed [0] and keyed [1] requests apart
 	scheduled, conns int                     // open loop: requests due, connections opened (at most -open-conns)
 	elapsed          time.Duration
+	start            time.Time // open loop: request 0's due time
+	seconds          []second  // open loop, -timeline: each second's due requests
 
 	// measured around the level (bench.measure)
 	stored   int                // values ClickHouse holds from the level

@@ -42,6 +42,10 @@ func (b *bench) measure(ctx context.Context, drive func() (*result, error)) (*re
 	if err != nil {
 		return nil, err
 	}
+	for i := range r.seconds {
+		from := r.start.Add(time.Duration(i) * time.Second)
+		r.seconds[i].cpu = cpuOver(smp.cpus, from, from.Add(time.Second))
+	}
 	r.rss, r.cpu, r.growth, r.sampled = rss, cpu, growth, sampled
 	sleep(ctx, time.Second)
 	r.stored, err = countStored(ctx, b.cfg, b.entity, startMs-1000, time.Now().UnixMilli())
@@ -96,12 +100,15 @@ func (b *bench) closedLevel(ctx context.Context, conc int) error {
 // the programs, NATS and ClickHouse together.
 func (b *bench) openLevel(ctx context.Context, rate int) error {
 	l, err := b.measure(ctx, func() (*result, error) {
-		return driveOpen(ctx, b.fleetLoad(b.keyPrefix("%s-open-%d", rate)), rate, b.cfg.duration)
+		load := b.fleetLoad(b.keyPrefix("%s-open-%d", rate))
+		load.timeline = b.cfg.timeline
+		return driveOpen(ctx, load, rate, b.cfg.duration)
 	})
 	if err != nil {
 		return err
 	}
 	b.emitOpen(rate, l)
+	b.emitTimeline(rate, l)
 	return nil
 }
 

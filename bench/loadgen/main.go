@@ -29,7 +29,7 @@ type config struct {
 	duration, settle                                    time.Duration
 	pids                                                map[string]int
 	out                                                 string
-	keyed, mixed                                        bool
+	keyed, mixed, timeline                              bool
 	batch                                               int
 	rates                                               []int // open loop: requests per second, one level each
 	openConns                                           int
@@ -78,6 +78,7 @@ func parseFlags(args []string) (config, error) {
 	fs.StringVar(&c.out, "out", "", "append the result lines to this file")
 	fs.BoolVar(&c.keyed, "keyed", false, "send a unique Idempotency-Key with every request, as field firmware does")
 	fs.BoolVar(&c.mixed, "mixed", false, "open loop: half the requests keyed (a unique Idempotency-Key; each device's in turn), the others not, their confirmed answers' latencies reported apart: both paths measured under the same load at once")
+	fs.BoolVar(&c.timeline, "timeline", false, "open loop: also one line per second of each level (the latency of the requests due in it, and each sampled process's CPU over it), to see a level's slow seconds and whose CPU they line up with")
 	var rates string
 	fs.StringVar(&rates, "rates", "", "open loop instead of closed: constant arrival rates per second, one level each (latency from each request's scheduled time)")
 	fs.IntVar(&c.openConns, "open-conns", 1024, "most connections of an open-loop level: a due request takes an idle one or opens one up to this, then waits")

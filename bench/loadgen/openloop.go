@@ -12,9 +12,10 @@ import (
 // from pool. With keyed set, the requests it names and the others are also
 // counted apart (result.split).
 type openLoad struct {
-	req   func(i int) []byte
-	pool  pool
-	keyed func(i int) bool
+	req      func(i int) []byte
+	pool     pool
+	keyed    func(i int) bool
+	timeline bool // each second's requests also counted apart (result.seconds)
 }
 
 // pool hands out the connections of an open-loop level; get is called
@@ -39,6 +40,10 @@ func driveOpen(ctx context.Context, l openLoad, rate int, d time.Duration) (*res
 	var wg sync.WaitGroup
 	start := time.Now().Add(20 * time.Millisecond)
 	interval := time.Second / time.Duration(rate)
+	r.start = start
+	if l.timeline {
+		r.seconds = make([]second, (n+rate-1)/rate)
+	}
 	for i := 0; i < n && ctx.Err() == nil; i++ {
 		due := start.Add(time.Duration(i) * interval)
 		if wait := time.Until(due); wait > 200*time.Microsecond {
@@ -56,6 +61,9 @@ func driveOpen(ctx context.Context, l openLoad, rate int, d time.Duration) (*res
 			r.record(a, err, lat)
 			if l.keyed != nil {
 				r.recordSplit(l.keyed(i), a, err != nil, lat)
+			}
+			if r.seconds != nil {
+				r.recordSecond(i/rate, a, err, lat)
 			}
 			l.pool.put(i, c, err != nil || a.closed)
 		})

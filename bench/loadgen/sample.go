@@ -16,6 +16,7 @@ type sampler struct {
 	stop  chan struct{}
 	done  sync.WaitGroup
 	start time.Time
+	cpus  []cpuSample // every sample's CPU times, in time order
 }
 
 // proc is one sampled process; RSS in kB.
@@ -49,14 +50,17 @@ func startSampler(pids map[string]int) *sampler {
 
 func (s *sampler) sample() {
 	warm := time.Since(s.start) >= 5*time.Second
-	for _, p := range s.procs {
-		_, kb := procStat(p.pid)
+	at := cpuSample{at: time.Now(), cpu: make(map[string]float64, len(s.procs))}
+	for name, p := range s.procs {
+		cpu, kb := procStat(p.pid)
+		at.cpu[name] = cpu
 		p.peak = max(p.peak, kb)
 		if warm && !p.warm {
 			p.first, p.warm = kb, true
 		}
 		p.last = kb
 	}
+	s.cpus = append(s.cpus, at)
 }
 
 // finish stops the sampling and returns, per process, peak RSS in MB, CPU use
@@ -65,6 +69,7 @@ func (s *sampler) sample() {
 func (s *sampler) finish() (rss, cpu map[string]float64, growth map[string][2]float64) {
 	close(s.stop)
 	s.done.Wait()
+	s.sample() // the last instant, for cpuOver
 	wall := time.Since(s.start).Seconds()
 	rss, cpu, growth = map[string]float64{}, map[string]float64{}, map[string][2]float64{}
 	for name, p := range s.procs {

@@ -26,12 +26,12 @@ fi
 if [ "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" != 0 ]; then
   bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
     -devices "${BENCH_DEVICES:-1000}" -rates "${BENCH_OPEN_RATES:-1000,2000,3000,4000,6000,8000}" -duration "${BENCH_OPEN_DURATION:-20s}" \
-    -pids "${pids%,}" -out bench/out/results.txt
+    -pids "${pids%,}" -out bench/out/results.txt ${BENCH_TIMELINE:+-timeline}
   for rate in $(echo "${BENCH_OPEN_KEYED_RATES:-2000,4000}" | tr , ' '); do
     for keyed in "" -keyed; do
       bin/loadgen -target "http://$INGEST_ADDR" -workspace "http://$WORKSPACE_ADDR" -clickhouse-http "http://127.0.0.1:$CLICKHOUSE_HTTP_PORT" \
         -devices "${BENCH_DEVICES:-1000}" -rates "$rate" -duration "${BENCH_OPEN_DURATION:-20s}" \
-        -pids "${pids%,}" -out bench/out/results.txt $keyed
+        -pids "${pids%,}" -out bench/out/results.txt $keyed ${BENCH_TIMELINE:+-timeline}
     done
   done
 fi
