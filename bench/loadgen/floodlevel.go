@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -107,24 +104,6 @@ func (b *bench) floodRun(ctx context.Context, rate, floodRate int) error {
 		b.emit("  report_rows_fleet %s", t.fleet)
 	}
 	return nil
-}
-
-// machineBusy is the CPU time the whole machine spent busy so far, in
-// seconds (/proc/stat: all but idle and iowait; 100 ticks a second).
-func machineBusy() float64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	busy := 0.0
-	for i, f := range strings.Fields(line)[1:] {
-		v, _ := strconv.ParseFloat(f, 64)
-		if i != 3 && i != 4 && i < 8 { // user nice system idle iowait irq softirq steal
-			busy += v
-		}
-	}
-	return busy / 100
 }
 
 // rssMB is each process's resident set now, in MB.

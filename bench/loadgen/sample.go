@@ -60,7 +60,43 @@ func (s *sampler) sample() {
 		}
 		p.last = kb
 	}
+	at.cpu[machineCol], at.cpu[stealCol] = machineStat()
 	s.cpus = append(s.cpus, at)
+}
+
+// The timeline's columns for the whole machine (in cpuSample only, not in
+// a level's per-process figures): CPU time spent busy by anyone, and time
+// the hypervisor gave this machine's virtual CPUs to others (steal).
+const (
+	machineCol = "machine"
+	stealCol   = "steal"
+)
+
+// machineBusy is the CPU time the whole machine spent busy so far, steal
+// included, in seconds.
+func machineBusy() float64 {
+	busy, steal := machineStat()
+	return busy + steal
+}
+
+// machineStat reads the busy (user, nice, system, irq, softirq) and steal
+// times of all CPUs, in seconds, from /proc/stat; zeros if it cannot.
+func machineStat() (busy, steal float64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, _ := strconv.ParseFloat(f[i], 64)
+		busy += v
+	}
+	steal, _ = strconv.ParseFloat(f[8], 64)
+	return busy / 100, steal / 100
 }
 
 // finish stops the sampling and returns, per process, peak RSS in MB, CPU use
