@@ -2,7 +2,10 @@
 # bench's own ports and state under .run/bench (BENCH_*_PORT override), the
 # load generator built, the last run's state deleted and ext4's window waited
 # out, then the stack started (deploy/dev/stack.sh: pids, stopped at exit).
-export RUN_DIR=$root/.run/bench NATS_PORT=${BENCH_NATS_PORT:-14222} CLICKHOUSE_PORT=${BENCH_CLICKHOUSE_PORT:-19200} \
+# BENCH_RUN_DIR puts the state elsewhere: on tmpfs (/dev/shm/bench), two
+# commits compared on this machine meet the same ClickHouse file costs
+# (docs/performance.md, "ClickHouse's files and this machine's disk").
+export RUN_DIR=${BENCH_RUN_DIR:-$root/.run/bench} NATS_PORT=${BENCH_NATS_PORT:-14222} CLICKHOUSE_PORT=${BENCH_CLICKHOUSE_PORT:-19200} \
   CLICKHOUSE_HTTP_PORT=${BENCH_CLICKHOUSE_HTTP_PORT:-18223} INGEST_ADDR=127.0.0.1:${BENCH_INGEST_PORT:-18080} \
   MAPPER_HEALTH_ADDR=127.0.0.1:18081 WRITER_HEALTH_ADDR=127.0.0.1:18082 INGEST_METRICS_ADDR=127.0.0.1:18083 WORKSPACE_ADDR=127.0.0.1:${BENCH_WORKSPACE_PORT:-18084} \
   LOG_LEVEL=warn
