@@ -43,8 +43,15 @@ func (b *bench) measure(ctx context.Context, drive func() (*result, error)) (*re
 		return nil, err
 	}
 	for i := range r.seconds {
+		// The last second may end after the last sample (a level that
+		// answered everything early, or a -duration of whole seconds
+		// plus a fraction): its CPU is over the part sampled.
 		from := r.start.Add(time.Duration(i) * time.Second)
-		r.seconds[i].cpu = cpuOver(smp.cpus, from, from.Add(time.Second))
+		to := from.Add(time.Second)
+		if last := smp.cpus[len(smp.cpus)-1].at; to.After(last) {
+			to = last
+		}
+		r.seconds[i].cpu = cpuOver(smp.cpus, from, to)
 	}
 	r.rss, r.cpu, r.growth, r.sampled = rss, cpu, growth, sampled
 	sleep(ctx, time.Second)

@@ -132,6 +132,9 @@ func parseFlags(args []string) (config, error) {
 	if c.batch < 0 || c.batch > 1000 {
 		return c, fmt.Errorf("-batch must be 0 to 1000")
 	}
+	if c.timeline && c.duration > maxTimeline {
+		return c, fmt.Errorf("-timeline takes levels of at most %s", maxTimeline)
+	}
 	if c.duration <= 0 || c.devices < 1 {
 		return c, fmt.Errorf("-duration and -devices must be positive")
 	}

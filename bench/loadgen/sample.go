@@ -10,7 +10,8 @@ import (
 )
 
 // sampler reads each process's RSS (peak of samples) and CPU time from /proc
-// while a level runs. Its procs belong to its goroutine until finish.
+// while a level runs. Its procs and cpus belong to its goroutine until
+// finish.
 type sampler struct {
 	procs map[string]*proc
 	stop  chan struct{}

@@ -35,11 +35,18 @@ func (r *result) recordSecond(sec int, a reply, err error, lat time.Duration) {
 	default:
 		s.confirmed++
 		if s.hist == nil {
-			s.hist = hdrhistogram.New(1, 120_000_000, 3)
+			// 2 significant digits (1%): a second's percentiles need no
+			// more, and each histogram stays ~20 KiB (-timeline bounds
+			// the level to maxTimeline).
+			s.hist = hdrhistogram.New(1, 120_000_000, 2)
 		}
 		_ = s.hist.RecordValue(max(1, lat.Microseconds()))
 	}
 }
+
+// maxTimeline is the longest level -timeline takes: a histogram per
+// second is held until the level ends.
+const maxTimeline = 15 * time.Minute
 
 // cpuSample is each process's CPU time in seconds at one instant.
 type cpuSample struct {

@@ -13,14 +13,23 @@ export ADMIN_TOKEN=${ADMIN_TOKEN:-bench-admin-token-$RANDOM$RANDOM}
 go build -o bin/loadgen ./bench/loadgen
 mkdir -p bench/out
 if [ -d "$RUN_DIR" ]; then
+  # Only a bench stack's state is deleted (a BENCH_RUN_DIR given by
+  # mistake, such as /dev/shm itself, is not).
+  if [ -n "$(ls -A "$RUN_DIR")" ] && [ ! -d "$RUN_DIR/pids" ]; then
+    echo "$RUN_DIR holds something other than a bench stack's state: not deleted" >&2
+    exit 1
+  fi
   rm -rf "$RUN_DIR"
   # On ext4 without a journal (these machines' root), a new file skips the
-  # inodes freed in the last ~30 s, scanning past each: ClickHouse creates ~20
-  # files per insert, and the previous run's tens of thousands of deleted
-  # files made its inserts several times dearer (seen in perf as
-  # recently_deleted in ext4_create). Measure after that window.
-  sync
-  sleep "${BENCH_SETTLE:-35}"
+  # inodes freed in the last 60 s (5 minutes while their inode table block
+  # is unwritten), scanning past each: ClickHouse creates ~20 files per
+  # insert, and the previous run's tens of thousands of deleted files made
+  # its inserts several times dearer (seen in perf as recently_deleted in
+  # ext4_create). Measure after that window; tmpfs has none.
+  if [ "$(stat -f -c %T "$(dirname "$RUN_DIR")")" != tmpfs ]; then
+    sync
+    sleep "${BENCH_SETTLE:-65}"
+  fi
 fi
 . deploy/dev/stack.sh
 start_stack
