@@ -39,7 +39,7 @@ type tokenKey struct {
 	id     string // names the key in what it made (not secret: a digest of it)
 	digest []byte
 	aead   cipher.AEAD
-	pool   sync.Pool // hash.Hash under digest
+	pool   sync.Pool // *summer under digest
 }
 
 // NewKeyring derives the subkeys of key; previous, if not empty, is the key
@@ -81,7 +81,7 @@ func newTokenKey(key string) (*tokenKey, error) {
 		return nil, err
 	}
 	t := &tokenKey{id: hex.EncodeToString(sub("id")[:6]), digest: sub("digest"), aead: aead}
-	t.pool.New = func() any { return hmac.New(sha256.New, t.digest) }
+	t.pool.New = func() any { return &summer{h: hmac.New(sha256.New, t.digest)} }
 	return t, nil
 }
 
@@ -153,12 +153,25 @@ func (k *Keyring) under(keyID string) *tokenKey {
 	return nil
 }
 
+// summer is a pooled HMAC with buffers of its own: a token and its sum
+// pass through them, not through new slices on every request.
+type summer struct {
+	h   hash.Hash
+	in  []byte
+	out [sha256.Size]byte
+}
+
 func (t *tokenKey) sum(secret string) [sha256.Size]byte {
-	m := t.pool.Get().(hash.Hash)
-	m.Reset()
-	m.Write([]byte(secret))
-	var out [sha256.Size]byte
-	m.Sum(out[:0])
+	m := t.pool.Get().(*summer)
+	m.h.Reset()
+	m.in = append(m.in[:0], secret...)
+	m.h.Write(m.in)
+	m.h.Sum(m.out[:0])
+	out := m.out
+	clear(m.in) // no token stays behind in the pool
+	if cap(m.in) > 1024 {
+		m.in = nil // nor a huge token's buffer
+	}
 	t.pool.Put(m)
 	return out
 }

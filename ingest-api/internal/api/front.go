@@ -157,17 +157,18 @@ const (
 	EventsPath = "/api/v1/deviceapi/events"
 )
 
-// deviceSlash, run before routing, serves a device endpoint's path with a
-// trailing slash as the path itself: firmware that joins a base URL and a
+// routeDevice routes a device endpoint at path and, as the same endpoint,
+// at path with a trailing slash: firmware that joins a base URL and a
 // path, or a library that adds the slash, reaches the endpoint it meant
-// instead of a 404 it cannot act on.
-func deviceSlash(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if r := c.Request(); r.URL.Path == EventPath+"/" || r.URL.Path == EventsPath+"/" {
-			r.URL.Path, r.URL.RawPath = r.URL.Path[:len(r.URL.Path)-1], ""
-		}
-		return next(c)
-	}
+// instead of a 404 it cannot act on. Both are counted under path. A route
+// of its own, not a rewrite before routing: Echo runs Pre middleware by
+// building its chain again for every request.
+func routeDevice(e *echo.Echo, path string, h echo.HandlerFunc) {
+	e.POST(path, h)
+	e.POST(path+"/", func(c echo.Context) error {
+		c.SetPath(path)
+		return h(c)
+	})
 }
 
 // authFailed is the refusal of a failed authentication: code, or, when

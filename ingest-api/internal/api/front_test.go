@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -15,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/devicehub/eventservice/ingest-api/internal/edge"
 	"github.com/devicehub/eventservice/ingest-api/internal/guard"
 	"github.com/devicehub/eventservice/pkg/registry"
 )
@@ -268,9 +271,10 @@ func TestSerialOfABodyTooLarge(t *testing.T) {
 }
 
 // A device endpoint's path with a trailing slash is the endpoint: the same
-// answer as without it, not a 404.
+// answer as without it, not a 404, timed under the endpoint's route.
 func TestDeviceEndpointsWithATrailingSlash(t *testing.T) {
-	srv, _ := frontServer(t, Deps{Limits: Limits{MaxBatchMessages: 10}})
+	reg := prometheus.NewRegistry()
+	srv, _ := frontServer(t, Deps{Limits: Limits{MaxBatchMessages: 10}, Answers: edge.NewAnswers(zap.NewNop(), reg)})
 	for path, body := range map[string]string{
 		"/api/v1/deviceapi/event":  `{"serial":"dev-1","data":{"temp":1}}`,
 		"/api/v1/deviceapi/events": `{"serial":"dev-1","messages":[{"data":{"temp":1}}]}`,
@@ -287,5 +291,19 @@ func TestDeviceEndpointsWithATrailingSlash(t *testing.T) {
 				t.Errorf("POST %s: %d %+v, want 401 Invalid access token", p, resp.StatusCode, b)
 			}
 		}
+	}
+	// Two requests timed under each endpoint's route, none under another.
+	timed := map[string]uint64{}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "ingest_api_request_duration_seconds" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			timed[m.GetLabel()[0].GetValue()] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	if want := map[string]uint64{EventPath: 2, EventsPath: 2}; !maps.Equal(timed, want) {
+		t.Errorf("timed by route %v, want %v", timed, want)
 	}
 }

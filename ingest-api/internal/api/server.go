@@ -101,11 +101,10 @@ func New(d Deps) (*echo.Echo, *Server) {
 	// peer is a configured proxy (TRUSTED_PROXIES).
 	e.IPExtractor = func(r *http.Request) string { return d.Proxies.Client(r).String() }
 	e.HTTPErrorHandler = s.answers.HandleError
-	e.Pre(deviceSlash)
 	e.Use(markBusy, s.answers.TimeRoutes, middleware.Recover())
 
-	e.POST(EventPath, s.postEvent)
-	e.POST(EventsPath, s.postEvents)
+	routeDevice(e, EventPath, s.postEvent)
+	routeDevice(e, EventsPath, s.postEvents)
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
 	e.GET(openapi.Path, func(c echo.Context) error { return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, openapi.Device) })

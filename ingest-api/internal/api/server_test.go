@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -93,9 +94,13 @@ func TestInFlightBoundAnswers503(t *testing.T) {
 }
 
 // Every route of the device door is in the device API's document, and
-// every documented operation is a route.
+// every documented operation is a route. A device endpoint with a trailing
+// slash is the documented endpoint itself (routeDevice).
 func TestEveryRouteIsDocumented(t *testing.T) {
-	if n := testenv.OpenAPI(t, openapi.Device).RoutesDocumented(t, testServer(t).Routes()); n < 5 {
+	routes := slices.DeleteFunc(testServer(t).Routes(), func(r *echo.Route) bool {
+		return r.Path == EventPath+"/" || r.Path == EventsPath+"/"
+	})
+	if n := testenv.OpenAPI(t, openapi.Device).RoutesDocumented(t, routes); n < 5 {
 		t.Fatalf("only %d routes seen", n)
 	}
 }

@@ -42,13 +42,18 @@ func (l *Limiter) AllowN(serial string, n int) (ok bool, wait time.Duration) {
 	if l == nil || l.perSecond <= 0 {
 		return true, 0
 	}
-	now := time.Now()
+	now, take := time.Now(), min(n, l.burst)
 	b := l.bucket(serial)
 	// The bucket has a lock of its own: devices do not wait on each other.
-	r := b.ReserveN(now, min(n, l.burst))
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d
+	// A grant takes no reservation (which the heap would hold); a refusal
+	// reserves to learn the wait, and gives the tokens back.
+	if !b.AllowN(now, take) {
+		r := b.ReserveN(now, take)
+		if d := r.DelayFrom(now); d > 0 {
+			r.CancelAt(now)
+			return false, d
+		}
+		// Refilled since: the reservation is the grant.
 	}
 	l.mu.Lock()
 	if l.granted != nil {

@@ -35,6 +35,11 @@ func TestPerDeviceBuckets(t *testing.T) {
 	if ok, wait := l.AllowN("c", 2); ok || wait < 1500*time.Millisecond || wait > 2*time.Second {
 		t.Fatalf("two readings on an empty bucket at 1/s: ok %v, wait %v; want a wait of about 2s", ok, wait)
 	}
+	// A refusal takes nothing: asked again at once, the wait is the same,
+	// not twice it.
+	if ok, wait := l.AllowN("c", 2); ok || wait > 2*time.Second {
+		t.Fatalf("asked again after a refusal: ok %v, wait %v; want a wait of about 2s", ok, wait)
+	}
 	if !l.ok("d", 50) || l.ok("d", 1) {
 		t.Fatal("a backlog larger than the burst takes the whole burst")
 	}
