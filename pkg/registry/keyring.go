@@ -162,15 +162,17 @@ type summer struct {
 }
 
 func (t *tokenKey) sum(secret string) [sha256.Size]byte {
-	m := t.pool.Get().(*summer)
-	m.h.Reset()
+	m := t.pool.Get().(*summer) // reset when put back (or new)
 	m.in = append(m.in[:0], secret...)
 	m.h.Write(m.in)
 	m.h.Sum(m.out[:0])
 	out := m.out
-	clear(m.in) // no token stays behind in the pool
+	// No token stays behind in the pool: not in the buffer, nor in the
+	// hash's own block (Reset empties it), nor a huge token's buffer.
+	clear(m.in)
+	m.h.Reset()
 	if cap(m.in) > 1024 {
-		m.in = nil // nor a huge token's buffer
+		m.in = nil
 	}
 	t.pool.Put(m)
 	return out

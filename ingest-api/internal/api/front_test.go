@@ -306,4 +306,12 @@ func TestDeviceEndpointsWithATrailingSlash(t *testing.T) {
 	if want := map[string]uint64{EventPath: 2, EventsPath: 2}; !maps.Equal(timed, want) {
 		t.Errorf("timed by route %v, want %v", timed, want)
 	}
+	// Another method on the slash path is the endpoint's 405, as without it.
+	resp, err := http.Get(srv.URL + EventPath + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := decode(t, resp); resp.StatusCode != 405 || resp.Header.Get("Allow") == "" {
+		t.Errorf("GET %s/: %d %+v (Allow %q), want 405", EventPath, resp.StatusCode, b, resp.Header.Get("Allow"))
+	}
 }
