@@ -15,9 +15,9 @@ import (
 // a stall shows in the second whose requests it held up), and each sampled
 // process's CPU over that second of wall time.
 type second struct {
-	due, confirmed, refused, failed int // refused: answered, not success
-	hist                            *hdrhistogram.Histogram
-	cpu                             map[string]float64 // % of one core
+	kind                               // sent: the requests due in it; hist: its confirmed answers' latencies
+	refused, failed int                // refused: answered, not success
+	cpu             map[string]float64 // % of one core
 }
 
 // recordSecond counts request i's answer again in its due second. The
@@ -26,7 +26,7 @@ func (r *result) recordSecond(sec int, a reply, err error, lat time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := &r.seconds[sec]
-	s.due++
+	s.sent++
 	switch {
 	case err != nil:
 		s.failed++
@@ -91,17 +91,11 @@ func cpuAt(samples []cpuSample, t time.Time) (map[string]float64, bool) {
 // emitTimeline writes one line per second of an open-loop level.
 func (b *bench) emitTimeline(rate int, l *result) {
 	for i, s := range l.seconds {
-		p := func(q float64) float64 {
-			if s.hist == nil {
-				return -1
-			}
-			return float64(s.hist.ValueAtQuantile(q)) / 1000
-		}
 		cpu := make([]string, 0, len(s.cpu))
 		for _, n := range slices.Sorted(maps.Keys(s.cpu)) {
 			cpu = append(cpu, fmt.Sprintf("%s=%.0f", n, s.cpu[n]))
 		}
 		b.emit("  second rate=%d s=%d due=%d confirmed=%d refused=%d failed=%d p50_ms=%.2f p99_ms=%.2f max_ms=%.2f cpu_pct %s",
-			rate, i, s.due, s.confirmed, s.refused, s.failed, p(50), p(99), p(100), strings.Join(cpu, " "))
+			rate, i, s.sent, s.confirmed, s.refused, s.failed, s.pct(50), s.pct(99), s.pct(100), strings.Join(cpu, " "))
 	}
 }

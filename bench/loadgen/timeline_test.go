@@ -37,7 +37,7 @@ func TestTimelineShowsTheSecondAStallHeldUp(t *testing.T) {
 		t.Fatalf("%d seconds, want 3", len(r.seconds))
 	}
 	for i, s := range r.seconds {
-		if s.due != 100 || s.confirmed != 100 || s.refused != 0 || s.failed != 0 {
+		if s.sent != 100 || s.confirmed != 100 || s.refused != 0 || s.failed != 0 {
 			t.Fatalf("second %d: %+v, want 100 due and confirmed", i, s)
 		}
 	}
